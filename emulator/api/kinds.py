@@ -1,0 +1,113 @@
+"""Kinds are data.
+
+A :class:`Kind` says everything the store, the admission chain and the HTTP
+façade need to serve a resource: its group/version/kind, plural and short
+names, whether it is namespaced, which subresources it has. Adding a kind to
+kemu is one :func:`register` call; nothing else in the store or the API
+server switches on kind names.
+
+Behaviour attached to a kind (validation, defaulting, admission, printer
+columns) lives in the modules that own that behaviour and is looked up by the
+kind's ``plural``/``group`` key, so this module stays a plain table.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from emulator.api import errors
+
+
+@dataclass(frozen=True)
+class Kind:
+    group: str
+    version: str
+    kind: str
+    plural: str
+    namespaced: bool
+    subresources: tuple[str, ...] = ()
+    short_names: tuple[str, ...] = ()
+    categories: tuple[str, ...] = ()
+    verbs: tuple[str, ...] = field(
+        default=("create", "delete", "deletecollection", "get", "list", "patch", "update", "watch")
+    )
+    # Fields of the object, besides metadata.name/namespace, usable in field selectors.
+    selectable_fields: tuple[str, ...] = ()
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    @property
+    def resource(self) -> str:
+        """``plural`` or ``plural.group``: the store's and the registry's key for this kind."""
+        return f"{self.plural}.{self.group}" if self.group else self.plural
+
+    @property
+    def singular(self) -> str:
+        return self.kind.lower()
+
+    @property
+    def has_status(self) -> bool:
+        return "status" in self.subresources
+
+
+_BY_RESOURCE: dict[str, Kind] = {}
+_BY_GVK: dict[tuple[str, str, str], Kind] = {}
+
+
+def register(kind: Kind) -> Kind:
+    """Register ``kind``; registering the same resource twice with other data is a bug."""
+    existing = _BY_RESOURCE.get(kind.resource)
+    if existing is not None and existing != kind:
+        raise ValueError(f"kind {kind.resource} registered twice with different data")
+    _BY_RESOURCE[kind.resource] = kind
+    _BY_GVK[(kind.group, kind.version, kind.kind)] = kind
+    return kind
+
+
+def all_kinds() -> list[Kind]:
+    return list(_BY_RESOURCE.values())
+
+
+def by_resource(resource: str) -> Kind:
+    """Look up by ``plural`` (core) or ``plural.group``; 404 NotFound for unknown resources."""
+    try:
+        return _BY_RESOURCE[resource]
+    except KeyError:
+        msg = f'the server could not find the requested resource "{resource}"'
+        raise errors.StatusError(404, "NotFound", msg) from None
+
+
+def by_group_plural(group: str, plural: str) -> Kind:
+    return by_resource(f"{plural}.{group}" if group else plural)
+
+
+def by_api_version_kind(api_version: str, kind: str) -> Kind:
+    group, _, version = api_version.rpartition("/")
+    try:
+        return _BY_GVK[(group, version, kind)]
+    except KeyError:
+        raise errors.bad_request(f'no kind "{kind}" is registered for version "{api_version}"') from None
+
+
+_POD_FIELDS = ("spec.nodeName", "spec.schedulerName", "status.phase", "spec.restartPolicy", "status.podIP")
+
+NAMESPACE = register(Kind("", "v1", "Namespace", "namespaces", False, ("status", "finalize"), ("ns",),
+                          selectable_fields=("status.phase",)))
+NODE = register(Kind("", "v1", "Node", "nodes", False, ("status", "proxy"), ("no",),
+                     selectable_fields=("spec.unschedulable",)))
+POD = register(Kind("", "v1", "Pod", "pods", True, ("status", "binding", "eviction", "log"), ("po",), ("all",),
+                    selectable_fields=_POD_FIELDS))
+EVENT = register(Kind("", "v1", "Event", "events", True, (), ("ev",),
+                      selectable_fields=("involvedObject.kind", "involvedObject.name", "involvedObject.namespace",
+                                         "involvedObject.uid", "reason", "type", "source")))
+CONFIGMAP = register(Kind("", "v1", "ConfigMap", "configmaps", True, (), ("cm",)))
+LIMITRANGE = register(Kind("", "v1", "LimitRange", "limitranges", True, (), ("limits",)))
+LEASE = register(Kind("coordination.k8s.io", "v1", "Lease", "leases", True))
+PRIORITYCLASS = register(Kind("scheduling.k8s.io", "v1", "PriorityClass", "priorityclasses", False, (), ("pc",)))
+PDB = register(Kind("policy", "v1", "PodDisruptionBudget", "poddisruptionbudgets", True, ("status",), ("pdb",)))
+DEPLOYMENT = register(Kind("apps", "v1", "Deployment", "deployments", True, ("status", "scale"), ("deploy",), ("all",)))
+REPLICASET = register(Kind("apps", "v1", "ReplicaSet", "replicasets", True, ("status", "scale"), ("rs",), ("all",)))
+DAEMONSET = register(Kind("apps", "v1", "DaemonSet", "daemonsets", True, ("status",), ("ds",), ("all",)))
+RUNTIMECLASS = register(Kind("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False))

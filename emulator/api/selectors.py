@@ -1,0 +1,913 @@
+"""Label selectors and field selectors, with upstream Kubernetes semantics.
+
+Two immutable value types:
+
+* :class:`LabelSelector` -- the ``labelSelector`` query string of list/watch
+  (``app=web,tier in (a,b),!canary``) and the ``metav1.LabelSelector`` object
+  shape (``matchLabels`` / ``matchExpressions``) used in workload specs,
+  affinity terms and PodDisruptionBudgets.
+* :class:`FieldSelector` -- the ``fieldSelector`` query string
+  (``spec.nodeName=node-1,status.phase!=Succeeded``).
+
+Design:
+
+* Parsing follows upstream ``k8s.io/apimachinery`` rule for rule (grammar,
+  operator set, label key/value validation, escaping) and reproduces its error
+  texts, so a client sees the same 400 message a real API server would give.
+  The parser is our own Python, written from the upstream grammar.
+* Parsing is the rare, slow path; matching is the hot one (every object of a
+  list, every watch event, every scheduler filter). At construction a selector
+  is compiled into flat tuples of primitive checks: all exact ``key=value``
+  requirements of a label selector collapse into one ``frozenset`` that is
+  tested with a single C-level ``dict.items() >= set`` comparison, and the
+  remaining operators become ``(opcode, key, arg)`` triples walked by one
+  loop. Field selectors compile each term into a getter closure over a
+  pre-split dotted path.
+* Both types are immutable (``__slots__``, no setters), so instances may be
+  shared freely; :func:`parse_label_selector` / :func:`parse_field_selector`
+  memoise parsing for the HTTP layer, which sees the same strings repeatedly.
+* ``requirements`` and ``exact()`` expose the parsed terms so the store can
+  serve ``spec.nodeName=node-1`` or ``app=web`` from an index instead of a
+  scan.
+
+Upstream sources cited below (all under ``k8s.io/apimachinery/pkg``):
+``labels/selector.go`` (lexer, parser, Requirement, Matches, String),
+``fields/selector.go`` (term splitting, escaping), ``apis/meta/v1/helpers.go``
+(LabelSelectorAsSelector), ``apis/meta/v1/validation/validation.go``
+(ValidateLabelSelector), ``util/validation/validation.go`` (IsQualifiedName,
+IsValidLabelValue and their messages), ``util/validation/field`` (error and
+path formatting), ``runtime/conversion.go`` (unknown field selector message).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from functools import lru_cache
+from typing import Any, Final
+
+from emulator.api import errors
+
+__all__ = [
+    "DOES_NOT_EXIST",
+    "DOUBLE_EQUALS",
+    "EQUALS",
+    "EXISTS",
+    "GREATER_THAN",
+    "IN",
+    "LESS_THAN",
+    "NOT_EQUALS",
+    "NOT_IN",
+    "FieldSelector",
+    "LabelSelector",
+    "Requirement",
+    "parse_field_selector",
+    "parse_label_selector",
+]
+
+# --------------------------------------------------------------------------- operators
+# The spellings of upstream ``selection.Operator`` (pkg/selection/operator.go), so
+# ``requirements`` reads the same as ``Requirement.Operator()`` does in Go.
+IN: Final = "in"
+NOT_IN: Final = "notin"
+EQUALS: Final = "="
+DOUBLE_EQUALS: Final = "=="
+NOT_EQUALS: Final = "!="
+EXISTS: Final = "exists"
+DOES_NOT_EXIST: Final = "!"
+GREATER_THAN: Final = "gt"
+LESS_THAN: Final = "lt"
+
+# Listed in upstream's order: it is part of the "expected: ..." parse error text.
+_BINARY_OPERATORS: Final = (IN, NOT_IN, EQUALS, DOUBLE_EQUALS, NOT_EQUALS, GREATER_THAN, LESS_THAN)
+
+Requirement = tuple[str, str, tuple[str, ...]]
+"""One label requirement: ``(key, operator, values)``; ``values`` is empty for exists/!."""
+
+# --------------------------------------------------------------------------- validation
+# Formats and messages of util/validation/validation.go (IsQualifiedName,
+# IsDNS1123Subdomain, IsValidLabelValue). The regex sources are quoted in the
+# error texts, so they are kept verbatim as upstream prints them.
+_QNAME_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
+_QNAME_MSG: Final = (
+    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
+)
+_QNAME_MAX: Final = 63
+_DNS1123_LABEL_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
+_DNS1123_SUBDOMAIN_FMT: Final = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
+_DNS1123_SUBDOMAIN_MSG: Final = (
+    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_DNS1123_SUBDOMAIN_MAX: Final = 253
+_LABEL_VALUE_FMT: Final = "(" + _QNAME_FMT + ")?"
+_LABEL_VALUE_MSG: Final = (
+    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
+    "and must start and end with an alphanumeric character"
+)
+_LABEL_VALUE_MAX: Final = 63
+
+# fullmatch, never ``$``: Python's ``$`` also matches before a trailing newline.
+_QNAME_RE: Final = re.compile(_QNAME_FMT)
+_DNS1123_SUBDOMAIN_RE: Final = re.compile(_DNS1123_SUBDOMAIN_FMT)
+_LABEL_VALUE_RE: Final = re.compile(_LABEL_VALUE_FMT)
+# strconv.ParseInt(s, 10, 64) accepts an optional sign and ASCII digits only; Python's
+# int() would also take "1_000" and surrounding blanks, which upstream rejects.
+_INT_RE: Final = re.compile(r"[+-]?[0-9]+")
+_INT64_MIN: Final = -(2**63)
+_INT64_MAX: Final = 2**63 - 1
+
+
+def _byte_len(s: str) -> int:
+    # Upstream limits are in bytes (Go ``len``); only non-ASCII text makes it differ.
+    return len(s) if s.isascii() else len(s.encode("utf-8"))
+
+
+def _regex_error(msg: str, fmt: str, *examples: str) -> str:
+    """Upstream ``RegexError``, double spaces before ``or`` included."""
+    if not examples:
+        return f"{msg} (regex used for validation is '{fmt}')"
+    shown = " or ".join(f"'{e}', " for e in examples)
+    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
+
+
+def _max_len_error(n: int) -> str:
+    return f"must be no more than {n} characters"
+
+
+def _dns1123_subdomain_errors(value: str) -> list[str]:
+    errs = []
+    if _byte_len(value) > _DNS1123_SUBDOMAIN_MAX:
+        errs.append(_max_len_error(_DNS1123_SUBDOMAIN_MAX))
+    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
+        errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
+    return errs
+
+
+def _label_key_errors(key: str) -> list[str]:
+    """Upstream ``IsQualifiedName``: ``[DNS-subdomain "/"] name``; empty list when valid."""
+    parts = key.split("/")
+    errs: list[str] = []
+    if len(parts) == 1:
+        name = parts[0]
+    elif len(parts) == 2:
+        prefix, name = parts
+        if not prefix:
+            errs.append("prefix part must be non-empty")
+        else:
+            errs.extend("prefix part " + m for m in _dns1123_subdomain_errors(prefix))
+    else:
+        return [
+            "a qualified name "
+            + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
+            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
+        ]
+    if not name:
+        errs.append("name part must be non-empty")
+    elif _byte_len(name) > _QNAME_MAX:
+        errs.append("name part " + _max_len_error(_QNAME_MAX))
+    if not _QNAME_RE.fullmatch(name):
+        errs.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
+    return errs
+
+
+def _label_value_errors(value: str) -> list[str]:
+    """Upstream ``IsValidLabelValue``; empty list when valid (the empty string is valid)."""
+    errs = []
+    if _byte_len(value) > _LABEL_VALUE_MAX:
+        errs.append(_max_len_error(_LABEL_VALUE_MAX))
+    if not _LABEL_VALUE_RE.fullmatch(value):
+        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
+    return errs
+
+
+def _go_quote(value: Any) -> str:
+    """Roughly Go's ``%#v``/``%q`` of a value, as field errors print the bad value."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _field_invalid(path: str, value: Any, detail: str) -> str:
+    """The text of an upstream ``field.Invalid`` error (util/validation/field/errors.go)."""
+    return f"{path}: Invalid value: {_go_quote(value)}: {detail}"
+
+
+def _aggregate(messages: list[str]) -> str:
+    """Upstream ``utilerrors.NewAggregate(...).Error()``: one message bare, several bracketed, deduplicated."""
+    unique = list(dict.fromkeys(messages))
+    return unique[0] if len(unique) == 1 else "[" + ", ".join(unique) + "]"
+
+
+def _parse_int64(s: str) -> int | None:
+    if not _INT_RE.fullmatch(s):
+        return None
+    n = int(s)
+    return n if _INT64_MIN <= n <= _INT64_MAX else None
+
+
+# --------------------------------------------------------------------------- lexer
+# Token kinds of labels/selector.go. ``in``/``notin`` are keywords only where an
+# operator is expected; anywhere else they are ordinary identifiers (upstream's
+# "Values" parser context), so ``in in (in)`` is a valid selector.
+_T_EOS, _T_IDENT, _T_IN, _T_NOTIN, _T_BANG, _T_EQ, _T_DEQ, _T_NEQ, _T_GT, _T_LT, _T_LPAREN, _T_RPAREN, _T_COMMA = (
+    range(13)
+)
+_WHITESPACE: Final = frozenset(" \t\r\n")
+_SPECIAL: Final = frozenset("=!(),><")
+_SYMBOLS: Final = {
+    "==": _T_DEQ, "!=": _T_NEQ, "=": _T_EQ, "!": _T_BANG, ">": _T_GT, "<": _T_LT,
+    "(": _T_LPAREN, ")": _T_RPAREN, ",": _T_COMMA,
+}
+_STOP: Final = _WHITESPACE | _SPECIAL
+
+
+def _tokenize(s: str) -> list[tuple[int, str]]:
+    """Split ``s`` into ``(kind, literal)`` tokens ending with an end-of-string token.
+
+    Operators are matched greedily but never longer than two characters, as
+    upstream's ``scanSpecialSymbol`` does: ``!==`` is ``!=`` then ``=``.
+    """
+    out: list[tuple[int, str]] = []
+    i, n = 0, len(s)
+    while True:
+        while i < n and s[i] in _WHITESPACE:
+            i += 1
+        if i >= n:
+            out.append((_T_EOS, ""))
+            return out
+        c = s[i]
+        if c in _SPECIAL:
+            two = s[i : i + 2]
+            if two in ("==", "!="):
+                out.append((_SYMBOLS[two], two))
+                i += 2
+            else:
+                out.append((_SYMBOLS[c], c))
+                i += 1
+            continue
+        j = i + 1
+        while j < n and s[j] not in _STOP:
+            j += 1
+        word = s[i:j]
+        out.append((_T_IN if word == "in" else _T_NOTIN if word == "notin" else _T_IDENT, word))
+        i = j
+
+
+class _ParseError(Exception):
+    """Internal: carries upstream's message up to the public ``parse`` methods, which turn it into a 400."""
+
+
+class _Parser:
+    """Recursive descent over the grammar documented at upstream ``labels.Parse``."""
+
+    __slots__ = ("pos", "tokens")
+
+    def __init__(self, text: str) -> None:
+        self.tokens = _tokenize(text)
+        self.pos = 0
+
+    def _at(self, pos: int, keywords: bool) -> tuple[int, str]:
+        kind, lit = self.tokens[min(pos, len(self.tokens) - 1)]
+        if not keywords and kind in (_T_IN, _T_NOTIN):
+            kind = _T_IDENT
+        return kind, lit
+
+    def peek(self) -> tuple[int, str]:
+        return self._at(self.pos, keywords=False)
+
+    def take(self, keywords: bool = False) -> tuple[int, str]:
+        tok = self._at(self.pos, keywords)
+        self.pos += 1
+        return tok
+
+    def parse(self) -> list[Requirement]:
+        reqs: list[Requirement] = []
+        while True:
+            kind, lit = self.peek()
+            if kind == _T_EOS:
+                return reqs
+            if kind not in (_T_IDENT, _T_BANG):
+                raise _ParseError(f"found '{lit}', expected: !, identifier, or 'end of string'")
+            try:
+                reqs.append(self.requirement())
+            except _ParseError as e:
+                raise _ParseError(f"unable to parse requirement: {e}") from None
+            kind, lit = self.take()
+            if kind == _T_EOS:
+                return reqs
+            if kind != _T_COMMA:
+                raise _ParseError(f"found '{lit}', expected: ',' or 'end of string'")
+            kind, lit = self.peek()
+            if kind not in (_T_IDENT, _T_BANG):
+                raise _ParseError(f"found '{lit}', expected: identifier after ','")
+
+    def requirement(self) -> Requirement:
+        kind, key = self.take()
+        op = ""
+        if kind == _T_BANG:
+            op = DOES_NOT_EXIST
+            kind, key = self.take()
+        if kind != _T_IDENT:
+            raise _ParseError(f"found '{key}', expected: identifier")
+        if errs := _label_key_errors(key):
+            # Upstream validates with a nil field path here, hence the literal "<nil>".
+            raise _ParseError(_field_invalid("<nil>", key, "; ".join(errs)))
+        if op == DOES_NOT_EXIST:
+            # "!key" is complete; anything after it is the caller's "expected ','" error.
+            return _checked(key, op, ())
+        if self.peek()[0] in (_T_EOS, _T_COMMA):
+            return _checked(key, EXISTS, ())
+        kind, lit = self.take(keywords=True)
+        op = {_T_IN: IN, _T_NOTIN: NOT_IN, _T_EQ: EQUALS, _T_DEQ: DOUBLE_EQUALS, _T_NEQ: NOT_EQUALS,
+              _T_GT: GREATER_THAN, _T_LT: LESS_THAN}.get(kind, "")
+        if not op:
+            raise _ParseError(f"found '{lit}', expected: {', '.join(_BINARY_OPERATORS)}")
+        values = self.value_set() if op in (IN, NOT_IN) else self.exact_value()
+        # Upstream collects values in a string set: deduplicated and sorted.
+        return _checked(key, op, tuple(sorted(values)))
+
+    def value_set(self) -> set[str]:
+        kind, lit = self.take()
+        if kind != _T_LPAREN:
+            raise _ParseError(f"found '{lit}' expected: '('")
+        kind, lit = self.peek()
+        if kind == _T_RPAREN:  # "()" is the set holding only the empty value
+            self.take()
+            return {""}
+        if kind not in (_T_IDENT, _T_COMMA):
+            raise _ParseError(f"found '{lit}', expected: ',', ')' or identifier")
+        values: set[str] = set()
+        while True:
+            kind, lit = self.take()
+            if kind == _T_IDENT:
+                values.add(lit)
+                nxt, nlit = self.peek()
+                if nxt == _T_RPAREN:
+                    break
+                if nxt != _T_COMMA:
+                    raise _ParseError(f"found '{nlit}', expected: ',' or ')'")
+            elif kind == _T_COMMA:
+                # Empty slots around commas ("(,a", "a,,b", "a,)") stand for the empty value.
+                if not values:
+                    values.add("")
+                nxt = self.peek()[0]
+                if nxt == _T_RPAREN:
+                    values.add("")
+                    break
+                if nxt == _T_COMMA:
+                    self.take()
+                    values.add("")
+            else:
+                raise _ParseError(f"found '{lit}', expected: ',', or identifier")
+        self.take()  # the ")" seen above
+        return values
+
+    def exact_value(self) -> set[str]:
+        if self.peek()[0] in (_T_EOS, _T_COMMA):  # "a=" selects the empty value
+            return {""}
+        kind, lit = self.take()
+        if kind != _T_IDENT:
+            raise _ParseError(f"found '{lit}', expected: identifier")
+        return {lit}
+
+
+def _checked(key: str, op: str, values: tuple[str, ...]) -> Requirement:
+    """Upstream ``NewRequirement`` checks of a parsed requirement (field paths as with a nil root)."""
+    problems = []
+    if errs := _label_key_errors(key):
+        problems.append(_field_invalid("key", key, "; ".join(errs)))
+    if op in (GREATER_THAN, LESS_THAN):
+        for i, v in enumerate(values):
+            if _parse_int64(v) is None:
+                detail = "for 'Gt', 'Lt' operators, the value must be an integer"
+                problems.append(_field_invalid(f"values[{i}]", v, detail))
+    for i, v in enumerate(values):
+        if errs := _label_value_errors(v):
+            problems.append(_field_invalid(f"values[{i}][{key}]", v, "; ".join(errs)))
+    if problems:
+        raise _ParseError(_aggregate(problems))
+    return (key, op, values)
+
+
+# --------------------------------------------------------------------------- LabelSelector
+# Opcodes of the compiled non-equality checks; checks run in this order (plain
+# membership tests first, integer parsing last).
+_OP_EXISTS, _OP_ABSENT, _OP_IN, _OP_NOT_EQ, _OP_NOT_IN, _OP_GT, _OP_LT = range(7)
+_NO_LABELS: Final[Mapping[str, str]] = {}
+
+# metav1.LabelSelectorOperator -> selection.Operator (apis/meta/v1/helpers.go).
+_EXPRESSION_OPERATORS: Final = {"In": IN, "NotIn": NOT_IN, "Exists": EXISTS, "DoesNotExist": DOES_NOT_EXIST}
+
+
+def _requirement_str(key: str, op: str, values: tuple[str, ...]) -> str:
+    """One requirement in upstream ``Requirement.String`` form; set values print sorted."""
+    if op == EXISTS:
+        return key
+    if op == DOES_NOT_EXIST:
+        return "!" + key
+    if op in (IN, NOT_IN):
+        return f"{key} {op} ({','.join(sorted(values))})"
+    symbol = {GREATER_THAN: ">", LESS_THAN: "<"}.get(op, op)
+    return f"{key}{symbol}{values[0] if values else ''}"
+
+
+def _join_path(path: str, child: str) -> str:
+    return f"{path}.{child}" if path else child
+
+
+class LabelSelector:
+    """An immutable conjunction of label requirements; see the module docstring.
+
+    Build one with :meth:`parse` (query-string syntax), :meth:`from_dict`
+    (``metav1.LabelSelector`` shape), :meth:`from_set` (a plain ``key: value``
+    map such as a Service's ``spec.selector``), :meth:`everything` or
+    :meth:`nothing`. The constructor trusts its input and does not validate it.
+    """
+
+    __slots__ = ("_eq", "_nothing", "_reqs", "_rest", "_str")
+
+    _eq: frozenset[tuple[str, str]]
+    _nothing: bool
+    _reqs: tuple[Requirement, ...]
+    _rest: tuple[tuple[int, str, Any], ...]
+    _str: str | None
+
+    def __init__(self, requirements: Iterable[Requirement] = (), *, nothing: bool = False) -> None:
+        # Sorted by key for a deterministic String() (upstream sorts ByKey); stable, so
+        # several requirements on one key keep their given order.
+        reqs = tuple(sorted(((k, op, tuple(v)) for k, op, v in requirements), key=lambda r: r[0]))
+        eq: set[tuple[str, str]] = set()
+        rest: list[tuple[int, str, Any]] = []
+        for key, op, values in reqs:
+            if op in (EQUALS, DOUBLE_EQUALS) or (op == IN and len(values) == 1):
+                eq.add((key, values[0]))
+            elif op == IN:
+                rest.append((_OP_IN, key, frozenset(values)))
+            elif op == EXISTS:
+                rest.append((_OP_EXISTS, key, None))
+            elif op == DOES_NOT_EXIST:
+                rest.append((_OP_ABSENT, key, None))
+            elif op == NOT_EQUALS:
+                rest.append((_OP_NOT_EQ, key, values[0]))
+            elif op == NOT_IN:
+                rest.append((_OP_NOT_IN, key, frozenset(values)))
+            elif op in (GREATER_THAN, LESS_THAN):
+                # A malformed bound (only reachable through this trusted constructor)
+                # stays None and never matches, as in upstream Requirement.Matches.
+                bound = _parse_int64(values[0]) if len(values) == 1 else None
+                rest.append((_OP_GT if op == GREATER_THAN else _OP_LT, key, bound))
+            else:
+                raise ValueError(f"unknown label selector operator {op!r}")
+        rest.sort(key=lambda c: c[0])  # stable: key order within one opcode
+        setter = object.__setattr__
+        setter(self, "_reqs", reqs)
+        setter(self, "_eq", frozenset(eq))
+        setter(self, "_rest", tuple(rest))
+        setter(self, "_nothing", nothing)
+        setter(self, "_str", None)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    # ---------------------------------------------------------------- constructors
+    @classmethod
+    def everything(cls) -> LabelSelector:
+        """Match every label set (upstream ``labels.Everything``)."""
+        return _EVERYTHING
+
+    @classmethod
+    def nothing(cls) -> LabelSelector:
+        """Match no label set (upstream ``labels.Nothing``); it is not ``empty``."""
+        return _NOTHING
+
+    @classmethod
+    def parse(cls, s: str) -> LabelSelector:
+        """Parse the query-string syntax (upstream ``labels.Parse``); 400 BadRequest on bad input."""
+        try:
+            reqs = _Parser(s).parse()
+        except _ParseError as e:
+            raise errors.bad_request(str(e)) from None
+        return cls(reqs) if reqs else _EVERYTHING
+
+    @classmethod
+    def from_set(cls, labels: Mapping[str, str] | None) -> LabelSelector:
+        """Exactly these labels, unvalidated (upstream ``SelectorFromValidatedSet``); None/{} = everything."""
+        if not labels:
+            return _EVERYTHING
+        return cls((k, EQUALS, (v,)) for k, v in labels.items())
+
+    @classmethod
+    def from_dict(cls, sel: Mapping[str, Any] | None, path: str = "") -> LabelSelector:
+        """Convert a ``metav1.LabelSelector`` (upstream ``LabelSelectorAsSelector``).
+
+        ``None`` matches nothing and ``{}`` (no matchLabels, no matchExpressions)
+        matches everything, exactly as upstream. Problems are collected the way
+        upstream ``ValidateLabelSelector`` reports them, with field paths under
+        ``path`` (e.g. ``spec.selector``), and raised together as one 422 Invalid.
+        """
+        if sel is None:
+            return _NOTHING
+        causes: list[errors.Cause] = []
+
+        def invalid(field: str, value: Any, detail: str) -> None:
+            causes.append(errors.Cause(field, f"Invalid value: {_go_quote(value)}: {detail}"))
+
+        if not isinstance(sel, Mapping):
+            invalid(path, sel, "must be an object")
+            raise errors.invalid("LabelSelector", "", causes)
+        match_labels = sel.get("matchLabels") or {}
+        expressions = sel.get("matchExpressions") or []
+        reqs: list[Requirement] = []
+
+        labels_path = _join_path(path, "matchLabels")
+        if not isinstance(match_labels, Mapping):
+            invalid(labels_path, match_labels, "must be an object")
+            match_labels = {}
+        for key, value in match_labels.items():
+            # validation.go ValidateLabels reports key and value problems on the map's own path.
+            for msg in _label_key_errors(key):
+                invalid(labels_path, key, msg)
+            if not isinstance(value, str):
+                invalid(labels_path, value, "must be a string")
+                continue
+            for msg in _label_value_errors(value):
+                invalid(labels_path, value, msg)
+            reqs.append((key, EQUALS, (value,)))
+
+        exprs_path = _join_path(path, "matchExpressions")
+        if not isinstance(expressions, list):
+            invalid(exprs_path, expressions, "must be a list")
+            expressions = []
+        for i, expr in enumerate(expressions):
+            expr_path = f"{exprs_path}[{i}]"
+            if not isinstance(expr, Mapping):
+                invalid(expr_path, expr, "must be an object")
+                continue
+            req = _expression_requirement(expr, expr_path, causes)
+            if req is not None:
+                reqs.append(req)
+
+        if causes:
+            raise errors.invalid("LabelSelector", "", causes)
+        return cls(reqs) if reqs else _EVERYTHING
+
+    # ---------------------------------------------------------------- queries
+    def matches(self, labels: Mapping[str, str] | None) -> bool:
+        """True when every requirement holds for ``labels`` (None is the empty label set)."""
+        if self._nothing:
+            return False
+        if labels is None:
+            labels = _NO_LABELS
+        # One C-level subset test covers every exact requirement.
+        if self._eq and not labels.items() >= self._eq:
+            return False
+        for op, key, arg in self._rest:
+            if op == _OP_IN:
+                if labels.get(key) not in arg:
+                    return False
+            elif op == _OP_EXISTS:
+                if key not in labels:
+                    return False
+            elif op == _OP_ABSENT:
+                if key in labels:
+                    return False
+            elif op == _OP_NOT_EQ:
+                # A missing key satisfies != and notin (upstream Requirement.Matches):
+                # get() gives None, which equals no string.
+                if labels.get(key) == arg:
+                    return False
+            elif op == _OP_NOT_IN:
+                if labels.get(key) in arg:
+                    return False
+            else:
+                value = labels.get(key)
+                n = _parse_int64(value) if value is not None else None
+                if n is None or arg is None or not (n > arg if op == _OP_GT else n < arg):
+                    return False
+        return True
+
+    @property
+    def empty(self) -> bool:
+        """True when the selector does not restrict anything (``nothing()`` is not empty)."""
+        return not self._reqs and not self._nothing
+
+    @property
+    def requirements(self) -> tuple[Requirement, ...]:
+        """``(key, operator, values)`` sorted by key; operators are this module's constants."""
+        return self._reqs
+
+    def exact(self, key: str) -> str | None:
+        """The one value ``key`` must have (``key=v``, ``key==v`` or ``key in (v)``), else None.
+
+        Lets a store answer the selector from a ``key=value`` index.
+        """
+        for k, op, values in self._reqs:
+            if k == key and len(values) == 1 and op in (EQUALS, DOUBLE_EQUALS, IN):
+                return values[0]
+        return None
+
+    def __str__(self) -> str:
+        s = self._str
+        if s is None:
+            s = ",".join(_requirement_str(*r) for r in self._reqs)
+            object.__setattr__(self, "_str", s)
+        return s
+
+    def __repr__(self) -> str:
+        return "LabelSelector.nothing()" if self._nothing else f"LabelSelector({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, LabelSelector):
+            return NotImplemented
+        return self._nothing == other._nothing and self._reqs == other._reqs
+
+    def __hash__(self) -> int:
+        return hash((self._nothing, self._reqs))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Rebuild from the requirements: the default slot-state protocol would go
+        # through the blocked __setattr__, and compiled checks need not travel.
+        return (_rebuild_label_selector, (self._reqs, self._nothing))
+
+
+def _rebuild_label_selector(reqs: tuple[Requirement, ...], nothing: bool) -> LabelSelector:
+    return LabelSelector(reqs, nothing=nothing)
+
+
+def _expression_requirement(expr: Mapping[str, Any], path: str, causes: list[errors.Cause]) -> Requirement | None:
+    """Validate one ``matchExpressions`` entry (upstream ValidateLabelSelectorRequirement)."""
+    before = len(causes)
+    key = expr.get("key") or ""
+    operator = expr.get("operator") or ""
+    values = expr.get("values") or []
+    op = _EXPRESSION_OPERATORS.get(operator) if isinstance(operator, str) else None
+    if not isinstance(values, list):
+        causes.append(errors.Cause(f"{path}.values", f"Invalid value: {_go_quote(values)}: must be a list"))
+        values = []
+    if op in (IN, NOT_IN):
+        if not values:
+            causes.append(errors.Cause(f"{path}.values", "Required value: must be specified when `operator` is "
+                                       "'In' or 'NotIn'", "FieldValueRequired"))
+    elif op in (EXISTS, DOES_NOT_EXIST):
+        if values:
+            causes.append(errors.Cause(f"{path}.values", "Forbidden: may not be specified when `operator` is "
+                                       "'Exists' or 'DoesNotExist'", "FieldValueForbidden"))
+    else:
+        causes.append(errors.Cause(f"{path}.operator",
+                                   f"Invalid value: {_go_quote(operator)}: not a valid selector operator"))
+    if not isinstance(key, str):
+        causes.append(errors.Cause(f"{path}.key", f"Invalid value: {_go_quote(key)}: must be a string"))
+    else:
+        for msg in _label_key_errors(key):
+            causes.append(errors.Cause(f"{path}.key", f"Invalid value: {_go_quote(key)}: {msg}"))
+    # Values must be label values too (NewRequirement, called by LabelSelectorAsSelector).
+    for j, v in enumerate(values):
+        if not isinstance(v, str):
+            causes.append(errors.Cause(f"{path}.values[{j}]", f"Invalid value: {_go_quote(v)}: must be a string"))
+            continue
+        for msg in _label_value_errors(v):
+            causes.append(errors.Cause(f"{path}.values[{j}]", f"Invalid value: {_go_quote(v)}: {msg}"))
+    if len(causes) != before or op is None:
+        return None
+    return (key, op, tuple(values))
+
+
+_EVERYTHING: Final = LabelSelector()
+_NOTHING: Final = LabelSelector(nothing=True)
+
+
+# --------------------------------------------------------------------------- FieldSelector
+_ALWAYS_SELECTABLE: Final = ("metadata.name", "metadata.namespace")
+# fields/selector.go: "!=" and "==" are tried before "=" at each position, so
+# "a==b" is not read as field "a" with value "=b".
+_TERM_OPERATORS: Final = ("!=", "==", "=")
+_ESCAPABLE: Final = frozenset("\\,=")
+
+# Fields whose upstream value is not a plain read of the JSON path. Go structs have
+# no "missing" booleans: Node's field set reports FormatBool(spec.unschedulable),
+# so an absent flag selects as "false" (pkg/registry/core/node/strategy.go).
+_FIELD_DEFAULTS: Final = {"spec.unschedulable": "false"}
+# Event "source" is source.component, falling back to reportingComponent
+# (pkg/registry/core/event/strategy.go ToSelectableFields).
+_FIELD_FALLBACKS: Final = {"source": ("source.component", "reportingComponent")}
+
+
+def _split_terms(s: str) -> list[str]:
+    """Split on commas not preceded by a backslash; escapes stay in the terms for unescaping later."""
+    terms: list[str] = []
+    start, escaped = 0, False
+    for i, c in enumerate(s):
+        if escaped:
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif c == ",":
+            terms.append(s[start:i])
+            start = i + 1
+    terms.append(s[start:])
+    return terms
+
+
+def _split_term(term: str) -> tuple[str, str, str] | None:
+    """``(field, operator, raw value)`` at the leftmost operator; fields cannot contain escapes."""
+    for i in range(len(term)):
+        for op in _TERM_OPERATORS:
+            if term.startswith(op, i):
+                return term[:i], op, term[i + len(op) :]
+    return None
+
+
+def _unescape(value: str) -> str:
+    """Resolve ``\\\\``, ``\\,`` and ``\\=``; bare ``,``/``=`` or other escapes are errors (fields/selector.go)."""
+    if not (_ESCAPABLE & set(value)):
+        return value
+    out: list[str] = []
+    escaped = False
+    for c in value:
+        if escaped:
+            if c not in _ESCAPABLE:
+                raise _ParseError(f"invalid field selector: invalid escape sequence: \\{c}")
+            out.append(c)
+            escaped = False
+        elif c == "\\":
+            escaped = True
+        elif c in ",=":
+            # Upstream prints the rune's code point here (%v of a rune); the character is clearer.
+            raise _ParseError(f"invalid field selector: unescaped character in value: {c}")
+        else:
+            out.append(c)
+    if escaped:
+        raise _ParseError("invalid field selector: invalid escape sequence: \\")
+    return "".join(out)
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace(",", "\\,").replace("=", "\\=")
+
+
+def _field_string(value: Any, default: str) -> str:
+    """A JSON value as a field-set string: booleans as Go's FormatBool, non-scalars as missing."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    return default
+
+
+@lru_cache(maxsize=512)
+def _field_getter(field: str) -> Callable[[Mapping[str, Any]], str]:
+    """A function reading ``field`` (dotted path) from an object, compiled once per field name."""
+    fallbacks = _FIELD_FALLBACKS.get(field)
+    if fallbacks is not None:
+        getters = [_field_getter(f) for f in fallbacks]
+
+        def first_set(obj: Mapping[str, Any]) -> str:
+            for get in getters:
+                if value := get(obj):
+                    return value
+            return ""
+
+        return first_set
+
+    parts = tuple(field.split("."))
+    default = _FIELD_DEFAULTS.get(field, "")
+
+    def get(obj: Mapping[str, Any]) -> str:
+        cur: Any = obj
+        for part in parts:
+            if type(cur) is not dict and not isinstance(cur, Mapping):
+                return default
+            cur = cur.get(part)
+            if cur is None:
+                return default
+        if type(cur) is str:  # the common case, without a call
+            return cur
+        return _field_string(cur, default)
+
+    return get
+
+
+class FieldSelector:
+    """An immutable conjunction of ``field=value`` / ``field!=value`` terms; see the module docstring."""
+
+    __slots__ = ("_checks", "_terms")
+
+    _terms: tuple[tuple[str, str, str], ...]
+    _checks: tuple[tuple[Callable[[Mapping[str, Any]], str], str, bool], ...]
+
+    def __init__(self, terms: Iterable[tuple[str, str, str]] = ()) -> None:
+        """``terms`` are trusted ``(field, "=" or "!=", value)`` triples; use :meth:`parse` for user input."""
+        terms = tuple(terms)
+        for _, op, _ in terms:
+            if op not in (EQUALS, NOT_EQUALS):
+                raise ValueError(f"unknown field selector operator {op!r}")
+        object.__setattr__(self, "_terms", terms)
+        object.__setattr__(self, "_checks", tuple((_field_getter(f), v, op == EQUALS) for f, op, v in terms))
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    @classmethod
+    def everything(cls) -> FieldSelector:
+        return _ALL_FIELDS
+
+    @classmethod
+    def parse(cls, s: str, allowed: Iterable[str] = ()) -> FieldSelector:
+        """Parse ``s`` (upstream ``fields.ParseSelector``); 400 BadRequest on bad syntax or fields.
+
+        ``metadata.name`` and ``metadata.namespace`` are always selectable; any
+        other field must be listed in ``allowed`` (a kind's ``selectable_fields``).
+        """
+        # Upstream sorts the raw terms before parsing, which fixes String()'s order too.
+        parts = sorted(_split_terms(s)) if s else []
+        terms: list[tuple[str, str, str]] = []
+        try:
+            for part in parts:
+                if not part:
+                    continue
+                split = _split_term(part)
+                if split is None:
+                    raise _ParseError(f"invalid selector: '{s}'; can't understand '{part}'")
+                field, op, raw = split
+                terms.append((field, NOT_EQUALS if op == NOT_EQUALS else EQUALS, _unescape(raw)))
+        except _ParseError as e:
+            raise errors.bad_request(str(e)) from None
+        if terms:
+            # The label conversion of runtime/conversion.go (DefaultMetaV1FieldSelectorConversion),
+            # extended with the kind's selectable fields as CRD selectableFields are.
+            known = dict.fromkeys((*_ALWAYS_SELECTABLE, *allowed))
+            for field, _, _ in terms:
+                if field not in known:
+                    only = ", ".join(f'"{f}"' for f in known)
+                    raise errors.bad_request(f'"{field}" is not a known field selector: only {only}')
+        return cls(terms) if terms else _ALL_FIELDS
+
+    def matches(self, obj: Mapping[str, Any]) -> bool:
+        """True when every term holds for ``obj`` (Kubernetes JSON shape; a missing field reads as "")."""
+        # A plain loop, not all(<generator>): this is the per-object hot path and the
+        # generator frame costs more than the one or two checks it would run.
+        for get, value, equal in self._checks:  # noqa: SIM110
+            if (get(obj) == value) is not equal:
+                return False
+        return True
+
+    @property
+    def empty(self) -> bool:
+        return not self._terms
+
+    @property
+    def requirements(self) -> tuple[tuple[str, str, str], ...]:
+        """``(field, operator, value)`` in upstream order; operator is ``"="`` or ``"!="``."""
+        return self._terms
+
+    def exact(self, field: str) -> str | None:
+        """The value ``field`` must equal (upstream ``RequiresExactMatch``), else None."""
+        for f, op, value in self._terms:
+            if f == field and op == EQUALS:
+                return value
+        return None
+
+    def __str__(self) -> str:
+        return ",".join(f"{f}{op}{_escape(v)}" for f, op, v in self._terms)
+
+    def __repr__(self) -> str:
+        return f"FieldSelector({str(self)!r})"
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, FieldSelector):
+            return NotImplemented
+        return self._terms == other._terms
+
+    def __hash__(self) -> int:
+        return hash(self._terms)
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Getter closures cannot be pickled; rebuild them from the terms instead.
+        return (FieldSelector, (self._terms,))
+
+
+_ALL_FIELDS: Final = FieldSelector()
+
+
+# --------------------------------------------------------------------------- cached entry points
+@lru_cache(maxsize=1024)
+def parse_label_selector(s: str) -> LabelSelector:
+    """Memoised :meth:`LabelSelector.parse` (selectors are immutable, so sharing is safe)."""
+    return LabelSelector.parse(s)
+
+
+@lru_cache(maxsize=1024)
+def parse_field_selector(s: str, allowed: tuple[str, ...] = ()) -> FieldSelector:
+    """Memoised :meth:`FieldSelector.parse`; ``allowed`` is a tuple so it can be a cache key."""
+    return FieldSelector.parse(s, allowed)
+

@@ -1,0 +1,194 @@
+"""The ``kemu`` command line.
+
+Commands: ``up`` (foreground until Ctrl-C, or ``--detach``), ``status``,
+``down``, ``run SCENARIO`` (the main job: a cluster under load, with its
+summary). Each failure a user can cause (busy port, unreachable Redis, bad
+config, no cluster running) ends with one clear line on stderr and exit code
+1, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from emulator.api.errors import StatusError
+from emulator.config import Config, ConfigError, kemu_home
+
+
+class CLIError(Exception):
+    pass
+
+
+def _config(args: argparse.Namespace) -> Config:
+    return Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
+                       node_shards=getattr(args, "node_shards", None))
+
+
+def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", help="YAML config file")
+    p.add_argument("--redis-url", help="use this Redis instead of starting one (env KEMU_REDIS_URL)")
+    p.add_argument("--redis-port", type=int, help="port for the embedded Redis (default: a free one)")
+    p.add_argument("--data-dir", help="data directory of the embedded Redis (default $KEMU_HOME/data)")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from emulator.cluster import ClusterState, LocalCluster, pid_alive
+
+    existing = ClusterState.read()
+    if existing and pid_alive(existing.pid):
+        raise CLIError(f"a kemu cluster is already running (pid {existing.pid}); run `kemu down` first")
+    if args.detach:
+        return _detach(args)
+    cfg = _config(args)
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    cluster = LocalCluster(cfg)
+    try:
+        cluster.start()
+        state = cluster.state()
+        state.write()
+
+        print(f"kemu cluster up: redis {state.redis_url} ({'embedded' if state.embedded_redis else 'external'}, "
+              f"data in {cfg.data_dir}). Ctrl-C to stop.", flush=True)
+        with contextlib.suppress(KeyboardInterrupt):
+            stop.wait()
+    finally:
+        cluster.stop()
+        current = ClusterState.read()
+        if current and current.pid == os.getpid():
+            ClusterState.clear()
+    print("kemu cluster stopped.", flush=True)
+    return 0
+
+
+def _detach(args: argparse.Namespace) -> int:
+    from emulator.cluster import ClusterState
+
+    argv = [sys.executable, "-m", "emulator.cli", "up"]
+    for flag in ("config", "redis_url", "redis_port", "data_dir"):
+        value = getattr(args, flag)
+        if value is not None:
+            argv += [f"--{flag.replace('_', '-')}", str(value)]
+    log = kemu_home() / "cluster.log"
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with log.open("wb") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    deadline = time.monotonic() + args.timeout
+    while time.monotonic() < deadline:
+        state = ClusterState.read()
+        if state and state.pid == proc.pid:
+            print(f"kemu cluster up in the background (pid {proc.pid}): redis {state.redis_url}. "
+                  f"Logs: {log}. Stop it with `kemu down`.")
+            return 0
+        if proc.poll() is not None:
+            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
+            raise CLIError("the cluster failed to start:\n  " + "\n  ".join(tail))
+        time.sleep(0.05)  # waiting on another process's readiness file: nothing to block on
+    proc.terminate()
+    raise CLIError(f"the cluster was not ready after {args.timeout:.0f} s; see {log}")
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from emulator.cluster import ClusterState, object_counts, pid_alive
+    from emulator.store.store import Store, StoreConfig
+
+    state = ClusterState.read()
+    if state is None or not pid_alive(state.pid):
+        print("no kemu cluster is running (start one with `kemu up --detach`)")
+        return 1
+    store = Store.connect(state.redis_url, StoreConfig())
+    try:
+        info: dict[str, Any] = {"pid": state.pid, "redis": state.redis_url, "uptimeSeconds":
+                                round(time.time() - state.started_at, 1), **object_counts(store)}
+    finally:
+        store.close()
+    if args.output == "json":
+        print(json.dumps(info, indent=2))
+    else:
+        print(f"kemu cluster running (pid {info['pid']}, up {info['uptimeSeconds']} s), redis {info['redis']}")
+        print(f"resourceVersion {info['resourceVersion']}")
+        for resource, n in sorted(info["objects"].items()):
+            print(f"  {resource:<40} {n}")
+    return 0
+
+
+def cmd_down(args: argparse.Namespace) -> int:
+    from emulator.cluster import ClusterState, pid_alive, stop_detached
+
+    state = ClusterState.read()
+    if state is None or not pid_alive(state.pid):
+        ClusterState.clear()
+        print("no kemu cluster is running")
+        return 0
+    if not stop_detached(state, timeout=args.timeout):
+        raise CLIError(f"the cluster (pid {state.pid}) did not stop within {args.timeout:.0f} s")
+    ClusterState.clear()
+    print(f"kemu cluster (pid {state.pid}) stopped")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from loadgen.runner import run_scenario
+
+    return run_scenario(Path(args.scenario), _config(args), seed=args.seed, output=args.output)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="kemu", description="An emulator of large Kubernetes clusters.")
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    up = sub.add_parser("up", help="run a local cluster (foreground until Ctrl-C, or --detach)")
+    _add_cluster_flags(up)
+    up.add_argument("--detach", action="store_true", help="return once the cluster is ready; stop with kemu down")
+    up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness with --detach")
+    up.set_defaults(fn=cmd_up)
+
+    status = sub.add_parser("status", help="report on the detached cluster")
+    status.add_argument("-o", "--output", choices=("text", "json"), default="text")
+    status.set_defaults(fn=cmd_status)
+
+    down = sub.add_parser("down", help="stop the detached cluster")
+    down.add_argument("--timeout", type=float, default=30.0)
+    down.set_defaults(fn=cmd_down)
+
+    run = sub.add_parser("run", help="bring a cluster up, run a scenario, print its summary")
+    run.add_argument("scenario", help="scenario YAML, e.g. loadgen/scenarios/quickstart.yaml")
+    _add_cluster_flags(run)
+    run.add_argument("--seed", type=int, help="override the scenario's seed")
+    run.add_argument("--output", help="also write the summary as JSON to this file")
+    run.set_defaults(fn=cmd_run)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.fn(args) or 0)
+    except (CLIError, ConfigError) as e:
+        print(f"kemu: error: {e}", file=sys.stderr)
+        return 1
+    except StatusError as e:
+        print(f"kemu: error: {e.message}", file=sys.stderr)
+        return 1
+    except Exception as e:
+        from emulator.store.redis_server import RedisServerError
+
+        if isinstance(e, RedisServerError):
+            print(f"kemu: error: {e}", file=sys.stderr)
+            return 1
+        raise
+
+
+if __name__ == "__main__":
+    sys.exit(main())

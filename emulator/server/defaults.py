@@ -1,0 +1,161 @@
+"""Defaulting on create, as the kube-apiserver's scheme defaulters do.
+
+Upstream applies defaults when an object is decoded (``pkg/apis/*/v1/defaults.go``)
+and fills server-owned metadata in the registry strategies
+(``staging/src/k8s.io/apiserver/pkg/registry/rest/create.go``). Here both are
+plain functions over the object's JSON shape, looked up by resource in
+:data:`DEFAULTERS`, so a new kind adds one entry. They mutate in place: the
+core hands them a private copy of the request body.
+"""
+
+from __future__ import annotations
+
+import secrets
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from emulator.api.kinds import Kind
+from emulator.clock import rfc3339
+
+Obj = dict[str, Any]
+
+# Upstream's name generator alphabet (no vowels, no confusable characters): names.SimpleNameGenerator.
+_GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+
+
+def default_metadata(kind: Kind, obj: Obj, now: float) -> None:
+    """Server-owned metadata of a new object: uid, creationTimestamp, generation, namespace, generated name."""
+    meta = obj.setdefault("metadata", {})
+    if kind.namespaced and not meta.get("namespace"):
+        meta["namespace"] = "default"
+    if not meta.get("name") and meta.get("generateName"):
+        meta["name"] = meta["generateName"] + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
+    meta["uid"] = str(uuid.uuid4())
+    meta["creationTimestamp"] = rfc3339(now)
+    meta["generation"] = 1
+    for server_owned in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):
+        meta.pop(server_owned, None)
+    obj["apiVersion"], obj["kind"] = kind.api_version, kind.kind
+
+
+def _default_container(c: Obj) -> None:
+    image = c.get("image") or ""
+    if "imagePullPolicy" not in c:
+        # pkg/apis/core/v1/defaults.go SetDefaults_Container: ":latest" or no tag pulls Always.
+        tagless = ":" not in image.rsplit("/", 1)[-1] and "@" not in image
+        c["imagePullPolicy"] = "Always" if tagless or image.endswith(":latest") else "IfNotPresent"
+    c.setdefault("terminationMessagePath", "/dev/termination-log")
+    c.setdefault("terminationMessagePolicy", "File")
+    res = c.setdefault("resources", {})
+    limits = res.get("limits") or {}
+    if limits:
+        # SetDefaults_ResourceRequirements: a limit without a request makes the request equal to it.
+        requests = res.setdefault("requests", {})
+        for name, value in limits.items():
+            requests.setdefault(name, value)
+    for port in c.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+
+
+def default_pod_spec(spec: Obj) -> None:
+    spec.setdefault("restartPolicy", "Always")
+    spec.setdefault("terminationGracePeriodSeconds", 30)
+    spec.setdefault("dnsPolicy", "ClusterFirst")
+    spec.setdefault("schedulerName", "default-scheduler")
+    spec.setdefault("securityContext", {})
+    spec.setdefault("enableServiceLinks", True)
+    for c in spec.get("initContainers") or []:
+        _default_container(c)
+    for c in spec.get("containers") or []:
+        _default_container(c)
+    for t in spec.get("tolerations") or []:
+        if t.get("operator") is None and "value" in t:
+            t["operator"] = "Equal"
+
+
+def _pod(obj: Obj) -> None:
+    default_pod_spec(obj.setdefault("spec", {}))
+    status = obj.setdefault("status", {})
+    status.setdefault("phase", "Pending")
+
+
+def _namespace(obj: Obj) -> None:
+    obj.setdefault("spec", {}).setdefault("finalizers", ["kubernetes"])
+    obj.setdefault("status", {}).setdefault("phase", "Active")
+
+
+def _priority_class(obj: Obj) -> None:
+    obj.setdefault("preemptionPolicy", "PreemptLowerPriority")
+    obj.setdefault("globalDefault", False)
+
+
+def _limit_range(obj: Obj) -> None:
+    # pkg/apis/core/v1/defaults.go SetDefaults_LimitRangeItem: for containers a max implies the
+    # default limit, and a default limit (or a min) implies the default request.
+    for item in (obj.get("spec") or {}).get("limits") or []:
+        if item.get("type") != "Container":
+            continue
+        default = item.setdefault("default", {})
+        for name, value in (item.get("max") or {}).items():
+            default.setdefault(name, value)
+        request = item.setdefault("defaultRequest", {})
+        for name, value in default.items():
+            request.setdefault(name, value)
+        for name, value in (item.get("min") or {}).items():
+            request.setdefault(name, value)
+        if not default:
+            item.pop("default")
+        if not request:
+            item.pop("defaultRequest")
+
+
+def _template(obj: Obj) -> None:
+    default_pod_spec(obj.setdefault("spec", {}).setdefault("template", {}).setdefault("spec", {}))
+
+
+def _deployment(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    strategy = spec.setdefault("strategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        ru = strategy.setdefault("rollingUpdate", {})
+        ru.setdefault("maxSurge", "25%")
+        ru.setdefault("maxUnavailable", "25%")
+    spec.setdefault("revisionHistoryLimit", 10)
+    spec.setdefault("progressDeadlineSeconds", 600)
+    _template(obj)
+
+
+def _replica_set(obj: Obj) -> None:
+    obj.setdefault("spec", {}).setdefault("replicas", 1)
+    _template(obj)
+
+
+def _daemon_set(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("maxUnavailable", 1)
+    spec.setdefault("revisionHistoryLimit", 10)
+    _template(obj)
+
+
+DEFAULTERS: dict[str, Callable[[Obj], None]] = {
+    "pods": _pod,
+    "namespaces": _namespace,
+    "priorityclasses.scheduling.k8s.io": _priority_class,
+    "limitranges": _limit_range,
+    "deployments.apps": _deployment,
+    "replicasets.apps": _replica_set,
+    "daemonsets.apps": _daemon_set,
+}
+
+
+def apply_defaults(kind: Kind, obj: Obj) -> None:
+    """Kind-specific field defaults (create and update alike, as upstream's decode-time defaulting)."""
+    fn = DEFAULTERS.get(kind.resource)
+    if fn is not None:
+        fn(obj)

@@ -1,0 +1,438 @@
+"""The cluster state store: Redis with the Kubernetes consistency contract.
+
+Layout in Redis (``P`` is the key prefix, ``R`` a kind's resource such as
+``pods`` or ``deployments.apps``)::
+
+    P rv                 the one global resourceVersion counter
+    P o:R                hash  object key ("ns/name" or "name") -> msgpack object
+    P v:R                hash  object key -> resourceVersion (cheap CAS checks)
+    P i:R                zset  object keys, all score 0, so ZRANGEBYLEX pages in key order
+    P s:R                stream of watch events; entry id = "<resourceVersion>-0"
+    P s:pods@N           stream of events of pods bound to a node of shard N
+    P trim               hash  stream -> id of its first retained entry after a trim
+    P meta               hash  store-wide settings every client must agree on (node shards)
+
+Every write is ``lua/commit.lua``: precondition check, ``INCR`` of the counter,
+store, append the event to the kind's stream (and the node shard's stream for a
+bound pod). The event's stream id is the resourceVersion, so "watch from R" is
+``XREAD`` after ``R-0``. Streams are capped; when a trim happens the first
+retained id is recorded, and a watch from a resourceVersion the trim may have
+passed answers 410 Gone, as etcd compaction does upstream.
+
+This class knows nothing of validation, defaulting or admission: that is the
+server core (:mod:`emulator.server.core`), which both the HTTP façade and
+internal components call. What the store does own is the storage contract:
+optimistic concurrency (409 on a stale resourceVersion), preconditions,
+ordered and gap-free watches, paged lists.
+
+Simplification (documented in docs/architecture.md): paged lists read the
+current state page by page, not a snapshot at the first page's
+resourceVersion as etcd does. Every page reports the first page's
+resourceVersion, so a watch started from it may replay a change a later page
+already showed, but never misses one.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import importlib.resources
+import zlib
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+import orjson
+import redis
+
+from emulator.api import errors
+from emulator.api.kinds import NAMESPACE, POD, Kind
+from emulator.api.selectors import FieldSelector, LabelSelector
+from emulator.store import codec
+
+_COMMIT_LUA = importlib.resources.files("emulator.store").joinpath("lua/commit.lua").read_text()
+_RANGE_LUA = """
+-- KEYS 1 rv counter, 2 objects hash, 3 order zset; ARGV 1 min, 2 max, 3 count
+local keys = redis.call('ZRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
+local values = {}
+if #keys > 0 then values = redis.call('HMGET', KEYS[2], unpack(keys)) end
+return {redis.call('GET', KEYS[1]) or '0', keys, values}
+"""
+
+
+@dataclass(frozen=True)
+class StoreConfig:
+    prefix: str = "kemu:"
+    # Watch events retained per stream; a watch older than this window gets 410 Gone.
+    stream_cap: int = 200_000
+    # Node shards for kubelet pod streams; the first client to connect fixes it for the store.
+    node_shards: int = 16
+    # How many objects one list round trip reads when paging or filtering.
+    list_chunk: int = 1000
+
+
+class WatchEvent(NamedTuple):
+    type: str  # ADDED | MODIFIED | DELETED
+    object: dict[str, Any]
+    rv: int
+
+
+class ListResult(NamedTuple):
+    items: list[dict[str, Any]]
+    resource_version: int
+    continue_token: str | None
+
+
+def object_key(kind: Kind, namespace: str | None, name: str) -> str:
+    return f"{namespace}/{name}" if kind.namespaced else name
+
+
+def key_of(kind: Kind, obj: dict[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    return object_key(kind, meta.get("namespace"), meta.get("name", ""))
+
+
+def _rv_of(obj: dict[str, Any]) -> str:
+    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _with_rv(obj: dict[str, Any], rv: int) -> dict[str, Any]:
+    return {**obj, "metadata": {**obj.get("metadata", {}), "resourceVersion": str(rv)}}
+
+
+def parse_resource_version(value: str | int | None, what: str = "resourceVersion") -> int:
+    """Parse a client-supplied resourceVersion; "" / None / "0" mean "any" and give 0."""
+    if value is None or value == "":
+        return 0
+    try:
+        rv = int(value)
+    except (TypeError, ValueError):
+        raise errors.bad_request(f'invalid {what} "{value}": must be a decimal integer') from None
+    if rv < 0:
+        raise errors.bad_request(f'invalid {what} "{value}": must not be negative')
+    return rv
+
+
+class Store:
+    """Synchronous store client. Thread-safe (redis-py pools connections)."""
+
+    def __init__(self, client: redis.Redis, config: StoreConfig | None = None) -> None:
+        self.redis = client
+        self.config = config or StoreConfig()
+        p = self.config.prefix
+        self._rv_key = f"{p}rv"
+        self._trim_key = f"{p}trim"
+        self._commit = client.register_script(_COMMIT_LUA)
+        self._range = client.register_script(_RANGE_LUA)
+        client.hsetnx(f"{p}meta", "node_shards", self.config.node_shards)
+        self.node_shards = int(client.hget(f"{p}meta", "node_shards") or self.config.node_shards)
+
+    @classmethod
+    def connect(cls, url: str, config: StoreConfig | None = None) -> Store:
+        return cls(redis.Redis.from_url(url, socket_keepalive=True), config)
+
+    def close(self) -> None:
+        self.redis.close()
+
+    # ----------------------------------------------------------------- keys
+    def objects_key(self, kind: Kind) -> str:
+        return f"{self.config.prefix}o:{kind.resource}"
+
+    def stream_key(self, kind: Kind, shard: int | None = None) -> str:
+        base = f"{self.config.prefix}s:{kind.resource}"
+        return base if shard is None else f"{base}@{shard}"
+
+    def shard_of(self, node_name: str) -> int:
+        """The kubelet shard that owns ``node_name`` (stable across processes and runs)."""
+        return zlib.crc32(node_name.encode()) % self.node_shards
+
+    def _keys(self, kind: Kind, obj: dict[str, Any]) -> tuple[list[str], bool]:
+        p, r = self.config.prefix, kind.resource
+        node = (obj.get("spec") or {}).get("nodeName") if kind is POD else None
+        shard_stream = self.stream_key(kind, self.shard_of(node)) if node else self._rv_key
+        keys = [self._rv_key, f"{p}o:{r}", f"{p}v:{r}", f"{p}i:{r}", f"{p}s:{r}", self._trim_key,
+                shard_stream, self.objects_key(NAMESPACE)]
+        return keys, bool(node)
+
+    # --------------------------------------------------------------- writes
+    def _commit_args(self, kind: Kind, op: str, obj: dict[str, Any], expected: str, *, uid: str = "",
+                     check_namespace: bool = False) -> tuple[list[str], list[Any]]:
+        keys, sharded = self._keys(kind, obj)
+        head, tail = codec.encode_split(obj)
+        ns = (obj["metadata"].get("namespace") or "") if (check_namespace and kind.namespaced) else ""
+        args = [op, key_of(kind, obj), expected, head, tail, self.config.stream_cap, "1" if sharded else "0", ns, uid]
+        return keys, args
+
+    def _result(self, kind: Kind, obj: dict[str, Any], reply: list[Any]) -> dict[str, Any]:
+        if reply[0] == 1:
+            return _with_rv(obj, int(reply[1]))
+        meta = obj.get("metadata") or {}
+        name = meta.get("name", "")
+        reason = reply[1].decode() if isinstance(reply[1], bytes) else reply[1]
+        if reason == "exists":
+            raise errors.already_exists(kind.plural, name, kind.group)
+        if reason == "notfound":
+            raise errors.not_found(kind.plural, name, kind.group)
+        if reason == "conflict":
+            raise errors.stale_resource_version(kind.plural, name, kind.group)
+        if reason == "nonamespace":
+            raise errors.not_found("namespaces", meta.get("namespace", ""))
+        if reason == "terminating":
+            ns = meta.get("namespace", "")
+            err = errors.forbidden(kind.plural, name, f"unable to create new content in namespace {ns} "
+                                   "because it is being terminated", kind.group)
+            err.causes.append(errors.Cause("metadata.namespace", f"namespace {ns} is terminating",
+                                           "NamespaceTerminating"))
+            raise err
+        if reason == "uid":
+            found = reply[2].decode() if isinstance(reply[2], bytes) else reply[2]
+            raise errors.conflict(kind.plural, name, f"Precondition failed: UID in precondition: "
+                                  f"{meta.get('uid', '')}, UID in object meta: {found}", kind.group)
+        raise errors.internal(f"unexpected store reply {reply!r}")
+
+    def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
+        """Store a new object; 409 AlreadyExists if the key is taken, 404 if its namespace is missing."""
+        keys, args = self._commit_args(kind, "c", obj, "", check_namespace=True)
+        return self._result(kind, obj, self._commit(keys, args))
+
+    def create_many(self, kind: Kind, objs: list[dict[str, Any]]) -> list[dict[str, Any] | errors.StatusError]:
+        """Create in one pipelined round trip; each element is the stored object or its error."""
+        pipe = self.redis.pipeline(transaction=False)
+        for obj in objs:
+            keys, args = self._commit_args(kind, "c", obj, "", check_namespace=True)
+            self._commit(keys, args, client=pipe)
+        out: list[dict[str, Any] | errors.StatusError] = []
+        for obj, reply in zip(objs, pipe.execute(), strict=True):
+            try:
+                out.append(self._result(kind, obj, reply))
+            except errors.StatusError as e:
+                out.append(e)
+        return out
+
+    def update(self, kind: Kind, obj: dict[str, Any], expected_rv: str | None = None) -> dict[str, Any]:
+        """Replace the object if its stored resourceVersion is ``expected_rv`` (default: the object's own).
+
+        409 Conflict when stale: nothing of the write is stored.
+        """
+        expected = _rv_of(obj) if expected_rv is None else expected_rv
+        if not expected:
+            raise errors.internal("store update needs the expected resourceVersion")
+        keys, args = self._commit_args(kind, "u", obj, expected)
+        return self._result(kind, obj, self._commit(keys, args))
+
+    def delete(self, kind: Kind, namespace: str | None, name: str, *, expected_rv: str = "",
+               uid: str = "") -> dict[str, Any]:
+        """Delete with optional resourceVersion / uid preconditions; returns the object at its deletion rv."""
+        while True:
+            current = self.get(kind, namespace, name)
+            rv = _rv_of(current)
+            if expected_rv and expected_rv != rv:
+                raise errors.stale_resource_version(kind.plural, name, kind.group)
+            if uid and uid != (current["metadata"].get("uid") or ""):
+                raise errors.conflict(kind.plural, name, f"Precondition failed: UID in precondition: {uid}, "
+                                      f"UID in object meta: {current['metadata'].get('uid', '')}", kind.group)
+            keys, args = self._commit_args(kind, "d", current, rv, uid=uid)
+            try:
+                return self._result(kind, current, self._commit(keys, args))
+            except errors.StatusError as e:
+                # Someone wrote in between: retry against the new state unless the caller pinned a version.
+                if e.reason != "Conflict" or expected_rv:
+                    raise
+
+    def guaranteed_update(self, kind: Kind, namespace: str | None, name: str,
+                          mutate: Callable[[dict[str, Any]], dict[str, Any] | None],
+                          attempts: int = 64) -> dict[str, Any]:
+        """Read-modify-write with retry on conflict (upstream storage.Interface.GuaranteedUpdate).
+
+        ``mutate`` gets the current object and returns the new one (same resourceVersion), or
+        None to leave it unchanged. It may raise a StatusError to abort.
+        """
+        for _ in range(attempts):
+            current = self.get(kind, namespace, name)
+            new = mutate(current)
+            if new is None:
+                return current
+            try:
+                return self.update(kind, new, _rv_of(current))
+            except errors.StatusError as e:
+                if e.reason != "Conflict":
+                    raise
+        raise errors.conflict(kind.plural, name, f"gave up after {attempts} conflicting writes", kind.group)
+
+    # ---------------------------------------------------------------- reads
+    def current_rv(self) -> int:
+        return int(self.redis.get(self._rv_key) or 0)
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]:
+        data = self.redis.hget(self.objects_key(kind), object_key(kind, namespace, name))
+        if data is None:
+            raise errors.not_found(kind.plural, name, kind.group)
+        return codec.decode(data)
+
+    def list(self, kind: Kind, namespace: str | None = None, *, label_selector: LabelSelector | None = None,
+             field_selector: FieldSelector | None = None, limit: int = 0,
+             continue_token: str | None = None) -> ListResult:
+        """List objects in key order, filtered, optionally paged (``limit`` > 0 / ``continue_token``)."""
+        if namespace and not kind.namespaced:
+            namespace = None
+        if field_selector is not None and namespace is None and kind.namespaced:
+            namespace = field_selector.exact("metadata.namespace") or None
+
+        def keep(obj: dict[str, Any]) -> bool:
+            if label_selector is not None and not label_selector.matches((obj.get("metadata") or {}).get("labels")):
+                return False
+            return field_selector is None or field_selector.matches(obj)
+
+        filtering = label_selector is not None and not label_selector.empty
+        filtering = filtering or (field_selector is not None and not field_selector.empty)
+        if not limit and not continue_token and namespace is None:
+            return self._list_all(kind, keep if filtering else None)
+
+        prefix = f"{namespace}/" if namespace else ""
+        start, list_rv = "", 0
+        if continue_token:
+            list_rv, start = _decode_continue(continue_token)
+            if prefix and not start.startswith(prefix):
+                raise errors.bad_request("continue key is not valid: it is for another namespace")
+        lo = f"({start}" if start else (f"[{prefix}" if prefix else "-")
+        hi = f"({prefix}\xff" if prefix else "+"
+        items: list[dict[str, Any]] = []
+        objects, order = self.objects_key(kind), f"{self.config.prefix}i:{kind.resource}"
+        chunk = max(self.config.list_chunk, limit + 1 if limit else 0)
+        last_key = items_last_key = ""
+        while True:
+            rv_raw, keys, values = self._range([self._rv_key, objects, order], [lo, hi, chunk])
+            if not list_rv:
+                list_rv = int(rv_raw)
+            for k, v in zip(keys, values, strict=True):
+                if v is None:  # deleted between ZRANGE and HMGET cannot happen inside one script; kept defensive
+                    continue
+                obj = codec.decode(v)
+                if filtering and not keep(obj):
+                    last_key = k.decode()
+                    continue
+                if limit and len(items) == limit:
+                    # A full page and at least one more match: hand out a continue token.
+                    return ListResult(items, list_rv, _encode_continue(list_rv, items_last_key))
+                items.append(obj)
+                items_last_key = last_key = k.decode()
+            if len(keys) < chunk:
+                return ListResult(items, list_rv, None)
+            lo = f"({last_key}"
+
+    def _list_all(self, kind: Kind, keep: Callable[[dict[str, Any]], bool] | None) -> ListResult:
+        pipe = self.redis.pipeline(transaction=True)
+        pipe.get(self._rv_key)
+        pipe.hgetall(self.objects_key(kind))
+        rv_raw, raw = pipe.execute()
+        decode = codec.decode
+        items = [decode(raw[k]) for k in sorted(raw)]
+        if keep is not None:
+            items = [o for o in items if keep(o)]
+        return ListResult(items, int(rv_raw or 0), None)
+
+    # ---------------------------------------------------------------- watch
+    def watch(self, kind: Kind, since_rv: int, *, namespace: str | None = None,
+              label_selector: LabelSelector | None = None, field_selector: FieldSelector | None = None,
+              shard: int | None = None) -> Watch:
+        """Events of ``kind`` after ``since_rv``, in order; 410 Gone if the window no longer holds them."""
+        return Watch(self, self.stream_key(kind, shard), since_rv, _event_filter(namespace, label_selector,
+                                                                                 field_selector))
+
+
+def _event_filter(namespace: str | None, label_selector: LabelSelector | None,
+                  field_selector: FieldSelector | None) -> Callable[[dict[str, Any]], bool] | None:
+    checks: list[Callable[[dict[str, Any]], bool]] = []
+    if namespace:
+        checks.append(lambda o: (o.get("metadata") or {}).get("namespace") == namespace)
+    if label_selector is not None and not label_selector.empty:
+        checks.append(lambda o: label_selector.matches((o.get("metadata") or {}).get("labels")))
+    if field_selector is not None and not field_selector.empty:
+        checks.append(field_selector.matches)
+    if not checks:
+        return None
+    return lambda o: all(c(o) for c in checks)
+
+
+def check_window(since_rv: int, first_retained: bytes | str | None) -> None:
+    """Raise 410 if events after ``since_rv`` may have been trimmed from a stream.
+
+    Trimming removes the oldest entries; after a trim the first retained entry has id F, so
+    every removed event has rv < F. Events after ``since_rv`` are all present iff
+    ``since_rv >= F - 1``. (Conservative: ids between the last trimmed one and F may belong to
+    other kinds, so a few watches that could be served get 410 and relist: harmless.)
+    """
+    if first_retained is None:
+        return
+    raw = first_retained.decode() if isinstance(first_retained, bytes) else first_retained
+    first = int(raw.split("-", 1)[0])
+    if since_rv < first - 1:
+        raise errors.gone(f"too old resource version: {since_rv} ({first - 1})")
+
+
+def decode_entries(entries: list[tuple[bytes, dict[bytes, bytes]]],
+                   keep: Callable[[dict[str, Any]], bool] | None) -> tuple[list[WatchEvent], int]:
+    """Turn stream entries into events; returns (kept events, rv of the last entry read)."""
+    out: list[WatchEvent] = []
+    last = 0
+    for entry_id, fields in entries:
+        last = int(entry_id.split(b"-", 1)[0])
+        obj = codec.decode(fields[b"o"])
+        if keep is None or keep(obj):
+            out.append(WatchEvent(fields[b"t"].decode(), obj, last))
+    return out, last
+
+
+class Watch:
+    """A watch on one stream: ``next_batch()`` for batched consumers, iteration for simple ones.
+
+    ``last_rv`` is the resourceVersion up to which the stream has been read (filtered-out
+    events included), which is what a BOOKMARK reports.
+    """
+
+    def __init__(self, store: Store, stream: str, since_rv: int,
+                 keep: Callable[[dict[str, Any]], bool] | None, batch: int = 1000) -> None:
+        self._store = store
+        self._stream = stream
+        self._keep = keep
+        self._batch = batch
+        self.last_rv = since_rv
+        self.closed = False
+        check_window(since_rv, store.redis.hget(store._trim_key, stream))
+
+    def next_batch(self, timeout: float = 1.0) -> list[WatchEvent]:
+        """Block up to ``timeout`` seconds for events; [] on timeout. Raises 410 if the window moved past us."""
+        if self.closed:
+            return []
+        pipe = self._store.redis.pipeline(transaction=False)
+        block_ms = max(int(timeout * 1000), 1) if timeout > 0 else None
+        pipe.xread({self._stream: f"{self.last_rv}-0"}, count=self._batch, block=block_ms)
+        # Runs after the XREAD on the server: if no entry after last_rv was trimmed by now,
+        # none was trimmed before the read either (trims only move forward).
+        pipe.hget(self._store._trim_key, self._stream)
+        reply, first_retained = pipe.execute()
+        check_window(self.last_rv, first_retained)
+        if not reply:
+            return []
+        events, last = decode_entries(reply[0][1], self._keep)
+        self.last_rv = last
+        return events
+
+    def __iter__(self) -> Iterator[WatchEvent]:
+        while not self.closed:
+            yield from self.next_batch()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def _encode_continue(rv: int, key: str) -> str:
+    return base64.urlsafe_b64encode(orjson.dumps({"rv": rv, "start": key})).decode()
+
+
+def _decode_continue(token: str) -> tuple[int, str]:
+    try:
+        data = orjson.loads(base64.urlsafe_b64decode(token.encode()))
+        return int(data["rv"]), str(data["start"])
+    except (binascii.Error, ValueError, KeyError, TypeError, orjson.JSONDecodeError):
+        raise errors.bad_request("continue key is not valid: could not decode the token") from None

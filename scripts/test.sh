@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Set up, then run every check CI runs: ruff, the import contracts, the test suite
+# (unit tests, and integration tests against real Redis / kubectl / the kubernetes client).
+# Extra arguments go to pytest.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bash scripts/setup.sh
+.venv/bin/ruff check .
+.venv/bin/lint-imports
+exec .venv/bin/pytest "$@"
