@@ -10,6 +10,9 @@ Layout in Redis (``P`` is the key prefix, ``R`` a kind's resource such as
     P s:R                stream of watch events; entry id = "<resourceVersion>-0"
     P s:pods@N           stream of events of pods bound to a node of shard N
     P trim               hash  stream -> id of its first retained entry after a trim
+    P ow:R               hash  object key -> its owners' uids (from ownerReferences)
+    P dep:U              set   "R|key" of every object owned by uid U (the garbage collector's index)
+    P gcq                stream uids of deleted objects that had dependents (the collector's queue)
     P meta               hash  store-wide settings every client must agree on (node shards)
 
 Every write is ``lua/commit.lua``: precondition check, ``INCR`` of the counter,
@@ -46,7 +49,7 @@ import orjson
 import redis
 
 from emulator.api import errors
-from emulator.api.kinds import NAMESPACE, POD, Kind
+from emulator.api.kinds import NAMESPACE, POD, Kind, by_resource
 from emulator.api.selectors import FieldSelector, LabelSelector
 from emulator.store import codec
 
@@ -122,6 +125,7 @@ class Store:
         p = self.config.prefix
         self._rv_key = f"{p}rv"
         self._trim_key = f"{p}trim"
+        self.gc_queue_key = f"{p}gcq"
         self._commit = client.register_script(_COMMIT_LUA)
         self._range = client.register_script(_RANGE_LUA)
         client.hsetnx(f"{p}meta", "node_shards", self.config.node_shards)
@@ -151,7 +155,7 @@ class Store:
         node = (obj.get("spec") or {}).get("nodeName") if kind is POD else None
         shard_stream = self.stream_key(kind, self.shard_of(node)) if node else self._rv_key
         keys = [self._rv_key, f"{p}o:{r}", f"{p}v:{r}", f"{p}i:{r}", f"{p}s:{r}", self._trim_key,
-                shard_stream, self.objects_key(NAMESPACE)]
+                shard_stream, self.objects_key(NAMESPACE), f"{p}ow:{r}", self.gc_queue_key]
         return keys, bool(node)
 
     # --------------------------------------------------------------- writes
@@ -160,7 +164,11 @@ class Store:
         keys, sharded = self._keys(kind, obj)
         head, tail = codec.encode_split(obj)
         ns = (obj["metadata"].get("namespace") or "") if (check_namespace and kind.namespaced) else ""
-        args = [op, key_of(kind, obj), expected, head, tail, self.config.stream_cap, "1" if sharded else "0", ns, uid]
+        meta = obj.get("metadata") or {}
+        owners = "" if op == "d" else ",".join(sorted({str(r.get("uid", "")) for r in meta.get("ownerReferences") or []
+                                                      if r.get("uid")}))
+        args = [op, key_of(kind, obj), expected, head, tail, self.config.stream_cap, "1" if sharded else "0", ns, uid,
+                owners, meta.get("uid") or "", f"{self.config.prefix}dep:", kind.resource]
         return keys, args
 
     def _result(self, kind: Kind, obj: dict[str, Any], reply: list[Any]) -> dict[str, Any]:
@@ -260,6 +268,14 @@ class Store:
         raise errors.conflict(kind.plural, name, f"gave up after {attempts} conflicting writes", kind.group)
 
     # ---------------------------------------------------------------- reads
+    def dependents(self, owner_uid: str) -> list[tuple[Kind, str]]:
+        """(kind, object key) of every object whose ownerReferences name ``owner_uid``."""
+        out = []
+        for member in sorted(self.redis.smembers(f"{self.config.prefix}dep:{owner_uid}")):
+            resource, _, key = member.decode().partition("|")
+            out.append((by_resource(resource), key))
+        return out
+
     def current_rv(self) -> int:
         return int(self.redis.get(self._rv_key) or 0)
 

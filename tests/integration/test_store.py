@@ -226,6 +226,26 @@ def test_noop_update_does_not_write(core: ServerCore) -> None:
     assert core.update(CONFIGMAP, created) == created
 
 
+def test_dependents_index_follows_owner_references(core: ServerCore) -> None:
+    owner = core.create(CONFIGMAP, {"metadata": {"name": "owner"}})
+    uid = owner["metadata"]["uid"]
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": uid}
+    dep = core.create(POD, {**b.pod("dep"), "metadata": {"name": "dep", "namespace": "default",
+                                                          "ownerReferences": [ref]}})
+    store = core.store
+    assert store.dependents(uid) == [(POD, "default/dep")]
+    core.update(POD, {**dep, "metadata": {**dep["metadata"], "ownerReferences": []}})
+    assert store.dependents(uid) == []
+    core.update(POD, {**core.get(POD, "default", "dep"), "metadata": {**dep["metadata"], "resourceVersion": "",
+                                                                       "ownerReferences": [ref]}})
+    assert store.dependents(uid) == [(POD, "default/dep")]
+    core.delete(CONFIGMAP, "default", "owner")
+    queued = store.redis.xrange(store.gc_queue_key)
+    assert [fields[b"uid"].decode() for _, fields in queued] == [uid]
+    core.delete(POD, "default", "dep")
+    assert store.dependents(uid) == []
+
+
 # ----------------------------------------------------------------- delete
 def test_delete_preconditions(core: ServerCore) -> None:
     obj = core.create(CONFIGMAP, {"metadata": {"name": "cm"}})

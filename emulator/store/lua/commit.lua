@@ -6,6 +6,7 @@
 -- KEYS[3] versions hash (field -> rv)  KEYS[4] order zset     (lexicographic keys, for paging)
 -- KEYS[5] the kind's event stream      KEYS[6] trim watermarks (stream -> first retained id)
 -- KEYS[7] the pod's node-shard stream  KEYS[8] namespaces objects hash
+-- KEYS[9] owners hash (field -> "uid,uid") KEYS[10] garbage-collector queue (stream)
 --
 -- ARGV[1] op: "c" create, "u" update, "d" delete
 -- ARGV[2] object field ("ns/name" or "name")
@@ -15,6 +16,14 @@
 -- ARGV[7] "1" when KEYS[7] is a real shard stream
 -- ARGV[8] namespace that must exist and not be terminating ("" = none)
 -- ARGV[9] expected uid ("" = none), a delete precondition
+-- ARGV[10] the object's owner uids, comma-joined (from metadata.ownerReferences; "" on delete)
+-- ARGV[11] the object's own uid; ARGV[12] prefix of dependents sets ("<prefix>dep:")
+-- ARGV[13] the object's resource ("pods", "replicasets.apps")
+--
+-- Dependents index: for every owner uid U, the set <prefix>dep:U holds "<resource>|<field>" of
+-- the objects naming U in their ownerReferences, kept exact by this script, so the garbage
+-- collector finds an owner's dependents without scanning. Deleting an object that has
+-- dependents appends its uid to the collector's queue.
 --
 -- Returns {1, rv} on success or {0, reason[, detail]} with reason one of
 -- exists, notfound, conflict, nonamespace, terminating, uid.
@@ -77,6 +86,22 @@ else
   else
     typ = 'MODIFIED'
   end
+end
+-- keep the dependents index exact
+local member = ARGV[13] .. '|' .. field
+local old_owners = redis.call('HGET', KEYS[9], field) or ''
+local new_owners = ARGV[10]
+if old_owners ~= new_owners then
+  local wanted = {}
+  for uid in string.gmatch(new_owners, '[^,]+') do wanted[uid] = true end
+  for uid in string.gmatch(old_owners, '[^,]+') do
+    if not wanted[uid] then redis.call('SREM', ARGV[12] .. uid, member) end
+  end
+  for uid in pairs(wanted) do redis.call('SADD', ARGV[12] .. uid, member) end
+  if new_owners == '' then redis.call('HDEL', KEYS[9], field) else redis.call('HSET', KEYS[9], field, new_owners) end
+end
+if op == 'd' and ARGV[11] ~= '' and redis.call('EXISTS', ARGV[12] .. ARGV[11]) == 1 then
+  redis.call('XADD', KEYS[10], '*', 'uid', ARGV[11])
 end
 append(KEYS[5], typ, obj, id)
 if ARGV[7] == '1' then append(KEYS[7], typ, obj, id) end
