@@ -36,7 +36,12 @@ fi
 stamp=.venv/.kemu-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-    .venv/bin/python -m pip install --quiet --disable-pip-version-check -e ".[test]"
+    echo "kemu setup: installing kemu and its dependencies into .venv (log: .venv/install.log)" >&2
+    if ! { .venv/bin/python -m pip install --disable-pip-version-check --upgrade pip &&
+           .venv/bin/python -m pip install --disable-pip-version-check -e ".[test]"; } > .venv/install.log 2>&1; then
+        tail -n 30 .venv/install.log >&2
+        echo "kemu setup: pip install failed; the whole log is in .venv/install.log" >&2
+        exit 1
+    fi
     echo "$want" > "$stamp"
 fi
