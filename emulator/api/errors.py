@@ -13,8 +13,25 @@ The constructors mirror the helpers of upstream
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
+
+
+def render_value(value: Any) -> str:
+    """A bad value as ErrorBody prints it: strings quoted (Go %q), scalars bare, the rest as JSON."""
+    if isinstance(value, str):
+        return json.dumps(value, ensure_ascii=False)
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    try:
+        return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return repr(value)
 
 
 @dataclass(frozen=True)

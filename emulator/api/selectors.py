@@ -41,13 +41,13 @@ path formatting), ``runtime/conversion.go`` (unknown field selector message).
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from typing import Any, Final
 
 from emulator.api import errors
+from emulator.api.errors import render_value
 
 __all__ = [
     "DOES_NOT_EXIST",
@@ -85,33 +85,10 @@ _BINARY_OPERATORS: Final = (IN, NOT_IN, EQUALS, DOUBLE_EQUALS, NOT_EQUALS, GREAT
 Requirement = tuple[str, str, tuple[str, ...]]
 """One label requirement: ``(key, operator, values)``; ``values`` is empty for exists/!."""
 
-# --------------------------------------------------------------------------- validation
-# Formats and messages of util/validation/validation.go (IsQualifiedName,
-# IsDNS1123Subdomain, IsValidLabelValue). The regex sources are quoted in the
-# error texts, so they are kept verbatim as upstream prints them.
-_QNAME_FMT: Final = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_QNAME_MSG: Final = (
-    "must consist of alphanumeric characters, '-', '_' or '.', and must start and end with an alphanumeric character"
-)
-_QNAME_MAX: Final = 63
-_DNS1123_LABEL_FMT: Final = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT: Final = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_SUBDOMAIN_MSG: Final = (
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_DNS1123_SUBDOMAIN_MAX: Final = 253
-_LABEL_VALUE_FMT: Final = "(" + _QNAME_FMT + ")?"
-_LABEL_VALUE_MSG: Final = (
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character"
-)
-_LABEL_VALUE_MAX: Final = 63
+# Label key/value formats (IsQualifiedName, IsValidLabelValue) with upstream's messages.
+from emulator.api.names import label_value_errors as _label_value_errors  # noqa: E402
+from emulator.api.names import qualified_name_errors as _label_key_errors  # noqa: E402
 
-# fullmatch, never ``$``: Python's ``$`` also matches before a trailing newline.
-_QNAME_RE: Final = re.compile(_QNAME_FMT)
-_DNS1123_SUBDOMAIN_RE: Final = re.compile(_DNS1123_SUBDOMAIN_FMT)
-_LABEL_VALUE_RE: Final = re.compile(_LABEL_VALUE_FMT)
 # strconv.ParseInt(s, 10, 64) accepts an optional sign and ASCII digits only; Python's
 # int() would also take "1_000" and surrounding blanks, which upstream rejects.
 _INT_RE: Final = re.compile(r"[+-]?[0-9]+")
@@ -119,83 +96,9 @@ _INT64_MIN: Final = -(2**63)
 _INT64_MAX: Final = 2**63 - 1
 
 
-def _byte_len(s: str) -> int:
-    # Upstream limits are in bytes (Go ``len``); only non-ASCII text makes it differ.
-    return len(s) if s.isascii() else len(s.encode("utf-8"))
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    """Upstream ``RegexError``, double spaces before ``or`` included."""
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _max_len_error(n: int) -> str:
-    return f"must be no more than {n} characters"
-
-
-def _dns1123_subdomain_errors(value: str) -> list[str]:
-    errs = []
-    if _byte_len(value) > _DNS1123_SUBDOMAIN_MAX:
-        errs.append(_max_len_error(_DNS1123_SUBDOMAIN_MAX))
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        errs.append(_regex_error(_DNS1123_SUBDOMAIN_MSG, _DNS1123_SUBDOMAIN_FMT, "example.com"))
-    return errs
-
-
-def _label_key_errors(key: str) -> list[str]:
-    """Upstream ``IsQualifiedName``: ``[DNS-subdomain "/"] name``; empty list when valid."""
-    parts = key.split("/")
-    errs: list[str] = []
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in _dns1123_subdomain_errors(prefix))
-    else:
-        return [
-            "a qualified name "
-            + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc")
-            + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')"
-        ]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif _byte_len(name) > _QNAME_MAX:
-        errs.append("name part " + _max_len_error(_QNAME_MAX))
-    if not _QNAME_RE.fullmatch(name):
-        errs.append("name part " + _regex_error(_QNAME_MSG, _QNAME_FMT, "MyName", "my.name", "123-abc"))
-    return errs
-
-
-def _label_value_errors(value: str) -> list[str]:
-    """Upstream ``IsValidLabelValue``; empty list when valid (the empty string is valid)."""
-    errs = []
-    if _byte_len(value) > _LABEL_VALUE_MAX:
-        errs.append(_max_len_error(_LABEL_VALUE_MAX))
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(_regex_error(_LABEL_VALUE_MSG, _LABEL_VALUE_FMT, "MyValue", "my_value", "12345"))
-    return errs
-
-
-def _go_quote(value: Any) -> str:
-    """Roughly Go's ``%#v``/``%q`` of a value, as field errors print the bad value."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
 def _field_invalid(path: str, value: Any, detail: str) -> str:
     """The text of an upstream ``field.Invalid`` error (util/validation/field/errors.go)."""
-    return f"{path}: Invalid value: {_go_quote(value)}: {detail}"
+    return f"{path}: Invalid value: {render_value(value)}: {detail}"
 
 
 def _aggregate(messages: list[str]) -> str:
@@ -516,7 +419,7 @@ class LabelSelector:
         causes: list[errors.Cause] = []
 
         def invalid(field: str, value: Any, detail: str) -> None:
-            causes.append(errors.Cause(field, f"Invalid value: {_go_quote(value)}: {detail}"))
+            causes.append(errors.Cause(field, f"Invalid value: {render_value(value)}: {detail}"))
 
         if not isinstance(sel, Mapping):
             invalid(path, sel, "must be an object")
@@ -648,7 +551,7 @@ def _expression_requirement(expr: Mapping[str, Any], path: str, causes: list[err
     values = expr.get("values") or []
     op = _EXPRESSION_OPERATORS.get(operator) if isinstance(operator, str) else None
     if not isinstance(values, list):
-        causes.append(errors.Cause(f"{path}.values", f"Invalid value: {_go_quote(values)}: must be a list"))
+        causes.append(errors.Cause(f"{path}.values", f"Invalid value: {render_value(values)}: must be a list"))
         values = []
     if op in (IN, NOT_IN):
         if not values:
@@ -660,19 +563,19 @@ def _expression_requirement(expr: Mapping[str, Any], path: str, causes: list[err
                                        "'Exists' or 'DoesNotExist'", "FieldValueForbidden"))
     else:
         causes.append(errors.Cause(f"{path}.operator",
-                                   f"Invalid value: {_go_quote(operator)}: not a valid selector operator"))
+                                   f"Invalid value: {render_value(operator)}: not a valid selector operator"))
     if not isinstance(key, str):
-        causes.append(errors.Cause(f"{path}.key", f"Invalid value: {_go_quote(key)}: must be a string"))
+        causes.append(errors.Cause(f"{path}.key", f"Invalid value: {render_value(key)}: must be a string"))
     else:
         for msg in _label_key_errors(key):
-            causes.append(errors.Cause(f"{path}.key", f"Invalid value: {_go_quote(key)}: {msg}"))
+            causes.append(errors.Cause(f"{path}.key", f"Invalid value: {render_value(key)}: {msg}"))
     # Values must be label values too (NewRequirement, called by LabelSelectorAsSelector).
     for j, v in enumerate(values):
         if not isinstance(v, str):
-            causes.append(errors.Cause(f"{path}.values[{j}]", f"Invalid value: {_go_quote(v)}: must be a string"))
+            causes.append(errors.Cause(f"{path}.values[{j}]", f"Invalid value: {render_value(v)}: must be a string"))
             continue
         for msg in _label_value_errors(v):
-            causes.append(errors.Cause(f"{path}.values[{j}]", f"Invalid value: {_go_quote(v)}: {msg}"))
+            causes.append(errors.Cause(f"{path}.values[{j}]", f"Invalid value: {render_value(v)}: {msg}"))
     if len(causes) != before or op is None:
         return None
     return (key, op, tuple(values))

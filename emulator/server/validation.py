@@ -56,8 +56,19 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from emulator.api import errors
-from emulator.api.errors import Cause
+from emulator.api.errors import Cause, render_value
 from emulator.api.kinds import Kind
+from emulator.api.names import (  # name formats, shared with the selector parser
+    MEMO_LIMIT as _MEMO_LIMIT,
+)
+from emulator.api.names import (
+    dns1123_label_errors,
+    dns1123_subdomain_errors,
+    label_value_errors,
+    qualified_name_errors,
+)
+from emulator.api.names import max_len as _max_len
+from emulator.api.names import regex_error as _regex_error
 from emulator.api.quantity import Quantity, QuantityError, parse_quantity
 
 Obj = dict[str, Any]
@@ -81,24 +92,8 @@ NOT_POSITIVE = "must be greater than zero"  # core/validation isNotPositiveError
 NOT_INTEGER = "must be an integer"  # core/validation isNotIntegerErrorMsg
 
 
-def _render(value: Any) -> str:
-    """A bad value as ErrorBody prints it: strings quoted (Go %q), scalars bare, the rest as JSON."""
-    if isinstance(value, str):
-        return json.dumps(value, ensure_ascii=False)
-    if value is None:
-        return "null"
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    if isinstance(value, int | float):
-        return str(value)
-    try:
-        return json.dumps(value, separators=(",", ":"), sort_keys=True, default=str)
-    except (TypeError, ValueError):
-        return repr(value)
-
-
 def _invalid(causes: list[Cause], path: str, value: Any, detail: str) -> None:
-    msg = f"Invalid value: {_render(value)}: {detail}" if detail else f"Invalid value: {_render(value)}"
+    msg = f"Invalid value: {render_value(value)}: {detail}" if detail else f"Invalid value: {render_value(value)}"
     causes.append(Cause(path, msg, INVALID))
 
 
@@ -112,11 +107,11 @@ def _forbidden(causes: list[Cause], path: str, detail: str) -> None:
 
 def _not_supported(causes: list[Cause], path: str, value: Any, supported: Iterable[str]) -> None:
     allowed = ", ".join(json.dumps(s) for s in supported)
-    causes.append(Cause(path, f"Unsupported value: {_render(value)}: supported values: {allowed}", NOT_SUPPORTED))
+    causes.append(Cause(path, f"Unsupported value: {render_value(value)}: supported values: {allowed}", NOT_SUPPORTED))
 
 
 def _duplicate(causes: list[Cause], path: str, value: Any, detail: str = "") -> None:
-    msg = f"Duplicate value: {_render(value)}"
+    msg = f"Duplicate value: {render_value(value)}"
     causes.append(Cause(path, f"{msg}: {detail}" if detail else msg, DUPLICATE))
 
 
@@ -126,7 +121,7 @@ def _too_long(causes: list[Cause], path: str, max_bytes: int) -> None:
 
 def _wrong_type(causes: list[Cause], path: str, value: Any, expected: str) -> None:
     # Upstream rejects these while decoding; kemu holds raw JSON, so it reports them here.
-    causes.append(Cause(path, f"Invalid value: {_render(value)}: must be {expected}", TYPE_INVALID))
+    causes.append(Cause(path, f"Invalid value: {render_value(value)}: must be {expected}", TYPE_INVALID))
 
 
 def _dict_at(causes: list[Cause], path: str, value: Any) -> Obj:
@@ -157,51 +152,6 @@ def _int_at(causes: list[Cause], path: str, value: Any) -> int | None:
     return None
 
 
-# --------------------------------------------------------------------------------------------
-# Name formats: staging/src/k8s.io/apimachinery/pkg/util/validation/validation.go and
-# staging/src/k8s.io/apimachinery/pkg/api/validate/content/kube.go. Messages are upstream's,
-# including RegexError's "(e.g. 'a',  or 'b', regex used for validation is '...')" layout.
-# --------------------------------------------------------------------------------------------
-
-
-def _regex_error(msg: str, fmt: str, *examples: str) -> str:
-    if not examples:
-        return f"{msg} (regex used for validation is '{fmt}')"
-    shown = " or ".join(f"'{e}', " for e in examples)
-    return f"{msg} (e.g. {shown}regex used for validation is '{fmt}')"
-
-
-def _max_len(n: int) -> str:
-    return f"must be no more than {n} characters"
-
-
-_DNS1123_LABEL_FMT = "[a-z0-9]([-a-z0-9]*[a-z0-9])?"
-_DNS1123_SUBDOMAIN_FMT = _DNS1123_LABEL_FMT + "(\\." + _DNS1123_LABEL_FMT + ")*"
-_DNS1123_LABEL_RE = re.compile(_DNS1123_LABEL_FMT)
-_DNS1123_SUBDOMAIN_RE = re.compile(_DNS1123_SUBDOMAIN_FMT)
-_DNS1123_LABEL_MSG = _regex_error(
-    "a lowercase RFC 1123 label must consist of lower case alphanumeric characters or '-', "
-    "and must start and end with an alphanumeric character",
-    _DNS1123_LABEL_FMT, "my-name", "123-abc")
-_DNS1123_SUBDOMAIN_MSG = _regex_error(
-    "a lowercase RFC 1123 subdomain must consist of lower case alphanumeric characters, '-' or '.', "
-    "and must start and end with an alphanumeric character",
-    _DNS1123_SUBDOMAIN_FMT, "example.com")
-
-_LABEL_KEY_FMT = "([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9]"
-_LABEL_KEY_RE = re.compile(_LABEL_KEY_FMT)
-_LABEL_KEY_ERR = ("must consist of alphanumeric characters, '-', '_' or '.', "
-                  "and must start and end with an alphanumeric character")
-_LABEL_NAME_PART_MSG = "name part " + _regex_error(_LABEL_KEY_ERR, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-_LABEL_KEY_SLASHES_MSG = ("a valid label key "
-                          + _regex_error(_LABEL_KEY_ERR, _LABEL_KEY_FMT, "MyName", "my.name", "123-abc")
-                          + " with an optional DNS subdomain prefix and '/' (e.g. 'example.com/MyName')")
-_LABEL_VALUE_FMT = "(" + _LABEL_KEY_FMT + ")?"
-_LABEL_VALUE_RE = re.compile(_LABEL_VALUE_FMT)
-_LABEL_VALUE_MSG = _regex_error(
-    "a valid label must be an empty string or consist of alphanumeric characters, '-', '_' or '.', "
-    "and must start and end with an alphanumeric character",
-    _LABEL_VALUE_FMT, "MyValue", "my_value", "12345")
 
 _PERCENT_FMT = "[0-9]+%"
 _PERCENT_RE = re.compile(_PERCENT_FMT)
@@ -215,92 +165,6 @@ _CONFIGMAP_KEY_MSG = _regex_error("a valid config key must consist of alphanumer
 
 _PORT_NAME_CHARSET_RE = re.compile("[-a-z0-9]+")
 _PORT_NAME_LETTER_RE = re.compile("[a-z]")
-
-# Strings already found well-formed, per format. A cluster reuses a small vocabulary of label
-# keys, label values, container and resource names, so a set hit replaces the regex on the hot
-# path. Bounded: cleared when full rather than tracking recency.
-_MEMO_LIMIT = 8192
-_OK_LABEL: set[str] = set()
-_OK_SUBDOMAIN: set[str] = set()
-_OK_QUALIFIED: set[str] = set()
-_OK_LABEL_VALUE: set[str] = set()
-
-
-def _remember(memo: set[str], value: str) -> None:
-    if len(memo) >= _MEMO_LIMIT:
-        memo.clear()
-    memo.add(value)
-
-
-def dns1123_label_errors(value: str) -> list[str]:
-    """Upstream ``IsDNS1123Label``: empty list when ``value`` is a valid label."""
-    if value in _OK_LABEL:
-        return []
-    errs: list[str] = []
-    if len(value) > 63:
-        errs.append(_max_len(63))
-    if not _DNS1123_LABEL_RE.fullmatch(value):
-        # A valid subdomain that is not a label can only be failing on its dots.
-        errs.append("must not contain dots" if _DNS1123_SUBDOMAIN_RE.fullmatch(value) else _DNS1123_LABEL_MSG)
-    if not errs:
-        _remember(_OK_LABEL, value)
-    return errs
-
-
-def dns1123_subdomain_errors(value: str) -> list[str]:
-    """Upstream ``IsDNS1123Subdomain``."""
-    if value in _OK_SUBDOMAIN:
-        return []
-    errs: list[str] = []
-    if len(value) > 253:
-        errs.append(_max_len(253))
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        errs.append(_DNS1123_SUBDOMAIN_MSG)
-    if not errs:
-        _remember(_OK_SUBDOMAIN, value)
-    return errs
-
-
-def qualified_name_errors(value: str) -> list[str]:
-    """Upstream ``IsQualifiedName`` (= ``content.IsLabelKey``): ``[prefix/]name``."""
-    if value in _OK_QUALIFIED:
-        return []
-    errs: list[str] = []
-    parts = value.split("/")
-    if len(parts) == 1:
-        name = parts[0]
-    elif len(parts) == 2:
-        prefix, name = parts
-        if not prefix:
-            errs.append("prefix part must be non-empty")
-        else:
-            errs.extend("prefix part " + m for m in dns1123_subdomain_errors(prefix))
-    else:
-        return [_LABEL_KEY_SLASHES_MSG]
-    if not name:
-        errs.append("name part must be non-empty")
-    elif len(name) > 63:
-        errs.append("name part " + _max_len(63))
-    if not _LABEL_KEY_RE.fullmatch(name):
-        errs.append(_LABEL_NAME_PART_MSG)
-    if not errs:
-        _remember(_OK_QUALIFIED, value)
-    return errs
-
-
-def label_value_errors(value: str) -> list[str]:
-    """Upstream ``IsValidLabelValue``."""
-    if value in _OK_LABEL_VALUE:
-        return []
-    errs: list[str] = []
-    if len(value) > 63:
-        errs.append(_max_len(63))
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(_LABEL_VALUE_MSG)
-    if not errs:
-        _remember(_OK_LABEL_VALUE, value)
-    return errs
-
 
 def _mask_trailing_dash(name: str) -> str:
     # api/validation/generic.go maskTrailingDash: a generateName may end in '-' (the random

@@ -244,7 +244,7 @@ INVALID: list[tuple[str, Kind, dict[str, Any], str, str]] = [
     ("label-value-too-long", kinds.POD, changed(pod(), metadata__labels={"app": "a" * 64}), "metadata.labels",
      "must be no more than 63 characters"),
     ("annotation-key-bad", kinds.POD, changed(pod(), metadata__annotations={"a/b/c": "x"}),
-     "metadata.annotations", "a valid label key"),
+     "metadata.annotations", "a qualified name"),
     ("annotations-too-big", kinds.POD, changed(pod(), metadata__annotations={"big": "x" * (256 * 1024)}),
      "metadata.annotations", "Too long: must have at most 262144 bytes"),
     ("finalizer-not-qualified", kinds.POD, changed(pod(), metadata__finalizers=["cleanup"]),
@@ -258,7 +258,7 @@ INVALID: list[tuple[str, Kind, dict[str, Any], str, str]] = [
     ("namespace-name-dots", kinds.NAMESPACE, changed(namespace(), metadata__name="team.a"), "metadata.name",
      "must not contain dots"),
     ("namespace-finalizer-bad", kinds.NAMESPACE, changed(namespace(), spec__finalizers=["a/b/c"]),
-     "spec.finalizers", "a valid label key"),
+     "spec.finalizers", "a qualified name"),
     ("event-name-bad", kinds.EVENT, changed(event(), metadata__name="Bad_Event"), "metadata.name",
      "RFC 1123 subdomain"),
     ("lease-namespace-missing", kinds.LEASE, changed(lease(), metadata__namespace=""), "metadata.namespace",
@@ -361,7 +361,7 @@ INVALID: list[tuple[str, Kind, dict[str, Any], str, str]] = [
     ("toleration-empty-key-equal", kinds.POD, pod(tolerations=[{"operator": "Equal", "value": "v"}]),
      "spec.tolerations[0].operator", "operator must be Exists when `key` is empty"),
     ("toleration-key-bad", kinds.POD, pod(tolerations=[{"key": "a/b/c", "operator": "Exists"}]),
-     "spec.tolerations[0].key", "a valid label key"),
+     "spec.tolerations[0].key", "a qualified name"),
     # Pod: affinity and spreading
     ("node-affinity-no-terms", kinds.POD, pod(affinity={"nodeAffinity": {
         "requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": []}}}),
