@@ -58,6 +58,8 @@ class Reader(Protocol):
 
     def list(self, kind: Kind, namespace: str | None = None) -> Any: ...
 
+    def list_many(self, requests: list[tuple[Kind, str | None]]) -> list[list[Obj]]: ...
+
 
 @dataclass
 class Lookup:
@@ -70,6 +72,15 @@ class Lookup:
         if key not in self._cache:
             self._cache[key] = load()
         return self._cache[key]
+
+    def prefetch(self, namespace: str) -> None:
+        """Read what a pod create in ``namespace`` needs in one round trip (PriorityClasses, LimitRanges)."""
+        wanted = [k for k in (("pc", ""), ("lr", namespace)) if k not in self._cache]
+        if not wanted:
+            return
+        kinds = {"pc": (PRIORITYCLASS, None), "lr": (LIMITRANGE, namespace)}
+        for key, items in zip(wanted, self.reader.list_many([kinds[k[0]] for k in wanted]), strict=True):
+            self._cache[key] = items
 
     def priority_classes(self) -> list[Obj]:
         return self._memo(("pc", ""), lambda: self.reader.list(PRIORITYCLASS).items)

@@ -83,6 +83,8 @@ class ServerCore:
         defaults.default_metadata(kind, obj, self.clock.now())
         defaults.apply_defaults(kind, obj)
         validate(kind, obj)
+        if kind is POD:
+            lookup.prefetch(obj["metadata"]["namespace"])
         admission.admit(admission.Attributes(kind, "CREATE", obj), lookup, self.plugins)
         if kind is POD:
             obj["status"]["qosClass"] = pods.qos_class(obj)

@@ -311,7 +311,7 @@ class Store:
             if prefix and not start.startswith(prefix):
                 raise errors.bad_request("continue key is not valid: it is for another namespace")
         lo = f"({start}" if start else (f"[{prefix}" if prefix else "-")
-        hi = f"({prefix}\xff" if prefix else "+"
+        hi: str | bytes = f"({prefix}".encode() + b"\xff" if prefix else "+"  # 0xff sorts after any UTF-8 byte
         items: list[dict[str, Any]] = []
         objects, order = self.objects_key(kind), f"{self.config.prefix}i:{kind.resource}"
         chunk = max(self.config.list_chunk, limit + 1 if limit else 0)
@@ -335,6 +335,28 @@ class Store:
             if len(keys) < chunk:
                 return ListResult(items, list_rv, None)
             lo = f"({last_key}"
+
+    def list_many(self, requests: list[tuple[Kind, str | None]]) -> list[list[dict[str, Any]]]:
+        """Several small unfiltered lists (kind, namespace or None) in one round trip.
+
+        For reads that must not cost a round trip each, such as admission's PriorityClasses and
+        LimitRanges for a create. Each result is in key order; no paging, so keep these small.
+        """
+        pipe = self.redis.pipeline(transaction=False)
+        order = f"{self.config.prefix}i:"
+        for kind, namespace in requests:
+            if namespace and kind.namespaced:
+                self._range([self._rv_key, self.objects_key(kind), order + kind.resource],
+                            [f"[{namespace}/", f"({namespace}/".encode() + b"\xff", -1], client=pipe)
+            else:
+                pipe.hgetall(self.objects_key(kind))
+        out: list[list[dict[str, Any]]] = []
+        for reply in pipe.execute():
+            if isinstance(reply, dict):
+                out.append([codec.decode(reply[k]) for k in sorted(reply)])
+            else:
+                out.append([codec.decode(v) for v in reply[2] if v is not None])
+        return out
 
     def _list_all(self, kind: Kind, keep: Callable[[dict[str, Any]], bool] | None) -> ListResult:
         pipe = self.redis.pipeline(transaction=True)
