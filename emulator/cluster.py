@@ -82,7 +82,7 @@ class LocalCluster:
     def start(self) -> ServerCore:
         cfg = self.config
         if cfg.redis_url:
-            wait_for_redis(cfg.redis_url, timeout=10.0)
+            wait_for_redis(cfg.redis_url, timeout=cfg.redis_timeout)
             self.redis_url = cfg.redis_url
         else:
             self.redis = EmbeddedRedis(RedisServerConfig(data_dir=Path(cfg.data_dir), port=cfg.redis_port))

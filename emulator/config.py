@@ -29,6 +29,8 @@ class Config:
     # Redis: None starts the embedded server; a URL uses an external one.
     redis_url: str | None = None
     redis_port: int | None = None
+    # How long to keep trying an external Redis before giving up.
+    redis_timeout: float = 10.0
     data_dir: Path = field(default_factory=lambda: kemu_home() / "data")
     # Store.
     prefix: str = "kemu:"

@@ -86,6 +86,7 @@ Server-side apply, simplified
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -758,7 +759,7 @@ class _ApplyYamlLoader(getattr(yaml, "CSafeLoader", yaml.SafeLoader)):  # type: 
 def parse_apply_body(body: bytes | str) -> Obj:
     """Decode an ``application/apply-patch+yaml`` body (YAML or JSON) into an object; 400 if it is not one."""
     try:
-        doc = yaml.load(body, Loader=_ApplyYamlLoader)  # noqa: S506 - a SafeLoader subclass
+        doc = yaml.load(body, Loader=_ApplyYamlLoader)  # a SafeLoader subclass: no arbitrary objects
         doc = _yaml_to_json(doc)
     except (yaml.YAMLError, ValueError, RecursionError) as e:
         raise errors.bad_request(f"error decoding patch: {e}") from None
@@ -774,7 +775,7 @@ def _yaml_to_json(value: Any) -> Any:
         return {(k if isinstance(k, str) else json.dumps(k)): _yaml_to_json(v) for k, v in value.items()}
     if isinstance(value, list):
         return [_yaml_to_json(v) for v in value]
-    if isinstance(value, float) and value != value or value in (float("inf"), float("-inf")):
+    if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{value} cannot be represented in JSON")
     if value is None or isinstance(value, (str, int, float)):
         return value
@@ -905,16 +906,17 @@ class _Flattener:
         return True
 
     def _set(self, items: list[Any], path: Path) -> bool:
-        paths: list[Path] = []
+        paths: dict[Path, None] = {}  # ordered and O(1) membership
         for item in items:
             if isinstance(item, (dict, list)):
                 return False
             item_path = (*path, "v:" + _json_compact(item))
             if item_path in paths:
                 if self.strict:
-                    raise errors.bad_request(f"{_path_string(path)}: duplicate entries for key {_path_string(item_path[-1:])}")
+                    raise errors.bad_request(
+                        f"{_path_string(path)}: duplicate entries for key {_path_string(item_path[-1:])}")
                 return False
-            paths.append(item_path)
+            paths[item_path] = None
         for item_path in paths:
             self.out[item_path] = _ITEM
         return True
