@@ -20,12 +20,13 @@ def kemu_env(tmp_path: Path) -> Iterator[dict[str, str]]:
     env.pop("KEMU_REDIS_URL", None)
     yield env
     # Never leave a detached cluster behind, whatever the test did.
-    subprocess.run([sys.executable, "-m", "emulator.cli", "down"], env=env, capture_output=True, timeout=60, check=False)
+    subprocess.run([sys.executable, "-m", "emulator.cli", "down"], env=env, capture_output=True, timeout=60,
+                   check=False)
 
 
 def kemu(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "emulator.cli", *args], env=env, capture_output=True, text=True, check=False,
-                          timeout=timeout)
+    return subprocess.run([sys.executable, "-m", "emulator.cli", *args], env=env, capture_output=True, text=True,
+                          check=False, timeout=timeout)
 
 
 def test_detached_cluster_lifecycle(kemu_env: dict[str, str]) -> None:
