@@ -43,7 +43,11 @@ class Cause:
     reason: str = "FieldValueInvalid"
 
     def to_dict(self) -> dict[str, str]:
-        return {"reason": self.reason, "message": f"{self.field}: {self.message}", "field": self.field}
+        # As upstream's StatusCause: the message is the error body, the field path stands apart.
+        return {"reason": self.reason, "message": self.message, "field": self.field}
+
+    def __str__(self) -> str:
+        return f"{self.field}: {self.message}" if self.field else self.message
 
 
 @dataclass
@@ -118,7 +122,9 @@ def stale_resource_version(plural: str, name: str, group: str = "") -> StatusErr
 
 def invalid(kind: str, name: str, causes: list[Cause], group: str = "") -> StatusError:
     """422 Invalid, with one cause per bad field (upstream ``NewInvalid``)."""
-    parts = "; ".join(c.to_dict()["message"] for c in causes)
+    parts = ", ".join(str(c) for c in causes)
+    if len(causes) > 1:
+        parts = f"[{parts}]"  # upstream ToAggregate().Error() brackets several errors
     msg = f'{kind} "{name}" is invalid: {parts}' if name else f"{kind} is invalid: {parts}"
     return StatusError(422, "Invalid", msg, kind, name, group, list(causes))
 

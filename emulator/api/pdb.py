@@ -15,7 +15,6 @@ Everything works on the Kubernetes JSON shape of the objects (plain dicts).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -75,26 +74,25 @@ def budget_matches(pdb: Mapping[str, Any], pod: Mapping[str, Any]) -> bool:
     return selector.matches(meta.get("labels"))
 
 
-_PERCENT = re.compile(r"^(-?\d+)%$")
-
-
-def scaled_value(value: int | str, total: int, round_up: bool) -> int:
+def scaled_value(value: Any, total: int, round_up: bool) -> int:
     """``intstr.GetScaledValueFromIntOrPercent``: an int as is, ``"N%"`` of ``total`` rounded as asked.
 
-    Raises ValueError with upstream's message for anything else (a bare number in a string
-    included: upstream requires the ``%``).
+    Raises ValueError with upstream's message for anything else (a number in a string included:
+    upstream requires the ``%``).
     """
-    if isinstance(value, bool):
-        raise ValueError(f"invalid value for IntOrString: invalid type: {type(value).__name__}")
-    if isinstance(value, int):
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
-    if isinstance(value, str):
-        m = _PERCENT.match(value)
-        if not m:
-            raise ValueError(f'invalid value for IntOrString: invalid value "{value}"')
-        scaled = int(m.group(1)) * total / 100
-        return math.ceil(scaled) if round_up else math.floor(scaled)
-    raise ValueError(f"invalid value for IntOrString: invalid type: {type(value).__name__}")
+    if not isinstance(value, str):
+        raise ValueError("invalid value for IntOrString: invalid type: neither int nor percentage")
+    if not value.endswith("%"):
+        raise ValueError("invalid value for IntOrString: invalid type: string is not a percentage")
+    digits = value[:-1]
+    if not re.fullmatch(r"[+-]?\d+", digits):
+        raise ValueError(f'invalid value for IntOrString: invalid value "{value}": strconv.Atoi: parsing '
+                         f'"{digits}": invalid syntax')
+    scaled = int(digits) * total
+    # Exact integer rounding (upstream rounds a float64 product, the same for every realistic size).
+    return -(-scaled // 100) if round_up else scaled // 100
 
 
 def set_status_condition(conditions: list[Obj], new: Obj, now: str) -> bool:

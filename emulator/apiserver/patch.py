@@ -87,6 +87,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -103,6 +104,7 @@ from emulator.api.kinds import Kind
 __all__ = [
     "APPLY_PATCH_YAML",
     "JSON_PATCH",
+    "JSON_PATCH_MAX_COPY_BYTES",
     "MAX_JSON_PATCH_OPERATIONS",
     "MAX_UPDATE_MANAGERS",
     "MERGE_KEYS",
@@ -133,6 +135,9 @@ PATCH_CONTENT_TYPES: Final = (JSON_PATCH, MERGE_PATCH, STRATEGIC_MERGE_PATCH, AP
 
 # Upstream handlers/patch.go: maxJSONPatchOperations.
 MAX_JSON_PATCH_OPERATIONS: Final = 10000
+# Upstream server/config.go JSONPatchMaxCopyBytes: "copy" ops may not add more than this in total,
+# or a short patch could double the document thousands of times.
+JSON_PATCH_MAX_COPY_BYTES: Final = 3 * 1024 * 1024
 # Upstream managedfields: DefaultMaxUpdateManagers.
 MAX_UPDATE_MANAGERS: Final = 10
 
@@ -176,6 +181,14 @@ class FieldMeta:
     keys: tuple[str, ...] = ()
     key_defaults: tuple[tuple[str, Any], ...] = ()
     retain_keys: bool = False
+    # (JSON-quoted key name, name, default or None) in key-name order: how apply serialises an
+    # item's ``k:{...}`` element. Precomputed because it is needed for every list item walked.
+    key_plan: tuple[tuple[str, str, Any], ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        defaults = dict(self.key_defaults)
+        plan = tuple((json.dumps(name), name, defaults.get(name)) for name in sorted(self.keys))
+        object.__setattr__(self, "key_plan", plan)
 
 
 def _keyed(merge_key: str, *ssa_keys: str, retain_keys: bool = False, **defaults: Any) -> FieldMeta:
@@ -367,7 +380,8 @@ def apply_patch(kind: Kind, current: Obj, body: bytes | str, content_type: str) 
 
     ``current`` is never modified. 415 for a content type that is not a patch type, 400
     for a body that cannot be decoded or a malformed strategic directive, 422 for a JSON
-    patch operation that cannot be applied, 413 for more than 10000 JSON patch operations.
+    patch operation that cannot be applied (or copies over 3 MiB in total), 413 for more
+    than 10000 JSON patch operations.
     Server-side apply bodies go to :func:`server_side_apply` (it needs a field manager).
     """
     media = patch_type(content_type)
@@ -409,13 +423,29 @@ def _json_patch(doc: Obj, ops: Any) -> Obj:
         raise errors.too_large(
             f"The allowed maximum operations in a JSON patch is {MAX_JSON_PATCH_OPERATIONS}, got {len(ops)}")
     try:
-        result = jsonpatch.JsonPatch(ops).apply(doc, in_place=True)
+        if any(op.get("op") == "copy" for op in ops):
+            result = _json_patch_counting_copies(doc, ops)
+        else:
+            result = jsonpatch.JsonPatch(ops).apply(doc, in_place=True)
     except (jsonpatch.JsonPatchException, jsonpointer.JsonPointerException, KeyError, IndexError, TypeError,
             ValueError, AttributeError) as e:
         raise _unprocessable(str(e) or type(e).__name__) from None
     if not isinstance(result, dict):
         raise _unprocessable(f"the patched document is a JSON {_json_type(result)}, not an object")
     return result
+
+
+def _json_patch_counting_copies(doc: Any, ops: list[Obj]) -> Any:
+    """Apply op by op, refusing once copied values add up to more than JSON_PATCH_MAX_COPY_BYTES."""
+    copied = 0
+    for op in ops:
+        if op.get("op") == "copy":
+            copied += len(orjson.dumps(jsonpointer.resolve_pointer(doc, op.get("from"))))
+            if copied > JSON_PATCH_MAX_COPY_BYTES:
+                raise ValueError(f"Unable to complete the copy, the accumulated size increase of copy is {copied}, "
+                                 f"exceeding the limit {JSON_PATCH_MAX_COPY_BYTES}")
+        doc = jsonpatch.JsonPatch([op]).apply(doc, in_place=True)
+    return doc
 
 
 def _unprocessable(detail: str) -> StatusError:
@@ -760,7 +790,9 @@ def parse_apply_body(body: bytes | str) -> Obj:
     """Decode an ``application/apply-patch+yaml`` body (YAML or JSON) into an object; 400 if it is not one."""
     try:
         doc = yaml.load(body, Loader=_ApplyYamlLoader)  # a SafeLoader subclass: no arbitrary objects
-        doc = _yaml_to_json(doc)
+        # Aliases share nodes, so a small body can denote a huge document ("billion laughs"); without
+        # aliases a document has fewer nodes than the body has bytes, so that is the budget.
+        doc = _yaml_to_json(doc, [2 * len(body) + 64])
     except (yaml.YAMLError, ValueError, RecursionError) as e:
         raise errors.bad_request(f"error decoding patch: {e}") from None
     if not isinstance(doc, dict):
@@ -769,12 +801,15 @@ def parse_apply_body(body: bytes | str) -> Obj:
     return doc
 
 
-def _yaml_to_json(value: Any) -> Any:
+def _yaml_to_json(value: Any, budget: list[int]) -> Any:
+    budget[0] -= 1
+    if budget[0] < 0:
+        raise ValueError("the document expands to too many nodes (excessive aliasing)")
     if isinstance(value, dict):
         # YAML keys may be numbers or booleans; JSON (and upstream's YAMLToJSON) makes them strings.
-        return {(k if isinstance(k, str) else json.dumps(k)): _yaml_to_json(v) for k, v in value.items()}
+        return {(k if isinstance(k, str) else json.dumps(k)): _yaml_to_json(v, budget) for k, v in value.items()}
     if isinstance(value, list):
-        return [_yaml_to_json(v) for v in value]
+        return [_yaml_to_json(v, budget) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         raise ValueError(f"{value} cannot be represented in JSON")
     if value is None or isinstance(value, (str, int, float)):
@@ -795,25 +830,28 @@ _STRIPPED: Final[frozenset[Path]] = frozenset({
 })
 
 
+_GO_ESCAPED: Final = re.compile("[<>&\u2028\u2029]")
+
+
 def _json_compact(value: Any) -> str:
-    # Go's encoder escapes <, > and & (and U+2028/9) inside strings; match it so keys compare equal.
-    text = json.dumps(value, separators=(",", ":"), ensure_ascii=False)
-    return (text.replace("<", "\\u003c").replace(">", "\\u003e").replace("&", "\\u0026")
-            .replace("\u2028", "\\u2028").replace("\u2029", "\\u2029"))
+    """Compact JSON as Go's encoder writes it: raw UTF-8, but <, >, & and U+2028/9 escaped."""
+    text = orjson.dumps(value).decode()
+    if _GO_ESCAPED.search(text):
+        text = _GO_ESCAPED.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+    return text
 
 
 def _item_element(item: Any, meta: FieldMeta) -> str | None:
     """The ``k:{...}`` path element of an associative-list item, or None when a key field is missing."""
     if not isinstance(item, dict):
         return None
-    defaults = dict(meta.key_defaults)
-    key: Obj = {}
-    for name in sorted(meta.keys):
-        value = item.get(name, defaults.get(name))
+    parts = []
+    for quoted, name, default in meta.key_plan:
+        value = item.get(name, default)
         if value is None or isinstance(value, (dict, list)):
             return None
-        key[name] = value
-    return "k:" + _json_compact(key)
+        parts.append(f"{quoted}:{_json_compact(value)}")
+    return "k:{" + ",".join(parts) + "}"
 
 
 def _path_string(path: Path) -> str:
@@ -970,9 +1008,9 @@ class _Entry:
 
     def describe(self) -> str:
         """Upstream ``printManager``: ``"kubectl" with subresource "scale" using apps/v1``."""
-        text = json.dumps(self.manager)
+        text = json.dumps(self.manager, ensure_ascii=False)
         if self.subresource:
-            text += f" with subresource {json.dumps(self.subresource)}"
+            text += f" with subresource {json.dumps(self.subresource, ensure_ascii=False)}"
         if self.operation == _UPDATE:
             text += f" using {self.api_version}"
         return text
@@ -1264,6 +1302,8 @@ def server_side_apply(kind: Kind, current: Obj | None, applied: Obj, manager: st
     """Server-side apply ``applied`` (a decoded apply body) as ``manager``; ``current is None`` means create.
 
     Returns the new object with ``metadata.managedFields`` maintained; neither input is modified.
+    Identity (name, namespace, uid) and status are merged like any field: the caller checks the
+    former and resets the latter on the main resource, exactly as for an update.
     400 for a config of another kind or carrying managedFields or with unkeyable list items, 422
     for a missing field manager, 409 Conflict listing every field another manager owns with a
     different value, unless ``force``.

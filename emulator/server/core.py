@@ -25,16 +25,24 @@ import orjson
 from emulator.api import errors, pods
 from emulator.api.kinds import NAMESPACE, POD, PRIORITYCLASS, Kind
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
-from emulator.clock import Clock, SystemClock, rfc3339
+from emulator.clock import Clock, SystemClock, parse_rfc3339, rfc3339
 from emulator.server import admission, defaults
 from emulator.server.validation import validate
-from emulator.store.store import ListResult, Store, Watch
+from emulator.store.store import ListResult, Store, Watch, object_key
 
 Obj = dict[str, Any]
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # Server-owned metadata an update may not change (upstream rest.BeforeUpdate / ObjectMetaUpdateValidation).
 _SERVER_META = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
+
+# The garbage collector's finalizers (metav1.FinalizerOrphanDependents / FinalizerDeleteDependents)
+# and the DeleteOptions.propagationPolicy values (metav1.DeletionPropagation).
+FINALIZER_ORPHAN = "orphan"
+FINALIZER_FOREGROUND = "foregroundDeletion"
+PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
+_DELETE_NOW = object()  # a deletion plan: remove the object now
+_DELETE_ATTEMPTS = 64
 
 
 def _copy(obj: Any) -> Obj:
@@ -201,41 +209,186 @@ class ServerCore:
 
     # ---------------------------------------------------------------- delete
     def delete(self, kind: Kind, namespace: str | None, name: str, *, grace_period_seconds: int | None = None,
-               preconditions: dict[str, str] | None = None) -> Obj:
-        """Delete, gracefully where upstream does.
+               preconditions: dict[str, str] | None = None, propagation_policy: str | None = None,
+               orphan_dependents: bool | None = None) -> Obj:
+        """Delete, gracefully where upstream does, propagating to dependents as ``propagation_policy`` says.
 
         A bound, still-running pod gets ``deletionTimestamp`` + ``deletionGracePeriodSeconds`` and
         stays until its kubelet confirms with grace 0; an object with finalizers is only marked.
         Returns the object as it is after the call (deleted objects at their deletion version).
+
+        Propagation (``Orphan`` | ``Background`` | ``Foreground``; ``None`` lets the object's own
+        ``orphan`` / ``foregroundDeletion`` finalizer decide, else Background, the apps/v1 and core
+        default) follows the generic registry's ``deletionFinalizersForGarbageCollection``
+        (``staging/src/k8s.io/apiserver/pkg/registry/generic/registry/store.go``):
+
+        * Background: the owner goes at once; the garbage collector
+          (:mod:`emulator.controllers.garbagecollector`) later deletes dependents left without owners.
+        * Foreground: the owner gets ``deletionTimestamp`` and the ``foregroundDeletion`` finalizer
+          and is announced on the collector's queue; the collector deletes the dependents and
+          removes the finalizer once no ``blockOwnerDeletion`` dependent remains, which deletes it.
+        * Orphan: upstream adds the ``orphan`` finalizer and lets the collector strip the
+          dependents' ownerReferences. kemu does that work here, synchronously: mark the owner with
+          the ``orphan`` finalizer (so controllers see it is going), remove this owner from every
+          dependent's ownerReferences, then drop the finalizer, which deletes the owner. An owner
+          left with the finalizer by a crash in between is finished by the collector's sweep.
+
+        As upstream (``rest.BeforeDelete``), a graceful deletion already under way can only be
+        shortened: the call then changes neither the grace period nor the finalizers.
         """
         pre = preconditions or {}
         pre_rv, pre_uid = str(pre.get("resourceVersion") or ""), str(pre.get("uid") or "")
-        if grace_period_seconds is not None and grace_period_seconds < 0:
-            raise errors.invalid("DeleteOptions", "", [errors.Cause("gracePeriodSeconds", "must be >= 0")])
-        current = self.store.get(kind, namespace, name)
-        grace = self._grace(kind, current, grace_period_seconds)
-        finalizers = current["metadata"].get("finalizers") or []
-        if grace == 0 and not finalizers:
-            return self.store.delete(kind, namespace, name, expected_rv=pre_rv, uid=pre_uid)
-
-        def mark(obj: Obj) -> Obj | None:
-            meta = obj["metadata"]
-            if pre_rv and pre_rv != meta.get("resourceVersion"):
-                raise errors.stale_resource_version(kind.plural, name, kind.group)
+        _validate_delete_options(grace_period_seconds, propagation_policy, orphan_dependents)
+        for _ in range(_DELETE_ATTEMPTS):
+            current = self.store.get(kind, namespace, name)
+            meta = current["metadata"]
+            # Preconditions fail early, before any side effect (rest.BeforeDelete).
             if pre_uid and pre_uid != meta.get("uid"):
                 raise errors.conflict(kind.plural, name, "Precondition failed: UID in precondition: "
                                       f"{pre_uid}, UID in object meta: {meta.get('uid')}", kind.group)
-            old_grace = meta.get("deletionGracePeriodSeconds")
-            if meta.get("deletionTimestamp") and (old_grace is None or old_grace <= grace):
-                return None  # already being deleted at least as fast
-            deadline = self.clock.now() + grace
-            meta = {**meta, "deletionTimestamp": rfc3339(deadline)}
-            if grace or kind is POD:
-                meta["deletionGracePeriodSeconds"] = grace
-            return {**obj, "metadata": meta}
+            if pre_rv and pre_rv != meta.get("resourceVersion"):
+                raise errors.stale_resource_version(kind.plural, name, kind.group)
+            plan = self._deletion_plan(kind, current, grace_period_seconds, propagation_policy, orphan_dependents)
+            try:
+                if plan is _DELETE_NOW:
+                    return self.store.delete(kind, namespace, name, expected_rv=meta["resourceVersion"],
+                                             uid=pre_uid)
+                if plan is None:
+                    return current
+                assert isinstance(plan, dict)
+                marked = self.store.update(kind, plan, meta["resourceVersion"])
+            except errors.StatusError as e:
+                # Someone wrote in between: plan again against the new state, unless the caller
+                # pinned the version it meant to delete.
+                if e.reason != "Conflict" or pre_rv:
+                    raise
+                continue
+            return self._after_mark(kind, current, marked)
+        raise errors.conflict(kind.plural, name, f"gave up after {_DELETE_ATTEMPTS} conflicting writes", kind.group)
 
-        marked = self.store.guaranteed_update(kind, namespace, name, mark)
+    def _deletion_plan(self, kind: Kind, current: Obj, requested_grace: int | None, policy: str | None,
+                       orphan_dependents: bool | None) -> Obj | object | None:
+        """What deleting ``current`` means now: ``_DELETE_NOW``, the marked object to store, or None (no change)."""
+        meta = current["metadata"]
+        grace = self._grace(kind, current, requested_grace)
+        timestamp, old_grace = meta.get("deletionTimestamp"), meta.get("deletionGracePeriodSeconds")
+        now = self.clock.now()
+        if timestamp and old_grace:
+            if grace >= old_grace:
+                return None  # a graceful deletion is pending: only a shorter grace period may be given
+            new_timestamp = rfc3339(parse_rfc3339(timestamp) - old_grace + grace)
+        elif timestamp:
+            new_timestamp, grace = timestamp, 0  # already marked; it waits only for its finalizers
+        else:
+            new_timestamp = rfc3339(now + grace)
+        finalizers = list(meta.get("finalizers") or [])
+        orphan, foreground = _gc_policy(finalizers, policy, orphan_dependents)
+        wanted = [f for f in finalizers if f not in (FINALIZER_ORPHAN, FINALIZER_FOREGROUND)]
+        # Orphaning is done synchronously (see delete); with no dependents there is nothing to do.
+        if orphan and self.store.dependents(meta.get("uid") or ""):
+            wanted.append(FINALIZER_ORPHAN)
+        if foreground:
+            wanted.append(FINALIZER_FOREGROUND)
+        if grace == 0 and not wanted:
+            return _DELETE_NOW
+        new_meta = {**meta, "deletionTimestamp": new_timestamp, "deletionGracePeriodSeconds": grace}
+        if wanted or "finalizers" in meta:
+            new_meta["finalizers"] = wanted
+        if not timestamp and meta.get("generation"):
+            # Upstream bumps generation when deletion starts (rest.BeforeDelete / markAsDeleting).
+            new_meta["generation"] = int(meta["generation"]) + 1
+        if new_meta == meta:
+            return None
+        return {**current, "metadata": new_meta}
+
+    def _after_mark(self, kind: Kind, before: Obj, marked: Obj) -> Obj:
+        """Propagation work that follows marking an owner, then the final delete if nothing holds it."""
+        meta = marked["metadata"]
+        finalizers = meta.get("finalizers") or []
+        if FINALIZER_ORPHAN in finalizers:
+            uid = meta.get("uid") or ""
+            self.orphan_dependents(uid)
+            return self.remove_finalizer(kind, meta.get("namespace"), meta["name"], FINALIZER_ORPHAN, uid=uid)
+        if FINALIZER_FOREGROUND in finalizers:
+            was = before["metadata"]
+            if not was.get("deletionTimestamp") or FINALIZER_FOREGROUND not in (was.get("finalizers") or []):
+                self._announce_foreground(kind, marked)
         return self._finish_if_released(kind, marked)
+
+    def _announce_foreground(self, kind: Kind, obj: Obj) -> None:
+        """Tell the garbage collector an owner now waits for its dependents (upstream: its graph sees the update).
+
+        Not atomic with the mark: if this process dies in between, the collector's periodic sweep
+        finds the owner by its finalizer.
+        """
+        meta = obj["metadata"]
+        self.store.redis.xadd(self.store.gc_queue_key, {
+            "uid": meta.get("uid") or "", "resource": kind.resource,
+            "key": object_key(kind, meta.get("namespace"), meta["name"]), "policy": "Foreground"})
+
+    def update_metadata(self, kind: Kind, namespace: str | None, name: str,
+                        mutate: Callable[[Obj], Obj | None], *, uid: str = "") -> Obj:
+        """Read-modify-write of an object's metadata only (ownerReferences, finalizers), as the collector's PATCHes.
+
+        ``mutate`` gets a private copy of ``metadata`` and returns the new one, or None to leave the
+        object alone. ``uid`` is a precondition (409 when the object was re-created). Spec and
+        status are untouched, so neither validation nor admission runs. An object being deleted
+        whose last finalizer goes is removed (as on every update).
+        """
+
+        def apply(obj: Obj) -> Obj | None:
+            meta = obj["metadata"]
+            if uid and uid != meta.get("uid"):
+                raise errors.conflict(kind.plural, name, f"Precondition failed: UID in precondition: {uid}, "
+                                      f"UID in object meta: {meta.get('uid')}", kind.group)
+            new_meta = mutate(_copy(meta))
+            if new_meta is None or new_meta == meta:
+                return None
+            return {**obj, "metadata": {**new_meta, "resourceVersion": meta["resourceVersion"]}}
+
+        return self._finish_if_released(kind, self.store.guaranteed_update(kind, namespace, name, apply))
+
+    def remove_finalizer(self, kind: Kind, namespace: str | None, name: str, finalizer: str, *,
+                         uid: str = "") -> Obj:
+        """Drop ``finalizer`` from the object; if it was the last one of an object being deleted, delete it."""
+
+        def drop(meta: Obj) -> Obj | None:
+            finalizers = meta.get("finalizers") or []
+            if finalizer not in finalizers:
+                return None
+            meta["finalizers"] = [f for f in finalizers if f != finalizer]
+            return meta
+
+        return self.update_metadata(kind, namespace, name, drop, uid=uid)
+
+    def orphan_dependents(self, owner_uid: str) -> int:
+        """Remove ``owner_uid`` from the ownerReferences of every dependent (the ``orphan`` finalizer's work).
+
+        Returns how many dependents changed. Upstream's ``orphanDependents`` in
+        ``pkg/controller/garbagecollector/garbagecollector.go``.
+        """
+
+        def strip(meta: Obj) -> Obj | None:
+            refs = meta.get("ownerReferences") or []
+            kept = [r for r in refs if r.get("uid") != owner_uid]
+            if len(kept) == len(refs):
+                return None
+            if kept:
+                meta["ownerReferences"] = kept
+            else:
+                meta.pop("ownerReferences", None)
+            return meta
+
+        changed = 0
+        for dep_kind, key in self.store.dependents(owner_uid):
+            dep_ns, _, dep_name = key.rpartition("/")
+            try:
+                self.update_metadata(dep_kind, dep_ns or None, dep_name, strip)
+                changed += 1
+            except errors.StatusError as e:
+                if e.code != 404:
+                    raise
+        return changed
 
     @staticmethod
     def _grace(kind: Kind, obj: Obj, requested: int | None) -> int:
@@ -265,6 +418,39 @@ class ServerCore:
         except errors.StatusError as e:
             if e.reason != "AlreadyExists":
                 raise
+
+
+def _validate_delete_options(grace: int | None, policy: str | None, orphan_dependents: bool | None) -> None:
+    """Upstream ``ValidateDeleteOptions`` (apimachinery ``pkg/apis/meta/v1/validation``): 422 on bad options."""
+    causes: list[errors.Cause] = []
+    if grace is not None and grace < 0:
+        causes.append(errors.Cause("gracePeriodSeconds", "must be >= 0"))
+    if orphan_dependents is not None and policy is not None:
+        causes.append(errors.Cause("propagationPolicy", f"Invalid value: {orjson.dumps(policy).decode()}: "
+                                   "orphanDependents and deletionPropagation cannot be both set"))
+    if policy is not None and policy not in PROPAGATION_POLICIES:
+        supported = ", ".join(f'"{p}"' for p in (*PROPAGATION_POLICIES, "nil"))
+        causes.append(errors.Cause("propagationPolicy", f"Unsupported value: {orjson.dumps(policy).decode()}: "
+                                   f"supported values: {supported}", "FieldValueNotSupported"))
+    if causes:
+        parts = ", ".join(str(c) for c in causes)
+        raise errors.StatusError(422, "Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: {parts}',
+                                 "DeleteOptions", "", "meta.k8s.io", causes)
+
+
+def _gc_policy(finalizers: list[str], policy: str | None, orphan_dependents: bool | None) -> tuple[bool, bool]:
+    """(orphan?, foreground?) as upstream ``shouldOrphanDependents`` / ``shouldDeleteDependents``.
+
+    An explicit option wins; else a finalizer already on the object; else the kind's default,
+    which is Background (neither) for every kind kemu serves (apps/v1 ``DeleteDependents``).
+    """
+    if orphan_dependents is not None:
+        return orphan_dependents, False
+    if policy is not None:
+        return policy == "Orphan", policy == "Foreground"
+    if FINALIZER_FOREGROUND in finalizers:
+        return False, True
+    return FINALIZER_ORPHAN in finalizers, False
 
 
 def retry_on_conflict(fn: Callable[[], Obj], attempts: int = 16) -> Obj:

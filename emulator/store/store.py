@@ -41,7 +41,7 @@ import base64
 import binascii
 import importlib.resources
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -78,6 +78,13 @@ class WatchEvent(NamedTuple):
     type: str  # ADDED | MODIFIED | DELETED
     object: dict[str, Any]
     rv: int
+
+
+class StreamRead(NamedTuple):
+    """What :meth:`Store.read_streams` read: raw entries per stream (absent: none) and trim watermarks."""
+
+    entries: dict[str, list[tuple[bytes, dict[bytes, bytes]]]]
+    first_retained: dict[str, bytes | None]
 
 
 class ListResult(NamedTuple):
@@ -287,8 +294,14 @@ class Store:
 
     def list(self, kind: Kind, namespace: str | None = None, *, label_selector: LabelSelector | None = None,
              field_selector: FieldSelector | None = None, limit: int = 0,
-             continue_token: str | None = None) -> ListResult:
-        """List objects in key order, filtered, optionally paged (``limit`` > 0 / ``continue_token``)."""
+             continue_token: str | None = None, raw_filter: Callable[[bytes], bool] | None = None) -> ListResult:
+        """List objects in key order, filtered, optionally paged (``limit`` > 0 / ``continue_token``).
+
+        ``raw_filter`` sees each stored object's encoded bytes before it is decoded and drops it
+        when it answers False: a cheap pre-filter for criteria no selector expresses (a sharded
+        informer's "pods of my node shard"), saving the decode of every object it rejects. It
+        must never reject an object the caller wants; the caller re-checks what it keeps.
+        """
         if namespace and not kind.namespaced:
             namespace = None
         if field_selector is not None and namespace is None and kind.namespaced:
@@ -302,7 +315,7 @@ class Store:
         filtering = label_selector is not None and not label_selector.empty
         filtering = filtering or (field_selector is not None and not field_selector.empty)
         if not limit and not continue_token and namespace is None:
-            return self._list_all(kind, keep if filtering else None)
+            return self._list_all(kind, keep if filtering else None, raw_filter)
 
         prefix = f"{namespace}/" if namespace else ""
         start, list_rv = "", 0
@@ -322,6 +335,9 @@ class Store:
                 list_rv = int(rv_raw)
             for k, v in zip(keys, values, strict=True):
                 if v is None:  # deleted between ZRANGE and HMGET cannot happen inside one script; kept defensive
+                    continue
+                if raw_filter is not None and not raw_filter(v):
+                    last_key = k.decode()
                     continue
                 obj = codec.decode(v)
                 if filtering and not keep(obj):
@@ -358,28 +374,57 @@ class Store:
                 out.append([codec.decode(v) for v in reply[2] if v is not None])
         return out
 
-    def _list_all(self, kind: Kind, keep: Callable[[dict[str, Any]], bool] | None) -> ListResult:
+    def _list_all(self, kind: Kind, keep: Callable[[dict[str, Any]], bool] | None,
+                  raw_filter: Callable[[bytes], bool] | None = None) -> ListResult:
         pipe = self.redis.pipeline(transaction=True)
         pipe.get(self._rv_key)
         pipe.hgetall(self.objects_key(kind))
         rv_raw, raw = pipe.execute()
         decode = codec.decode
-        items = [decode(raw[k]) for k in sorted(raw)]
+        if raw_filter is None:
+            items = [decode(raw[k]) for k in sorted(raw)]
+        else:
+            items = [decode(raw[k]) for k in sorted(raw) if raw_filter(raw[k])]
         if keep is not None:
             items = [o for o in items if keep(o)]
         return ListResult(items, int(rv_raw or 0), None)
 
     # ---------------------------------------------------------------- watch
+    @property
+    def trim_key(self) -> str:
+        """The hash of trim watermarks (stream -> first retained entry id), for :func:`check_window`."""
+        return self._trim_key
+
+    def read_streams(self, positions: Mapping[str, int], *, count: int = 1000,
+                     block_ms: int | None = None) -> StreamRead:
+        """One ``XREAD`` of the entries after ``positions[stream]`` on every stream, plus their trim watermarks.
+
+        Both commands go in one round trip; the watermarks are read *after* the ``XREAD`` on the
+        server, so if :func:`check_window` passes for a position, no entry after it was trimmed
+        before the read either (trims only move forward). The caller must run that check for
+        each position before trusting the entries: this is the read :class:`Watch` and the
+        informers' watch multiplexer share. ``block_ms`` None returns at once.
+        """
+        streams = list(positions)
+        pipe = self.redis.pipeline(transaction=False)
+        pipe.xread({s: f"{positions[s]}-0" for s in streams}, count=count, block=block_ms)
+        pipe.hmget(self._trim_key, streams)
+        reply, first_retained = pipe.execute()
+        entries: dict[str, list[tuple[bytes, dict[bytes, bytes]]]] = {}
+        for name, items in reply or ():
+            entries[name.decode() if isinstance(name, bytes) else name] = items
+        return StreamRead(entries, dict(zip(streams, first_retained, strict=True)))
+
     def watch(self, kind: Kind, since_rv: int, *, namespace: str | None = None,
               label_selector: LabelSelector | None = None, field_selector: FieldSelector | None = None,
               shard: int | None = None) -> Watch:
         """Events of ``kind`` after ``since_rv``, in order; 410 Gone if the window no longer holds them."""
-        return Watch(self, self.stream_key(kind, shard), since_rv, _event_filter(namespace, label_selector,
-                                                                                 field_selector))
+        return Watch(self, self.stream_key(kind, shard), since_rv, event_filter(namespace, label_selector,
+                                                                                field_selector))
 
 
-def _event_filter(namespace: str | None, label_selector: LabelSelector | None,
-                  field_selector: FieldSelector | None) -> Callable[[dict[str, Any]], bool] | None:
+def event_filter(namespace: str | None, label_selector: LabelSelector | None,
+                 field_selector: FieldSelector | None) -> Callable[[dict[str, Any]], bool] | None:
     checks: list[Callable[[dict[str, Any]], bool]] = []
     if namespace:
         checks.append(lambda o: (o.get("metadata") or {}).get("namespace") == namespace)
@@ -442,17 +487,13 @@ class Watch:
         """Block up to ``timeout`` seconds for events; [] on timeout. Raises 410 if the window moved past us."""
         if self.closed:
             return []
-        pipe = self._store.redis.pipeline(transaction=False)
         block_ms = max(int(timeout * 1000), 1) if timeout > 0 else None
-        pipe.xread({self._stream: f"{self.last_rv}-0"}, count=self._batch, block=block_ms)
-        # Runs after the XREAD on the server: if no entry after last_rv was trimmed by now,
-        # none was trimmed before the read either (trims only move forward).
-        pipe.hget(self._store._trim_key, self._stream)
-        reply, first_retained = pipe.execute()
-        check_window(self.last_rv, first_retained)
-        if not reply:
+        read = self._store.read_streams({self._stream: self.last_rv}, count=self._batch, block_ms=block_ms)
+        check_window(self.last_rv, read.first_retained[self._stream])
+        entries = read.entries.get(self._stream)
+        if not entries:
             return []
-        events, last = decode_entries(reply[0][1], self._keep)
+        events, last = decode_entries(entries, self._keep)
         self.last_rv = last
         return events
 

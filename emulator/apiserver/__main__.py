@@ -1,0 +1,56 @@
+"""``python -m emulator.apiserver``: run kemu's API server against an existing Redis.
+
+    python -m emulator.apiserver --redis-url redis://127.0.0.1:6379/0 [--host 127.0.0.1] [--port 6443]
+        [--workers N] [--token TOKEN | env KEMU_API_TOKEN] [--require-token] [--kubeconfig PATH]
+
+Binding a non-loopback address turns ``--require-token`` on (a token is
+generated if none is given). ``--kubeconfig PATH`` writes a kubeconfig for
+the server. ``--from-env`` is how :class:`~emulator.apiserver.process.ApiServerProcess`
+passes complete settings (JSON in ``KEMU_APISERVER_SETTINGS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+from emulator.apiserver import kubeconfig
+from emulator.apiserver.process import serve
+from emulator.apiserver.settings import ServerSettings, is_loopback
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m emulator.apiserver", description=__doc__,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--from-env", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--redis-url", default=os.environ.get("KEMU_REDIS_URL"))
+    ap.add_argument("--prefix", default="kemu:", help="store key prefix (must match the cluster's)")
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=6443)
+    ap.add_argument("--workers", type=int, default=1, help="worker processes sharing the port")
+    ap.add_argument("--token", default=os.environ.get("KEMU_API_TOKEN", ""), help="bearer token (env KEMU_API_TOKEN)")
+    ap.add_argument("--require-token", action="store_true", help="401 for requests without the token")
+    ap.add_argument("--clock-speed", type=float, default=1.0)
+    ap.add_argument("--bookmark-interval", type=float, default=60.0)
+    ap.add_argument("--kubeconfig", help="also write a kubeconfig for this server here")
+    ap.add_argument("--log-level", default="warning")
+    args = ap.parse_args(argv)
+    if args.from_env:
+        return serve(ServerSettings.from_env())
+    if not args.redis_url:
+        ap.error("--redis-url (or KEMU_REDIS_URL) is required")
+    require = args.require_token or not is_loopback(args.host)
+    token = args.token or (kubeconfig.generate_token() if require or args.kubeconfig else "")
+    settings = ServerSettings(redis_url=args.redis_url, prefix=args.prefix, host=args.host, port=args.port,
+                              workers=args.workers, token=token, require_token=require, clock_speed=args.clock_speed,
+                              bookmark_interval=args.bookmark_interval, log_level=args.log_level)
+    if args.kubeconfig:
+        path = kubeconfig.write(Path(args.kubeconfig), kubeconfig.client_url(args.host, args.port), token)
+        print(f"kubeconfig written to {path}", flush=True)
+    return serve(settings)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

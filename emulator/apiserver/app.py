@@ -1,0 +1,287 @@
+"""The FastAPI application: HTTP in, :mod:`.handlers` / :mod:`.watch` / :mod:`.discovery` out.
+
+Routes are few and generic: ``/api/{path}`` and ``/apis/{path}`` take every
+resource request and :mod:`.routing` resolves the path against the kind
+registry, so adding a kind adds no route. Discovery, OpenAPI, version and
+health endpoints are the only fixed paths.
+
+Speed matters here (the target is over a thousand pod creates per second per
+worker), so the endpoints are plain Starlette endpoints registered on the
+FastAPI app: no pydantic models, no dependency injection, bodies read as raw
+bytes and parsed with orjson, responses written with orjson. Single-object
+operations call the synchronous core directly on the event loop (one or two
+Redis round trips of ~0.1 ms: cheaper than a thread hop); lists and
+deletecollection, which can take seconds on 100,000 objects, run in
+Starlette's thread pool; watches are async all the way (:mod:`.watch`).
+
+Every error is a ``meta.k8s.io/v1 Status`` with the matching HTTP code,
+including 404 for unknown paths, 405 for methods a resource does not take and
+500 for bugs (logged with their traceback).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import orjson
+from fastapi import FastAPI
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response, StreamingResponse
+
+from emulator.api import errors
+from emulator.api.selectors import parse_field_selector, parse_label_selector
+from emulator.apiserver import content, discovery, routing
+from emulator.apiserver.auth import TokenAuth
+from emulator.apiserver.handlers import Call, Handlers, Result, query_bool, query_int
+from emulator.apiserver.settings import ServerSettings
+from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
+from emulator.server.core import ServerCore
+from emulator.store.store import Store, StoreConfig, parse_resource_version
+
+log = logging.getLogger("kemu.apiserver")
+
+_METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
+# Verbs whose handlers may take long (whole collections): run them off the event loop.
+_THREADED_VERBS = frozenset({"list", "deletecollection"})
+
+
+def status_response(err: errors.StatusError) -> Response:
+    headers = {}
+    if err.retry_after_seconds is not None:
+        headers["Retry-After"] = str(err.retry_after_seconds)
+    return Response(orjson.dumps(err.to_status()), err.code, headers, "application/json")
+
+
+def _json(obj: Any, status: int = 200, content_type: str = "application/json",
+          headers: dict[str, str] | None = None) -> Response:
+    return Response(orjson.dumps(obj), status, headers, content_type)
+
+
+class ApiServer:
+    """The state one worker process serves requests with."""
+
+    def __init__(self, settings: ServerSettings, core: ServerCore | None = None) -> None:
+        self.settings = settings
+        if core is None:
+            store_config = StoreConfig(prefix=settings.prefix, stream_cap=settings.stream_cap,
+                                       node_shards=settings.node_shards)
+            store = Store.connect(settings.redis_url, store_config)
+            core = ServerCore(store, settings.clock())
+        self.core = core
+        self.handlers = Handlers(core)
+        self.watches = WatchSource(core.store, settings.redis_url, bookmark_interval=settings.bookmark_interval)
+
+    # ------------------------------------------------------------------ bodies
+    @staticmethod
+    async def read_body(request: Request) -> bytes:
+        """The request body, refusing more than 3 MiB (413) before and while reading it."""
+        content.check_length(request.headers.get("content-length"))
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > content.MAX_BODY_BYTES:
+                raise content.too_large()
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    def respond(self, call: Call, result: Result) -> Response:
+        if result.encoded is not None:
+            return Response(result.encoded, result.status, media_type=result.content_type or "application/json")
+        body, ctype = content.encode(result.body, call.wanted)
+        return Response(body, result.status, media_type=result.content_type or ctype)
+
+    # ------------------------------------------------------------------ resources
+    async def resource(self, request: Request) -> Response:
+        try:
+            path = request.url.path
+            parts = [p for p in path.split("/") if p]
+            # /api/v1, /apis/{group}, /apis/{group}/{version}: discovery, not resources.
+            if request.method == "GET" and ((len(parts) == 2 and parts[0] == "api") or
+                                            (len(parts) in (2, 3) and parts[0] == "apis")):
+                return self.group_discovery(request, parts)
+            query = request.query_params
+            info = routing.parse(request.method, path, query.get("watch"))
+            wanted = content.negotiate(request.headers.get("accept") or "")
+            body = b"" if request.method == "GET" else await self.read_body(request)
+            call = Call(info, query, request.headers, body, wanted)
+            if info.verb == "watch":
+                return await self.watch(call)
+            if info.verb in _THREADED_VERBS:
+                result = await run_in_threadpool(self.handlers.handle, call)
+            else:
+                result = self.handlers.handle(call)
+            return self.respond(call, result)
+        except errors.StatusError as e:
+            return status_response(e)
+        except Exception:
+            log.exception("internal error serving %s %s", request.method, request.url.path)
+            return status_response(errors.internal("an internal error occurred; see the API server log"))
+
+    # ------------------------------------------------------------------ watch
+    async def watch(self, call: Call) -> Response:
+        info, kind, q = call.info, call.kind, call.query
+        ls = parse_label_selector(q.get("labelSelector") or "") if q.get("labelSelector") else None
+        fs_text = q.get("fieldSelector") or ""
+        if info.name:  # GET .../pods/NAME?watch=true: a watch of one object
+            fs_text = ",".join(s for s in (fs_text, f"metadata.name={info.name}") if s)
+        fs = parse_field_selector(fs_text, kind.selectable_fields) if fs_text else None
+        namespace = info.namespace
+        if namespace is None and fs is not None and kind.namespaced:
+            namespace = fs.exact("metadata.namespace") or None
+        rv_param = q.get("resourceVersion")
+        since = parse_resource_version(rv_param)
+        send_initial_param = q.get("sendInitialEvents")
+        send_initial = since == 0 if send_initial_param is None else query_bool(call, "sendInitialEvents")
+        bookmarks = query_bool(call, "allowWatchBookmarks")
+        timeout = query_int(call, "timeoutSeconds")
+        if timeout is not None and timeout < 0:
+            raise errors.bad_request("timeoutSeconds must not be negative")
+        if call.wanted.partial:
+            raise errors.StatusError(406, "NotAcceptable", "watches of PartialObjectMetadata are not supported")
+        req = WatchRequest(kind, namespace, ls, fs, since, send_initial,
+                           initial_end_bookmark=bool(send_initial_param) and send_initial and bookmarks,
+                           allow_bookmarks=bookmarks, timeout_seconds=None if timeout is None else float(timeout),
+                           table_version=call.wanted.version if call.wanted.table else "",
+                           include_object=q.get("includeObject") or "Metadata")
+        initial: list[dict[str, Any]] | None = None
+        start = since
+        if send_initial:
+            listed = await run_in_threadpool(self.core.list, kind, namespace, label_selector=ls, field_selector=fs)
+            initial, start = listed.items, max(listed.resource_version, since)
+        else:
+            await self.watches.check(kind, since)
+        ctype = content.content_type_of(call.wanted)
+        return StreamingResponse(stream_events(req, self.watches, initial, start, self.core.clock.now),
+                                 media_type=ctype, headers={"Cache-Control": "no-cache, private"})
+
+    # ------------------------------------------------------------------ discovery
+    @staticmethod
+    def _cached(request: Request, body: bytes, content_type: str) -> Response:
+        tag = discovery.etag(body)
+        if request.headers.get("if-none-match") == tag:
+            return Response(status_code=304, headers={"ETag": tag})
+        return Response(body, 200, {"ETag": tag}, content_type)
+
+    def root_discovery(self, request: Request, legacy: bool) -> Response:
+        try:
+            wanted = content.negotiate(request.headers.get("accept") or "", discovery=True)
+        except errors.StatusError as e:
+            return status_response(e)
+        if wanted.as_kind == "APIGroupDiscoveryList":
+            body = _aggregated_bytes(legacy, wanted.version)
+            return self._cached(request, body, content.content_type_of(wanted))
+        if legacy:
+            host = request.headers.get("host") or f"{self.settings.host}:{self.settings.port}"
+            return _json(discovery.api_versions(host))
+        return _json(discovery.api_group_list())
+
+    def group_discovery(self, request: Request, parts: list[str]) -> Response:
+        if parts[0] == "api":
+            doc = discovery.api_resource_list("", parts[1])
+        elif len(parts) == 2:
+            doc = discovery.api_group(parts[1])
+        else:
+            doc = discovery.api_resource_list(parts[1], parts[2])
+        if doc is None:
+            return status_response(errors.StatusError(404, "NotFound",
+                                                      "the server could not find the requested resource"))
+        return _json(doc)
+
+
+_AGGREGATED: dict[tuple[bool, str], bytes] = {}
+
+
+def _aggregated_bytes(legacy: bool, version: str) -> bytes:
+    key = (legacy, version)
+    if key not in _AGGREGATED:
+        _AGGREGATED[key] = orjson.dumps(discovery.aggregated(legacy, version))
+    return _AGGREGATED[key]
+
+
+def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
+    """Build the ASGI application (the FastAPI app wrapped in token auth)."""
+    server = ApiServer(settings, core)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        yield
+        await server.watches.close()
+
+    # FastAPI's own OpenAPI and docs would shadow Kubernetes' /openapi paths and describe nothing useful.
+    app = FastAPI(title="kemu", openapi_url=None, docs_url=None, redoc_url=None, lifespan=lifespan)
+    app.state.server = server
+
+    async def resource(request: Request) -> Response:
+        return await server.resource(request)
+
+    async def api_root(request: Request) -> Response:
+        return server.root_discovery(request, legacy=True)
+
+    async def apis_root(request: Request) -> Response:
+        return server.root_discovery(request, legacy=False)
+
+    async def version(_: Request) -> Response:
+        return _json(discovery.version_info())
+
+    async def healthz(_: Request) -> Response:
+        return Response(b"ok", 200, media_type="text/plain")
+
+    async def readyz(_: Request) -> Response:
+        try:
+            await server.watches.client.ping()
+        except Exception as e:  # Redis unreachable: not ready, say why
+            return Response(f"[-]redis failed: {e}\nreadyz check failed".encode(), 500, media_type="text/plain")
+        return Response(b"ok", 200, media_type="text/plain")
+
+    async def openapi_v2(_: Request) -> Response:
+        return status_response(errors.StatusError(404, "NotFound", "kemu serves OpenAPI v3 only (/openapi/v3)"))
+
+    async def openapi_v3_index(request: Request) -> Response:
+        return server._cached(request, discovery.openapi_v3_index(), "application/json")
+
+    async def openapi_v3_doc(request: Request) -> Response:
+        parts = [p for p in request.path_params["path"].split("/") if p]
+        body = None
+        if len(parts) == 2 and parts[0] == "api":
+            body = discovery.openapi_v3_bytes("", parts[1])
+        elif len(parts) == 3 and parts[0] == "apis":
+            body = discovery.openapi_v3_bytes(parts[1], parts[2])
+        if body is None:
+            return status_response(errors.StatusError(404, "NotFound", "the server could not find the requested "
+                                                                       "resource"))
+        return server._cached(request, body, "application/json")
+
+    app.add_route("/api", api_root, methods=["GET"])
+    app.add_route("/apis", apis_root, methods=["GET"])
+    app.add_route("/api/{path:path}", resource, methods=_METHODS)
+    app.add_route("/apis/{path:path}", resource, methods=_METHODS)
+    app.add_route("/version", version, methods=["GET"])
+    for path in ("/healthz", "/livez"):
+        app.add_route(path, healthz, methods=["GET"])
+    app.add_route("/readyz", readyz, methods=["GET"])
+    app.add_route("/openapi/v2", openapi_v2, methods=["GET"])
+    app.add_route("/openapi/v3", openapi_v3_index, methods=["GET"])
+    app.add_route("/openapi/v3/{path:path}", openapi_v3_doc, methods=["GET"])
+
+    @app.exception_handler(404)
+    async def not_found(_: Request, __: Exception) -> Response:
+        return status_response(errors.StatusError(404, "NotFound", "the server could not find the requested resource"))
+
+    @app.exception_handler(405)
+    async def not_allowed(request: Request, __: Exception) -> Response:
+        return status_response(errors.method_not_allowed(
+            f"the server does not allow this method on the requested resource: {request.method}"))
+
+    return TokenAuth(app, settings.token, settings.require_token)
+
+
+def app_from_env() -> Any:
+    """The uvicorn application factory for worker processes (settings from the environment)."""
+    settings = ServerSettings.from_env()
+    logging.basicConfig(level=settings.log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    return create_app(settings)

@@ -1,0 +1,74 @@
+"""What one API server process needs to know: Redis, address, access, clock.
+
+Settings travel from the parent (``kemu up``, :class:`~emulator.cluster.LocalCluster`,
+``python -m emulator.apiserver``) to every uvicorn worker process as JSON in
+the ``KEMU_APISERVER_SETTINGS`` environment variable, because uvicorn's workers
+import the application by name (:func:`emulator.apiserver.app.app_from_env`)
+and take no arguments.
+
+The cluster clock: a worker cannot share the parent's clock object, so the
+parent passes one reading of it, ``clock_start`` (cluster time) taken at
+``clock_wall`` (wall time), plus the speed; every worker then computes the
+same cluster time (:meth:`ServerSettings.clock`), and ages in ``kubectl get``
+agree with the cluster's.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from emulator.clock import SystemClock
+
+ENV = "KEMU_APISERVER_SETTINGS"
+LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def is_loopback(host: str) -> bool:
+    return host in LOOPBACK_HOSTS or host.startswith("127.")
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    redis_url: str
+    prefix: str = "kemu:"
+    stream_cap: int = 200_000
+    node_shards: int = 16
+    host: str = "127.0.0.1"
+    port: int = 6443
+    workers: int = 1
+    # Bearer token; "" means no token exists (every request is anonymous and allowed).
+    token: str = ""
+    # Whether a request without the token gets 401; kemu turns it on for non-loopback binds.
+    require_token: bool = False
+    clock_speed: float = 1.0
+    clock_start: float | None = None
+    clock_wall: float | None = None
+    # Seconds between BOOKMARK events of watches that asked for them.
+    bookmark_interval: float = 60.0
+    log_level: str = "warning"
+
+    def clock(self) -> SystemClock:
+        if self.clock_start is None or self.clock_wall is None:
+            return SystemClock(self.clock_speed)
+        now = self.clock_start + (time.time() - self.clock_wall) * self.clock_speed
+        return SystemClock(self.clock_speed, start=now)
+
+    def to_env(self) -> str:
+        return json.dumps(asdict(self))
+
+    @classmethod
+    def from_json(cls, text: str) -> ServerSettings:
+        data: dict[str, Any] = json.loads(text)
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+    @classmethod
+    def from_env(cls) -> ServerSettings:
+        text = os.environ.get(ENV)
+        if not text:
+            raise RuntimeError(f"{ENV} is not set: start the API server with `python -m emulator.apiserver`")
+        return cls.from_json(text)

@@ -1,0 +1,342 @@
+"""The disruption controller: keeps every PodDisruptionBudget's status current.
+
+A re-implementation of upstream ``pkg/controller/disruption/disruption.go``
+(``trySync`` and the helpers it calls). For each PDB:
+
+* **pods**: the PDB's namespace's pods its selector matches (policy/v1: a
+  missing selector matches nothing, ``{}`` matches all);
+* **expectedPods / desiredHealthy** (``getExpectedPodCount``): an integer
+  ``minAvailable`` gives ``desiredHealthy = minAvailable`` and
+  ``expectedPods = len(pods)``. A percentage ``minAvailable`` or any
+  ``maxUnavailable`` needs the pods' controllers' scale (``getExpectedScale``):
+  each pod's controllerRef is resolved with upstream's finders in order — a
+  ReplicaSet owned by a Deployment counts the Deployment's ``spec.replicas``, a
+  ReplicaSet on its own its ``spec.replicas``, and any other served kind with a
+  ``scale`` subresource its ``spec.replicas`` — and the scales of the distinct
+  controllers are summed. Percentages round *up*
+  (``intstr.GetScaledValueFromIntOrPercent(..., true)``):
+  ``desiredHealthy = ceil(minAvailable% * expected)`` or
+  ``expected - ceil(maxUnavailable% * expected)`` (not below 0). Pods without
+  a controllerRef are "unmanaged" and simply not counted, as upstream (which
+  also emits a warning event). A pod whose controller cannot give a scale fails
+  the sync: a kind without a ``scale`` subresource (a DaemonSet: upstream says
+  "daemonsets.apps does not implement the scale subresource"), a kind kemu does
+  not serve, or a controller object that is gone ("found no controllers for pod").
+  A failed sync writes the fail-safe status (``failSafe``): ``disruptionsAllowed
+  = 0`` and condition ``DisruptionAllowed=False`` with reason ``SyncFailed``.
+* **disruptedPods** (``buildDisruptedPodMap``): entries the eviction subresource
+  added are kept while their pod exists, is not yet being deleted, and the entry
+  is younger than two minutes of cluster time;
+* **currentHealthy** (``countHealthyPods``): pods that are Ready, not being
+  deleted, and not in ``disruptedPods``;
+* **disruptionsAllowed** = ``currentHealthy - desiredHealthy``, 0 when negative
+  or when ``expectedPods`` is 0; ``observedGeneration`` = the PDB's generation;
+  condition ``DisruptionAllowed`` (``SufficientPods`` / ``InsufficientPods``).
+
+The status is written only when it changed, compare-and-set on the PDB's
+resourceVersion (the eviction handler writes the same status); a conflict is
+left for the next pass, as upstream requeues it without the fail-safe.
+
+Driving: :meth:`DisruptionController.sync_once` syncs every PDB (pods are listed
+once per namespace per pass); :meth:`DisruptionController.sync` one PDB. The
+cluster clock is injected; it times the ``disruptedPods`` expiry.
+
+Simplifications: no events (NoPods, UnmanagedPods, CalculateExpectedPodCountFailed);
+no stale ``DisruptionTarget`` condition clean-up on pods; StatefulSets and
+ReplicationControllers are not served by kemu yet, so their finders are absent.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any
+
+from emulator.api import errors, pdb
+from emulator.api.kinds import DEPLOYMENT, PDB, POD, REPLICASET, Kind, all_kinds
+from emulator.clock import Clock, parse_rfc3339, rfc3339
+from emulator.server.core import ServerCore
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+
+
+class SyncError(Exception):
+    """A PDB whose status cannot be computed; its message becomes the SyncFailed condition's."""
+
+
+@dataclass
+class DisruptionStats:
+    synced: int = 0
+    written: int = 0
+    failed: int = 0
+    conflicts: int = 0
+
+
+def _controller_ref(obj: Obj) -> Obj | None:
+    """``metav1.GetControllerOf``: the ownerReference with ``controller: true``."""
+    for ref in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller") is True:
+            return ref
+    return None
+
+
+def _group_of(ref: Obj) -> str:
+    return str(ref.get("apiVersion") or "").rpartition("/")[0]
+
+
+def _is(ref: Obj | None, kind: str, groups: tuple[str, ...]) -> bool:
+    """``verifyGroupKind``."""
+    return ref is not None and ref.get("kind") == kind and _group_of(ref) in groups
+
+
+class _Lookup:
+    """Objects read during one pass, so each controller is read once however many pods it owns."""
+
+    def __init__(self, core: ServerCore) -> None:
+        self.core = core
+        self._cache: dict[tuple[str, str | None, str], Obj | None] = {}
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+        key = (kind.resource, namespace if kind.namespaced else None, name)
+        if key not in self._cache:
+            try:
+                self._cache[key] = self.core.get(kind, key[1], name)
+            except errors.StatusError as e:
+                if e.code != 404:
+                    raise
+                self._cache[key] = None
+        return self._cache[key]
+
+
+def _replicas(obj: Obj) -> int:
+    return int((obj.get("spec") or {}).get("replicas", 1))
+
+
+class DisruptionController:
+    """Drive with :meth:`sync_once` (tests) or run it in a :class:`~emulator.controllers.loop.ControllerLoop`."""
+
+    def __init__(self, core: ServerCore, clock: Clock | None = None) -> None:
+        self.core = core
+        self.clock = clock or core.clock
+        self.stats = DisruptionStats()
+
+    # ----------------------------------------------------------------- driving
+    def sync_once(self) -> int:
+        """Sync every PDB; returns how many statuses were written."""
+        budgets = self.core.list(PDB).items
+        by_namespace: dict[str, list[Obj]] = defaultdict(list)
+        for budget in budgets:
+            by_namespace[budget["metadata"]["namespace"]].append(budget)
+        written = 0
+        lookup = _Lookup(self.core)
+        for namespace, group in by_namespace.items():
+            pods = self.core.list(POD, namespace).items
+            for budget in group:
+                written += self._sync(budget, pods, lookup)
+        return written
+
+    def sync(self, namespace: str, name: str) -> Obj | None:
+        """Sync one PDB; returns its status as stored afterwards (None if the PDB does not exist)."""
+        try:
+            budget = self.core.get(PDB, namespace, name)
+        except errors.StatusError as e:
+            if e.code == 404:
+                return None
+            raise
+        self._sync(budget, self.core.list(POD, namespace).items, _Lookup(self.core))
+        return self.core.get(PDB, namespace, name).get("status")
+
+    def _sync(self, budget: Obj, namespace_pods: list[Obj], lookup: _Lookup) -> int:
+        self.stats.synced += 1
+        try:
+            return self._try_sync(budget, namespace_pods, lookup)
+        except errors.StatusError as e:
+            if e.reason == "Conflict":
+                self.stats.conflicts += 1  # someone (an eviction) wrote the status first: next pass
+                return 0
+            if e.code == 404:
+                return 0
+            error: Exception = e
+        except (SyncError, ValueError) as e:
+            error = e
+        self.stats.failed += 1
+        log.info("disruption controller: PDB %s/%s: %s", budget["metadata"]["namespace"],
+                 budget["metadata"]["name"], error)
+        try:
+            return self._fail_safe(budget, str(error.message if isinstance(error, errors.StatusError) else error))
+        except errors.StatusError as e:
+            if e.reason == "Conflict" or e.code == 404:
+                return 0
+            raise
+
+    # -------------------------------------------------------------- the sync
+    def _try_sync(self, budget: Obj, namespace_pods: list[Obj], lookup: _Lookup) -> int:
+        spec = budget.get("spec") or {}
+        if spec.get("selector") is None:
+            pods: list[Obj] = []  # policy/v1: a missing selector selects nothing
+        else:
+            selector = pdb.budget_selector(budget)  # a bad selector fails the sync (upstream getPodsForPdb)
+            pods = [p for p in namespace_pods if selector.matches((p.get("metadata") or {}).get("labels"))]
+        expected, desired = self._expected_pod_count(budget, pods, lookup)
+        now = self.clock.now()
+        disrupted = self._disrupted_pod_map(budget, pods, now)
+        healthy = _count_healthy(pods, disrupted, now)
+        return self._update_status(budget, healthy, desired, expected, disrupted)
+
+    def _expected_pod_count(self, budget: Obj, pods: list[Obj], lookup: _Lookup) -> tuple[int, int]:
+        """``getExpectedPodCount``: (expectedPods, desiredHealthy)."""
+        spec = budget.get("spec") or {}
+        max_unavailable, min_available = spec.get("maxUnavailable"), spec.get("minAvailable")
+        if max_unavailable is not None:
+            expected = self._expected_scale(pods, lookup)
+            desired = max(expected - pdb.scaled_value(max_unavailable, expected, True), 0)
+            return expected, desired
+        if min_available is not None:
+            if isinstance(min_available, int) and not isinstance(min_available, bool):
+                return len(pods), min_available
+            expected = self._expected_scale(pods, lookup)
+            return expected, pdb.scaled_value(min_available, expected, True)
+        return 0, 0
+
+    def _expected_scale(self, pods: list[Obj], lookup: _Lookup) -> int:
+        """``getExpectedScale``: the sum of the scales of the pods' distinct controllers."""
+        scales: dict[str, int] = {}
+        for pod in pods:
+            ref = _controller_ref(pod)
+            if ref is None:
+                continue  # unmanaged: not counted (upstream warns with an event)
+            if ref.get("uid") in scales:
+                continue
+            namespace = pod["metadata"]["namespace"]
+            found = (self._deployment_of_replica_set(ref, namespace, lookup)
+                     or self._replica_set(ref, namespace, lookup)
+                     or self._scale_controller(ref, namespace, lookup))
+            if found is None:
+                raise SyncError(f'found no controllers for pod "{pod["metadata"]["name"]}"')
+            scales[found[0]] = found[1]
+        return sum(scales.values())
+
+    @staticmethod
+    def _deployment_of_replica_set(ref: Obj, namespace: str, lookup: _Lookup) -> tuple[str, int] | None:
+        """``getPodDeployment``: a ReplicaSet controlled by a Deployment counts the Deployment."""
+        if not _is(ref, "ReplicaSet", ("apps", "extensions")):
+            return None
+        rs = lookup.get(REPLICASET, namespace, ref.get("name") or "")
+        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+            return None
+        owner = _controller_ref(rs)
+        if not _is(owner, "Deployment", ("apps", "extensions")):
+            return None
+        assert owner is not None
+        deployment = lookup.get(DEPLOYMENT, namespace, owner.get("name") or "")
+        if deployment is None or deployment["metadata"].get("uid") != owner.get("uid"):
+            return None
+        return deployment["metadata"]["uid"], _replicas(deployment)
+
+    @staticmethod
+    def _replica_set(ref: Obj, namespace: str, lookup: _Lookup) -> tuple[str, int] | None:
+        """``getPodReplicaSet``: a ReplicaSet not controlled by a Deployment counts itself."""
+        if not _is(ref, "ReplicaSet", ("apps", "extensions")):
+            return None
+        rs = lookup.get(REPLICASET, namespace, ref.get("name") or "")
+        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+            return None
+        owner = _controller_ref(rs)
+        if owner is not None and owner.get("kind") == "Deployment":
+            return None
+        return rs["metadata"]["uid"], _replicas(rs)
+
+    @staticmethod
+    def _scale_controller(ref: Obj, namespace: str, lookup: _Lookup) -> tuple[str, int] | None:
+        """``getScaleController``: any served kind with a ``scale`` subresource, by its ``spec.replicas``."""
+        group = _group_of(ref)
+        kind = next((k for k in all_kinds() if k.group == group and k.kind == ref.get("kind")), None)
+        if kind is None:
+            raise SyncError(f'no matches for kind "{ref.get("kind")}" in version "{ref.get("apiVersion")}"')
+        if "scale" not in kind.subresources:
+            raise SyncError(f"{kind.resource} does not implement the scale subresource")
+        obj = lookup.get(kind, namespace, ref.get("name") or "")
+        if obj is None or obj["metadata"].get("uid") != ref.get("uid"):
+            return None
+        return obj["metadata"]["uid"], _replicas(obj)
+
+    @staticmethod
+    def _disrupted_pod_map(budget: Obj, pods: list[Obj], now: float) -> dict[str, str]:
+        """``buildDisruptedPodMap``: entries for pods that still exist, are not being deleted, and are not stale."""
+        recorded = (budget.get("status") or {}).get("disruptedPods") or {}
+        if not recorded:
+            return {}
+        kept: dict[str, str] = {}
+        for pod in pods:
+            meta = pod["metadata"]
+            if meta.get("deletionTimestamp") or meta["name"] not in recorded:
+                continue
+            when = recorded[meta["name"]]
+            if parse_rfc3339(when) + pdb.DELETION_TIMEOUT_SECONDS < now:
+                log.info("disruption controller: pod %s/%s was expected to be deleted but it wasn't",
+                         meta.get("namespace"), meta["name"])
+                continue
+            kept[meta["name"]] = when
+        return kept
+
+    def _update_status(self, budget: Obj, healthy: int, desired: int, expected: int,
+                       disrupted: dict[str, str]) -> int:
+        """``updatePdbStatus``: write the new status if anything differs; returns 1 if it wrote."""
+        allowed = healthy - desired
+        if expected <= 0 or allowed <= 0:
+            # A PDB matching no pods must stay safe when its first pods appear before the next sync.
+            allowed = 0
+        old = budget.get("status") or {}
+        generation = int(budget["metadata"].get("generation") or 0)
+        if (int(old.get("currentHealthy") or 0) == healthy and int(old.get("desiredHealthy") or 0) == desired
+                and int(old.get("expectedPods") or 0) == expected
+                and int(old.get("disruptionsAllowed") or 0) == allowed
+                and (old.get("disruptedPods") or {}) == disrupted
+                and int(old.get("observedGeneration") or 0) == generation
+                and pdb.conditions_up_to_date(budget)):
+            return 0
+        status: Obj = {"observedGeneration": generation, "disruptionsAllowed": allowed, "currentHealthy": healthy,
+                       "desiredHealthy": desired, "expectedPods": expected,
+                       "conditions": [dict(c) for c in old.get("conditions") or []]}
+        if disrupted:
+            status["disruptedPods"] = disrupted
+        pdb.update_disruption_allowed_condition(status, rfc3339(self.clock.now()))
+        self.core.update_status(PDB, {**budget, "status": status})  # conditional on the budget's resourceVersion
+        self.stats.written += 1
+        return 1
+
+    def _fail_safe(self, budget: Obj, message: str) -> int:
+        """``failSafe``: at least make sure no eviction is approved while the status cannot be computed."""
+        status = dict(budget.get("status") or {})
+        status["disruptionsAllowed"] = 0
+        for key in ("currentHealthy", "desiredHealthy", "expectedPods"):
+            status.setdefault(key, 0)
+        conditions = [dict(c) for c in status.get("conditions") or []]
+        pdb.set_status_condition(conditions, {
+            "type": pdb.DISRUPTION_ALLOWED_CONDITION, "status": "False", "reason": pdb.SYNC_FAILED_REASON,
+            "message": message, "observedGeneration": int(status.get("observedGeneration") or 0),
+        }, rfc3339(self.clock.now()))
+        status["conditions"] = conditions
+        if status == (budget.get("status") or {}):
+            return 0
+        self.core.update_status(PDB, {**budget, "status": status})
+        self.stats.written += 1
+        return 1
+
+
+def _count_healthy(pods: list[Obj], disrupted: dict[str, str], now: float) -> int:
+    """``countHealthyPods``: Ready, not being deleted, not about to be evicted."""
+    healthy = 0
+    for pod in pods:
+        meta = pod["metadata"]
+        if meta.get("deletionTimestamp"):
+            continue
+        when = disrupted.get(meta["name"])
+        if when is not None and parse_rfc3339(when) + pdb.DELETION_TIMEOUT_SECONDS > now:
+            continue
+        if pdb.is_pod_ready(pod):
+            healthy += 1
+    return healthy

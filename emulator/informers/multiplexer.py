@@ -1,0 +1,329 @@
+"""The watch multiplexer: one stream reader per process for every informer in it.
+
+Design (``DESIGN.md``, "Watch multiplexing and sharding")
+---------------------------------------------------------
+
+Upstream, every informer holds its own HTTP watch. Here every watch is a read
+of a Redis stream, so a process with 30 informers would otherwise hold 30
+connections each doing its own blocking ``XREAD`` and decoding the same pod
+events once per informer. Instead one daemon thread per process:
+
+1. collects the streams its subscriptions need (``s:pods``, ``s:nodes``,
+   ``s:pods@7`` ...) and, per stream, the lowest position any subscriber has
+   read up to;
+2. issues **one** ``XREAD BLOCK`` over all of them, pipelined with one
+   ``HMGET`` of their trim watermarks (:meth:`Store.read_streams`): one round
+   trip serves every informer of the process, whatever the number of streams;
+3. checks, per *subscription*, that nothing after its position was trimmed
+   (:func:`emulator.store.store.check_window`); a subscription that fell out
+   of the window is cancelled and told ``410 Gone`` - only it relists, its
+   neighbours on the same stream and on other streams carry on;
+4. decodes each entry **once** and hands every subscription the events after
+   its own position that pass its filter (namespace, label and field
+   selectors). Subscribers therefore share the decoded dicts: they are
+   read-only by contract, as client-go's cache objects are.
+
+A subscriber that starts behind the others (it just relisted at an older
+resourceVersion) pulls the stream's read position back; the others skip the
+entries they already have (``rv <= position``), so nobody sees an event twice
+and the catch-up costs one extra read of the gap.
+
+A lost connection (Redis killed or restarted) fails the read of every stream
+at once - they share the one connection by design - so every subscription is
+cancelled with the error and each reflector relists with back-off. Relisting
+rather than resuming is deliberate: a restarted server may have lost writes
+the reader already saw (``appendfsync everysec``), and only a relist is
+right in that case. Note that redis-py retries a failed command on its own
+(by default up to 10 times with back-off) before the error reaches us; a
+client built with ``retry=Retry(NoBackoff(), 0)`` reports losses at once.
+
+Delivery runs on the reader thread, under the subscription's lock, so a
+cancelled subscription is never delivered to after :meth:`Subscription.cancel`
+returns - a relist cannot be overtaken by an event of the watch it replaced.
+Subscribers' ``deliver`` must therefore be quick (the reflector only appends
+to its DeltaFIFO); handlers run on the informers' own threads.
+
+The read blocks for at most ``block_ms`` (100 ms): that bounds how long a new
+subscription waits for its first read and how long :meth:`Multiplexer.stop`
+takes. No event is lost by that wait - positions, not timing, decide what is
+read.
+
+:func:`shared_multiplexer` gives one multiplexer per Redis endpoint and key
+prefix in the process (reference counted), which is what
+:class:`emulator.informers.shared_informer.SharedInformerFactory` uses, so
+several factories in one process still share one reader.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import redis
+
+from emulator.api import errors
+from emulator.store.store import Store, WatchEvent, check_window, decode_entries
+
+log = logging.getLogger(__name__)
+
+Obj = dict[str, Any]
+Deliver = Callable[[list[WatchEvent], int], None]
+OnError = Callable[[Exception], None]
+
+# What a broken connection looks like through redis-py (a killed server, a reset socket).
+CONNECTION_ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
+
+
+class Subscription:
+    """One subscriber's interest in one stream, from ``position`` (an rv, exclusive) on.
+
+    ``deliver(events, last_rv)`` gets, in order, the events after the position that pass
+    ``keep``; ``last_rv`` is the rv of the last entry read on the stream (filtered-out ones
+    included), i.e. the subscriber's new position - what a watch BOOKMARK reports.
+    ``on_error(exc)`` is called once, after the subscription has been cancelled, with a
+    410 :class:`~emulator.api.errors.StatusError` or the connection error.
+    """
+
+    __slots__ = ("_lock", "active", "deliver", "delivered", "keep", "name", "on_error", "position", "stream")
+
+    def __init__(self, stream: str, position: int, deliver: Deliver, on_error: OnError, *,
+                 keep: Callable[[Obj], bool] | None = None, name: str = "") -> None:
+        self.stream = stream
+        self.position = position
+        self.deliver = deliver
+        self.on_error = on_error
+        self.keep = keep
+        self.name = name or stream
+        self.active = True
+        self.delivered = 0  # events handed to deliver (after filtering): for tests and metrics
+        self._lock = threading.Lock()
+
+    def cancel(self) -> bool:
+        """Stop deliveries; once this returns, ``deliver`` is not running and never runs again.
+
+        Returns whether the subscription was still active.
+        """
+        with self._lock:
+            was = self.active
+            self.active = False
+            return was
+
+    def __repr__(self) -> str:
+        return f"Subscription({self.name!r}, position={self.position}, active={self.active})"
+
+
+class Multiplexer:
+    """One reader thread serving many subscriptions over many streams (see the module docstring)."""
+
+    def __init__(self, store: Store, *, batch: int = 1000, block_ms: int = 100,
+                 name: str = "kemu-watch-mux") -> None:
+        self.store = store
+        self.batch = batch
+        self.block_ms = block_ms
+        self.name = name
+        self._lock = threading.Lock()
+        self._cond = threading.Condition(self._lock)
+        self._subs: dict[str, list[Subscription]] = {}
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+        self._refs = 0
+        # Counters, read by tests and the benchmark.
+        self.reads = 0  # XREAD round trips issued
+        self.entries_read = 0  # stream entries returned by those reads (each decoded once)
+        self.failures = 0  # subscriptions cancelled by a 410 or a connection loss
+
+    # -------------------------------------------------------------- lifecycle
+    def start(self) -> None:
+        """Start the reader thread (idempotent)."""
+        with self._lock:
+            if self._thread is not None and self._thread.is_alive():
+                return
+            self._stopping = False
+            self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
+            self._thread.start()
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the reader; subscriptions stay registered (and are served again after ``start``)."""
+        with self._lock:
+            self._stopping = True
+            thread = self._thread
+            self._cond.notify_all()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        with self._lock:
+            if self._thread is thread:
+                self._thread = None
+
+    @property
+    def thread(self) -> threading.Thread | None:
+        return self._thread
+
+    @property
+    def running(self) -> bool:
+        thread = self._thread
+        return thread is not None and thread.is_alive()
+
+    # ---------------------------------------------------------- subscriptions
+    def subscribe(self, stream: str, position: int, deliver: Deliver, on_error: OnError, *,
+                  keep: Callable[[Obj], bool] | None = None, name: str = "") -> Subscription:
+        """Register interest in ``stream`` after ``position``; served from the next read on."""
+        sub = Subscription(stream, position, deliver, on_error, keep=keep, name=name)
+        with self._lock:
+            self._subs.setdefault(stream, []).append(sub)
+            self._cond.notify_all()
+        return sub
+
+    def unsubscribe(self, sub: Subscription) -> None:
+        """Cancel ``sub`` (synchronously: no delivery runs after this returns) and forget it."""
+        sub.cancel()
+        self._forget([sub])
+
+    def subscriptions(self) -> list[Subscription]:
+        with self._lock:
+            return [s for subs in self._subs.values() for s in subs]
+
+    def streams(self) -> list[str]:
+        with self._lock:
+            return sorted(s for s, subs in self._subs.items() if subs)
+
+    def _forget(self, subs: list[Subscription]) -> None:
+        with self._lock:
+            for sub in subs:
+                current = self._subs.get(sub.stream)
+                if current is None:
+                    continue
+                if sub in current:
+                    current.remove(sub)
+                if not current:
+                    del self._subs[sub.stream]
+
+    def _fail(self, subs: list[Subscription], exc: Exception) -> None:
+        failed = [s for s in subs if s.cancel()]
+        self._forget(subs)
+        self.failures += len(failed)
+        for sub in failed:
+            try:
+                sub.on_error(exc)
+            except Exception:  # a subscriber's bug must not kill the reader of every other informer
+                log.exception("watch multiplexer: on_error of %s failed", sub.name)
+
+    # ------------------------------------------------------------ the reader
+    def _run(self) -> None:
+        while True:
+            with self._lock:
+                while not self._stopping and not self._subs:
+                    self._cond.wait()
+                if self._stopping:
+                    return
+                plan = {stream: list(subs) for stream, subs in self._subs.items()}
+            self._read_once(plan)
+
+    def _read_once(self, plan: dict[str, list[Subscription]]) -> None:
+        positions = {stream: min(s.position for s in subs) for stream, subs in plan.items()}
+        try:
+            read = self.store.read_streams(positions, count=self.batch, block_ms=self.block_ms)
+        except CONNECTION_ERRORS as e:
+            log.warning("watch multiplexer: read of %d streams failed (%s): every subscriber relists",
+                        len(positions), e)
+            self._fail([s for subs in plan.values() for s in subs], e)
+            return
+        except Exception as e:  # anything else (a protocol error) is as fatal for these watches
+            log.exception("watch multiplexer: read failed")
+            self._fail([s for subs in plan.values() for s in subs], e)
+            return
+        self.reads += 1
+        for stream, subs in plan.items():
+            first_retained = read.first_retained.get(stream)
+            entries = read.entries.get(stream)
+            events: list[WatchEvent] | None = None
+            last = 0
+            for sub in subs:
+                if not sub.active:
+                    continue
+                try:
+                    check_window(sub.position, first_retained)
+                except errors.StatusError as e:
+                    self._fail([sub], e)  # this subscriber alone fell out of the window
+                    continue
+                if not entries:
+                    continue
+                if events is None:
+                    # Decode once for every subscriber of the stream.
+                    events, last = decode_entries(entries, None)
+                    self.entries_read += len(entries)
+                self._deliver(sub, events, last)
+
+    def _deliver(self, sub: Subscription, events: list[WatchEvent], last: int) -> None:
+        position = sub.position
+        if last <= position:
+            return  # a lagging neighbour pulled the read back: this subscriber has all of it already
+        keep = sub.keep
+        if events[0].rv > position:
+            mine = events if keep is None else [e for e in events if keep(e.object)]
+        else:
+            mine = [e for e in events if e.rv > position and (keep is None or keep(e.object))]
+        with sub._lock:
+            if not sub.active:
+                return
+            try:
+                # Even with nothing for it, the call tells the subscriber its new position.
+                sub.deliver(mine, last)
+            except Exception as e:
+                log.exception("watch multiplexer: delivery to %s failed; it will relist", sub.name)
+                sub.active = False
+                failure: Exception | None = e
+            else:
+                sub.position = last
+                sub.delivered += len(mine)
+                failure = None
+        if failure is not None:
+            self._forget([sub])
+            self.failures += 1
+            sub.on_error(failure)
+
+    # ------------------------------------------------------ process sharing
+    def acquire(self) -> Multiplexer:
+        with self._lock:
+            self._refs += 1
+        return self
+
+    def release(self) -> int:
+        """Drop one reference; returns how many remain."""
+        with self._lock:
+            self._refs = max(0, self._refs - 1)
+            return self._refs
+
+
+_shared_lock = threading.Lock()
+_shared: dict[tuple[Any, ...], Multiplexer] = {}
+
+
+def _endpoint(store: Store) -> tuple[Any, ...]:
+    kwargs = getattr(store.redis, "connection_pool", None)
+    kw = getattr(kwargs, "connection_kwargs", {}) or {}
+    return (store.config.prefix, *(kw.get(k) for k in ("host", "port", "path", "db", "username")))
+
+
+def shared_multiplexer(store: Store) -> Multiplexer:
+    """The process's multiplexer for ``store``'s Redis endpoint and prefix, with one more reference.
+
+    Pair with :func:`release_shared_multiplexer`; the last release stops the reader.
+    """
+    key = _endpoint(store)
+    with _shared_lock:
+        mux = _shared.get(key)
+        if mux is None:
+            mux = _shared[key] = Multiplexer(store)
+        return mux.acquire()
+
+
+def release_shared_multiplexer(mux: Multiplexer, timeout: float = 5.0) -> None:
+    with _shared_lock:
+        if mux.release() > 0:
+            return
+        for key, value in list(_shared.items()):
+            if value is mux:
+                del _shared[key]
+    mux.stop(timeout)
