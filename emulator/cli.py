@@ -1,10 +1,11 @@
 """The ``kemu`` command line.
 
 Commands: ``up`` (foreground until Ctrl-C, or ``--detach``), ``status``,
-``down``, ``run SCENARIO`` (the main job: a cluster under load, with its
-summary). Each failure a user can cause (busy port, unreachable Redis, bad
-config, no cluster running) ends with one clear line on stderr and exit code
-1, never a traceback.
+``down``, ``kubeconfig`` (the path of the kubeconfig ``up`` wrote), ``run
+SCENARIO`` (the main job: a cluster under load, with its summary). Each
+failure a user can cause (busy port, unreachable Redis, bad config, no
+cluster running) ends with one clear line on stderr and exit code 1, never a
+traceback.
 """
 
 from __future__ import annotations
@@ -31,7 +32,8 @@ class CLIError(Exception):
 
 def _config(args: argparse.Namespace) -> Config:
     return Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
-                       node_shards=getattr(args, "node_shards", None))
+                       node_shards=getattr(args, "node_shards", None), api_host=getattr(args, "api_host", None),
+                       api_port=getattr(args, "api_port", None), api_workers=getattr(args, "api_workers", None))
 
 
 def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
@@ -39,6 +41,10 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redis-url", help="use this Redis instead of starting one (env KEMU_REDIS_URL)")
     p.add_argument("--redis-port", type=int, help="port for the embedded Redis (default: a free one)")
     p.add_argument("--data-dir", help="data directory of the embedded Redis (default $KEMU_HOME/data)")
+    p.add_argument("--api-host", help="address the Kubernetes API server binds (default 127.0.0.1; any other "
+                                      "address makes the kubeconfig's token required)")
+    p.add_argument("--api-port", type=int, help="port of the Kubernetes API server (default 6443; 0: a free one)")
+    p.add_argument("--api-workers", type=int, help="API server worker processes (default 1)")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -56,10 +62,15 @@ def cmd_up(args: argparse.Namespace) -> int:
     try:
         cluster.start()
         state = cluster.state()
+        if cluster.api_url is not None:
+            state.kubeconfig = str(cluster.write_kubeconfig())
         state.write()
 
         print(f"kemu cluster up: redis {state.redis_url} ({'embedded' if state.embedded_redis else 'external'}, "
               f"data in {cfg.data_dir}). Ctrl-C to stop.", flush=True)
+        if state.api_url:
+            print(f"Kubernetes API at {state.api_url}; kubeconfig: {state.kubeconfig}\n"
+                  f"  export KUBECONFIG={state.kubeconfig}", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
     finally:
@@ -75,7 +86,7 @@ def _detach(args: argparse.Namespace) -> int:
     from emulator.cluster import ClusterState
 
     argv = [sys.executable, "-m", "emulator.cli", "up"]
-    for flag in ("config", "redis_url", "redis_port", "data_dir"):
+    for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
@@ -90,6 +101,8 @@ def _detach(args: argparse.Namespace) -> int:
         if state and state.pid == proc.pid:
             print(f"kemu cluster up in the background (pid {proc.pid}): redis {state.redis_url}. "
                   f"Logs: {log}. Stop it with `kemu down`.")
+            if state.api_url:
+                print(f"Kubernetes API at {state.api_url}; kubeconfig: {state.kubeconfig}")
             return 0
         if proc.poll() is not None:
             tail = log.read_text(errors="replace").strip().splitlines()[-5:]
@@ -109,7 +122,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         return 1
     store = Store.connect(state.redis_url, StoreConfig())
     try:
-        info: dict[str, Any] = {"pid": state.pid, "redis": state.redis_url, "uptimeSeconds":
+        info: dict[str, Any] = {"pid": state.pid, "redis": state.redis_url, "api": state.api_url,
+                                "kubeconfig": state.kubeconfig, "uptimeSeconds":
                                 round(time.time() - state.started_at, 1), **object_counts(store)}
     finally:
         store.close()
@@ -117,6 +131,8 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(json.dumps(info, indent=2))
     else:
         print(f"kemu cluster running (pid {info['pid']}, up {info['uptimeSeconds']} s), redis {info['redis']}")
+        if info["api"]:
+            print(f"Kubernetes API at {info['api']}; kubeconfig: {info['kubeconfig']}")
         print(f"resourceVersion {info['resourceVersion']}")
         for resource, n in sorted(info["objects"].items()):
             print(f"  {resource:<40} {n}")
@@ -138,10 +154,26 @@ def cmd_down(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_kubeconfig(args: argparse.Namespace) -> int:
+    from emulator.apiserver import kubeconfig
+
+    path = kubeconfig.default_path()
+    if not path.exists():
+        raise CLIError(f"no kubeconfig at {path} yet: start a cluster with `kemu up`")
+    print(path)
+    return 0
+
+
 def cmd_run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     from loadgen.runner import run_scenario
 
-    return run_scenario(Path(args.scenario), _config(args), seed=args.seed, output=args.output)
+    cfg = _config(args)
+    if args.api_port is None:
+        # A run's API server takes any free port, so runs never clash with a `kemu up` on 6443.
+        cfg = replace(cfg, api_port=0)
+    return run_scenario(Path(args.scenario), cfg, seed=args.seed, output=args.output)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -161,6 +193,9 @@ def build_parser() -> argparse.ArgumentParser:
     down = sub.add_parser("down", help="stop the detached cluster")
     down.add_argument("--timeout", type=float, default=30.0)
     down.set_defaults(fn=cmd_down)
+
+    kube = sub.add_parser("kubeconfig", help="print the path of the kubeconfig `kemu up` wrote")
+    kube.set_defaults(fn=cmd_kubeconfig)
 
     run = sub.add_parser("run", help="bring a cluster up, run a scenario, print its summary")
     run.add_argument("scenario", help="scenario YAML, e.g. loadgen/scenarios/quickstart.yaml")
@@ -182,9 +217,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kemu: error: {e.message}", file=sys.stderr)
         return 1
     except Exception as e:
+        from emulator.apiserver.process import ApiServerError
         from emulator.store.redis_server import RedisServerError
 
-        if isinstance(e, RedisServerError):
+        if isinstance(e, RedisServerError | ApiServerError):
             print(f"kemu: error: {e}", file=sys.stderr)
             return 1
         raise

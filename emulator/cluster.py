@@ -1,9 +1,12 @@
 """A local kemu cluster's lifecycle: start the parts, report on them, stop them.
 
 :class:`LocalCluster` brings up, in order, Redis (embedded unless a URL is
-given) and the store with its bootstrap objects; later components (API server,
-kubelet shards, schedulers, controllers) are added to :meth:`LocalCluster.start`
-and stopped in reverse order by :meth:`LocalCluster.stop`.
+given), the store with its bootstrap objects, and the Kubernetes HTTP API
+server (:mod:`emulator.apiserver`, a child process running uvicorn, with a
+fresh bearer token; :meth:`LocalCluster.write_kubeconfig` writes the
+kubeconfig ``kemu up`` hands to kubectl); later components (kubelet shards,
+schedulers, controllers) are added to :meth:`LocalCluster.start` and stopped
+in reverse order by :meth:`LocalCluster.stop`.
 
 A detached cluster is the foreground ``kemu up`` running in a background
 process; it writes a state file (``$KEMU_HOME/cluster.json``) once it is
@@ -18,13 +21,17 @@ import signal
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emulator.clock import SystemClock
 from emulator.config import Config, kemu_home
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig, wait_for_redis
 from emulator.store.store import Store, StoreConfig
+
+if TYPE_CHECKING:
+    from emulator.apiserver.process import ApiServerProcess
+    from emulator.controllers.loop import ControllerLoop
 
 
 @dataclass
@@ -37,6 +44,7 @@ class ClusterState:
     data_dir: str
     started_at: float
     api_url: str | None = None
+    kubeconfig: str | None = None
 
     @staticmethod
     def path() -> Path:
@@ -78,6 +86,10 @@ class LocalCluster:
         self.redis_url: str | None = None
         self.store: Store | None = None
         self.core: ServerCore | None = None
+        self.api: ApiServerProcess | None = None
+        self.api_url: str | None = None
+        self.api_token: str | None = None
+        self.controllers: list[ControllerLoop] = []
 
     def start(self) -> ServerCore:
         cfg = self.config
@@ -91,9 +103,59 @@ class LocalCluster:
                                                                node_shards=cfg.node_shards))
         self.core = ServerCore(self.store, SystemClock(cfg.clock_speed))
         self.core.bootstrap()
+        self._start_controllers()
+        if cfg.api_enabled:
+            try:
+                self._start_api_server()
+            except BaseException:
+                self.stop()
+                raise
         return self.core
 
+    def _start_api_server(self) -> None:
+        """The HTTP API server as a child process (its own GIL), sharing Redis and the cluster clock."""
+        from emulator.apiserver import kubeconfig
+        from emulator.apiserver.process import ApiServerProcess, free_port
+        from emulator.apiserver.settings import ServerSettings, is_loopback
+
+        cfg = self.config
+        assert self.redis_url is not None and self.core is not None
+        require = cfg.api_require_token if cfg.api_require_token is not None else not is_loopback(cfg.api_host)
+        self.api_token = kubeconfig.generate_token()
+        settings = ServerSettings(
+            redis_url=self.redis_url, prefix=cfg.prefix, stream_cap=cfg.stream_cap, node_shards=cfg.node_shards,
+            host=cfg.api_host, port=cfg.api_port or free_port(cfg.api_host), workers=cfg.api_workers,
+            token=self.api_token, require_token=require, clock_speed=cfg.clock_speed,
+            clock_start=self.core.clock.now(), clock_wall=time.time())
+        self.api = ApiServerProcess(settings, log_path=Path(cfg.data_dir).parent / "apiserver.log")
+        self.api.start()
+        self.api_url = kubeconfig.client_url(cfg.api_host, settings.port)
+
+    def write_kubeconfig(self, path: Path | None = None) -> Path:
+        """Write a kubeconfig for this cluster's API server (default ``$KEMU_HOME/kubeconfig``)."""
+        from emulator.apiserver import kubeconfig
+
+        if self.api_url is None or self.api_token is None:
+            raise RuntimeError("the cluster runs no API server (api_enabled is off)")
+        return kubeconfig.write(path or kubeconfig.default_path(), self.api_url, self.api_token)
+
+    def _start_controllers(self) -> None:
+        """Garbage collector and disruption controller, each a loop thread (until the controller manager lands)."""
+        from emulator.controllers.disruption import DisruptionController
+        from emulator.controllers.garbagecollector import GarbageCollector
+        from emulator.controllers.loop import ControllerLoop
+
+        assert self.core is not None
+        self.controllers = [ControllerLoop("garbage-collector", GarbageCollector(self.core), 0.2).start(),
+                            ControllerLoop("disruption", DisruptionController(self.core), 1.0).start()]
+
     def stop(self) -> None:
+        for loop in reversed(self.controllers):
+            loop.stop()
+        self.controllers = []
+        if self.api is not None:
+            self.api.stop()
+            self.api = None
         if self.store is not None:
             self.store.close()
             self.store = None
@@ -111,7 +173,7 @@ class LocalCluster:
     def state(self) -> ClusterState:
         assert self.redis_url is not None
         return ClusterState(os.getpid(), self.redis_url, self.redis is not None, str(self.config.data_dir),
-                            time.time())
+                            time.time(), api_url=self.api_url)
 
 
 def object_counts(store: Store) -> dict[str, Any]:

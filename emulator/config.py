@@ -38,9 +38,13 @@ class Config:
     node_shards: int = 16
     # Cluster clock speed factor.
     clock_speed: float = 1.0
-    # API server (bound by later components).
+    # API server (emulator.apiserver), started by LocalCluster as a child process.
+    api_enabled: bool = True
     api_host: str = "127.0.0.1"
-    api_port: int = 6443
+    api_port: int = 6443  # 0: any free port
+    api_workers: int = 1
+    # 401 for requests without the token; None: required exactly when api_host is not loopback.
+    api_require_token: bool | None = None
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:
@@ -65,6 +69,10 @@ class Config:
             raise ConfigError("node_shards must be at least 1")
         if cfg.clock_speed <= 0:
             raise ConfigError("clock_speed must be positive")
+        if not 0 <= cfg.api_port <= 65535:
+            raise ConfigError("api_port must be a TCP port number (0 picks a free one)")
+        if cfg.api_workers < 1:
+            raise ConfigError("api_workers must be at least 1")
         return cfg
 
 

@@ -8,6 +8,7 @@ requests enabled (``--anonymous-auth``, the default):
   token is in;
 * a request that presents a wrong token is 401, whatever else holds (upstream
   rejects invalid credentials even when anonymous access would be allowed);
+  a server started without a token serves everyone;
 * a request without a token is in unless the server requires one
   (``require_token``, on for non-loopback binds), except the health and
   version endpoints, which upstream leaves readable to anonymous users.
@@ -50,10 +51,12 @@ class TokenAuth:
         self.required = required and bool(token)
 
     def allowed(self, scope: Scope) -> bool:
+        if not self.token:
+            return True  # a server without a credential serves everyone
         presented = _bearer(scope)
-        if presented is None:
+        if not presented:
             return not self.required or scope.get("path") in PUBLIC_PATHS
-        return bool(self.token) and hmac.compare_digest(presented, self.token)
+        return hmac.compare_digest(presented, self.token)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or self.allowed(scope):

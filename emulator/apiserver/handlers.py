@@ -213,6 +213,23 @@ def _uid(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
 
+def unchanged_unless_content(new: Obj, current: Obj) -> Obj:
+    """``new`` with ``current``'s managedFields when nothing but managedFields timestamps differ.
+
+    Upstream's field manager does the same (``IgnoreManagedFieldsTimestampsTransformer``): a
+    no-op apply or update then writes nothing and keeps its resourceVersion.
+    """
+    new_meta, cur_meta = new.get("metadata") or {}, current.get("metadata") or {}
+    new_mf, cur_mf = new_meta.get("managedFields"), cur_meta.get("managedFields")
+    if new_mf == cur_mf or not isinstance(new_mf, list) or not isinstance(cur_mf, list) or len(new_mf) != len(cur_mf):
+        return new
+    if any({**a, "time": None} != {**b, "time": None} for a, b in zip(new_mf, cur_mf, strict=True)
+           if isinstance(a, dict) and isinstance(b, dict)):
+        return new
+    candidate = {**new, "metadata": {**new_meta, "managedFields": cur_mf}}
+    return candidate
+
+
 def scale_of(kind: Kind, obj: Obj) -> Obj:
     """The ``autoscaling/v1 Scale`` view of a deployment or replicaset."""
     meta, spec, status = obj.get("metadata") or {}, obj.get("spec") or {}, obj.get("status") or {}
@@ -340,6 +357,7 @@ class Handlers:
                 new["metadata"] = {**_meta(obj), "resourceVersion": _rv(current)}
             if manager:
                 new = patch.record_update(current, new, manager, self.now(), kind=kind, subresource=info.subresource)
+                new = unchanged_unless_content(new, current)
             if dry:
                 return self.render(call, self._preview(kind, new, current, info.subresource))
             try:
@@ -399,6 +417,7 @@ class Handlers:
             pinned = _rv(new) != _rv(current)
             if manager:
                 new = patch.record_update(current, new, manager, self.now(), kind=kind, subresource=info.subresource)
+                new = unchanged_unless_content(new, current)
             if dry:
                 return self.render(call, self._preview(kind, new, current, info.subresource))
             try:
@@ -457,6 +476,7 @@ class Handlers:
                         raise
                     continue  # created meanwhile: apply to it
             merged_meta["resourceVersion"] = _rv(current)
+            merged = unchanged_unless_content(merged, current)
             if dry:
                 return self.render(call, self._preview(kind, merged, current, info.subresource))
             try:

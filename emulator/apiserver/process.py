@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -35,6 +36,27 @@ from emulator.apiserver import watch
 from emulator.apiserver.settings import ENV, ServerSettings
 
 _APP = "emulator.apiserver.app:app_from_env"
+
+
+class ApiServerError(RuntimeError):
+    """The API server could not be started (busy port, crash while starting, not ready in time)."""
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def check_port_free(host: str, port: int) -> None:
+    """One clear error for a busy port instead of a child process dying with a bind traceback."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            raise ApiServerError(f"port {port} on {host} is already in use; choose another with --api-port "
+                                 "(0 picks a free one)") from None
 
 
 class _Server(uvicorn.Server):
@@ -60,10 +82,7 @@ def serve(settings: ServerSettings) -> int:
     return _serve_workers(config, settings.workers)
 
 
-def _worker(config: uvicorn.Config, sock_fd: int) -> None:
-    import socket
-
-    sock = socket.socket(fileno=sock_fd)
+def _worker(config: uvicorn.Config, sock: socket.socket) -> None:
     _Server(config).run(sockets=[sock])
 
 
@@ -76,7 +95,7 @@ def _serve_workers(config: uvicorn.Config, workers: int) -> int:
         if pid == 0:  # child: serve, never return into the parent's code
             code = 0
             try:
-                _worker(config, sock.fileno())
+                _worker(config, sock)
             except BaseException:
                 code = 1
             os._exit(code)
@@ -122,6 +141,7 @@ class ApiServerProcess:
         return f"http://{host}:{self.settings.port}"
 
     def start(self, timeout: float = 30.0) -> str:
+        check_port_free(self.settings.host, self.settings.port)
         env = {**os.environ, ENV: self.settings.to_env()}
         if self.log_path is not None:
             self.log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -140,7 +160,7 @@ class ApiServerProcess:
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
-                raise RuntimeError(f"the API server exited with code {self.proc.returncode} while starting"
+                raise ApiServerError(f"the API server exited with code {self.proc.returncode} while starting"
                                    + (f"; see {self.log_path}" if self.log_path else ""))
             try:
                 with urllib.request.urlopen(urllib.request.Request(self.url + "/readyz", headers=headers),
@@ -151,7 +171,7 @@ class ApiServerProcess:
                 pass
             time.sleep(0.05)  # polling a child's readiness endpoint: there is nothing to block on
         self.stop()
-        raise RuntimeError(f"the API server was not ready after {timeout:.0f} s"
+        raise ApiServerError(f"the API server was not ready after {timeout:.0f} s"
                            + (f"; see {self.log_path}" if self.log_path else ""))
 
     def stop(self, timeout: float = 10.0) -> None:

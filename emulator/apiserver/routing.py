@@ -93,6 +93,9 @@ def _verb(method: str, named: bool, watching: bool) -> str:
         return "get" if named else "list"
     if method == "POST":
         return "create"
+    if method in ("PUT", "PATCH") and not named:
+        # Upstream registers no PUT/PATCH on collections.
+        raise errors.method_not_allowed(f"the server does not allow this method on the requested resource: {method}")
     if method == "PUT":
         return "update"
     if method == "PATCH":

@@ -146,8 +146,16 @@ class DisruptionController:
             if e.code == 404:
                 return None
             raise
-        self._sync(budget, self.core.list(POD, namespace).items, _Lookup(self.core))
+        self.sync_budget(budget)
         return self.core.get(PDB, namespace, name).get("status")
+
+    def sync_budget(self, budget: Obj) -> int:
+        """Sync from this read of the PDB (its resourceVersion is the write's precondition); 1 if it wrote.
+
+        A read that is stale by the time of the write (an eviction spent the budget in between)
+        conflicts and writes nothing; the next pass starts from the new state.
+        """
+        return self._sync(budget, self.core.list(POD, budget["metadata"]["namespace"]).items, _Lookup(self.core))
 
     def _sync(self, budget: Obj, namespace_pods: list[Obj], lookup: _Lookup) -> int:
         self.stats.synced += 1

@@ -415,11 +415,12 @@ class CgroupTable:
         # Throttled: wants more than its quota and actually got all of it
         # (not held below it by contention).
         throttled = active & (want > cap_rate) & (granted >= cap_rate * (1 - 1e-9))
-        with np.errstate(divide="ignore", invalid="ignore"):
-            per_period = self.period_usec - self.quota_usec * 1000.0 / want
-        ended = np.where(throttled, periods, 0)
-        self.nr_throttled += ended
-        self.throttled_usec += np.where(throttled, ended * per_period, 0.0)
+        hit = np.flatnonzero(throttled)
+        if len(hit):
+            # Runs at rate `want` until the quota is spent, then waits out the period.
+            per_period = self.period_usec[hit] - self.quota_usec[hit] * 1000.0 / want[hit]
+            self.nr_throttled[hit] += periods[hit]
+            self.throttled_usec[hit] += periods[hit] * per_period
 
         # -- pids ---------------------------------------------------------------------
         pids = np.zeros(self.capacity) if pids_demand is None else np.where(running, pids_demand, 0.0)

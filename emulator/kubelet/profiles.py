@@ -167,6 +167,8 @@ def _parse_tree(text: str) -> _Node:
             pos += 1
         word = text[start:pos].strip()
         if pos < len(text) and text[pos] == "(":
+            if "=" in word:
+                raise ValueError("replay() points are literal t=value pairs (no distributions)")
             if not re.fullmatch(r"[a-z][a-z-]*", word):
                 raise ValueError(f"expected a function name before '(' but found {word!r}")
             pos += 1

@@ -434,6 +434,8 @@ def _validate_delete_options(grace: int | None, policy: str | None, orphan_depen
                                    f"supported values: {supported}", "FieldValueNotSupported"))
     if causes:
         parts = ", ".join(str(c) for c in causes)
+        if len(causes) > 1:
+            parts = f"[{parts}]"  # upstream ToAggregate().Error() brackets several errors
         raise errors.StatusError(422, "Invalid", f'DeleteOptions.meta.k8s.io "" is invalid: {parts}',
                                  "DeleteOptions", "", "meta.k8s.io", causes)
 

@@ -5,7 +5,9 @@ The collector is driven pass by pass with ``sync_once()``; no threads, no sleeps
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -13,6 +15,8 @@ import pytest
 from emulator.api import errors
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, POD, REPLICASET, Kind
 from emulator.clock import ManualClock
+from emulator.cluster import LocalCluster
+from emulator.config import Config
 from emulator.controllers.garbagecollector import GarbageCollector
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
@@ -296,3 +300,20 @@ def test_sweep_finishes_an_orphaning_interrupted_half_way(core: ServerCore) -> N
     converge(gc, lambda: not exists(core, CONFIGMAP, "owner"))
     child = core.get(POD, "default", "child")
     assert "ownerReferences" not in child["metadata"]
+
+
+# --------------------------------------------------------- in a running cluster
+def test_local_cluster_runs_the_collector_in_the_background(redis_url: str, tmp_path: Path) -> None:
+    cluster = LocalCluster(Config(data_dir=tmp_path / "data", redis_url=redis_url, api_enabled=False))
+    core = cluster.start()
+    try:
+        assert [loop.name for loop in cluster.controllers] == ["garbage-collector", "disruption"]
+        w.web_chain(core, 2)
+        core.delete(DEPLOYMENT, "default", "web")
+        deadline = time.monotonic() + 20
+        while exists(core, POD, "web-0") or exists(core, POD, "web-1") or exists(core, REPLICASET, "web-rs"):
+            assert time.monotonic() < deadline, "the background collector did not cascade the deletion"
+            cluster.controllers[0].wait_passes(1, timeout=5)
+    finally:
+        cluster.stop()
+    assert cluster.controllers == []

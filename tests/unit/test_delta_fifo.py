@@ -49,11 +49,11 @@ def summary(deltas: list[Delta] | None) -> list[tuple[str, Any]]:
 def drain(fifo: DeltaFIFO) -> list[tuple[str, list[tuple[str, Any]], bool]]:
     """Pop everything: (key, deltas summary, is_in_initial_list) in pop order."""
     out: list[tuple[str, list[tuple[str, Any]], bool]] = []
+    seen: list[bool] = []
     while len(fifo):
-        seen: list[bool] = []
         deltas = fifo.pop(lambda d, initial: seen.append(initial), timeout=0)
         assert deltas is not None
-        out.append((fifo.key_of(deltas), summary(deltas), seen[0]))
+        out.append((fifo.key_of(deltas), summary(deltas), seen[-1]))
     return out
 
 

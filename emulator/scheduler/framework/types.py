@@ -48,6 +48,7 @@ __all__ = [
     "HostPortInfo",
     "ImageStateSummary",
     "NodeInfo",
+    "NoNodesAvailable",
     "NodeToStatus",
     "PodInfo",
     "QueuedPodInfo",
@@ -318,7 +319,8 @@ class NodeToStatus:
     def add_group(self, plugin: str, indices: np.ndarray, verdict: FilterVerdict) -> None:
         """Nodes ``indices`` were rejected first by vectorised plugin ``plugin`` with ``verdict``."""
         if len(indices):
-            self._groups.append((plugin, indices, verdict))
+            # Sorted, so that looking one node up is a binary search.
+            self._groups.append((plugin, np.sort(indices), verdict))
 
     def __len__(self) -> int:
         """Nodes with an explicit status (upstream ``Len``); absent nodes are not counted."""

@@ -1,0 +1,724 @@
+"""The kubelet model a shard drives: nodes and pods in, ``tick(now)`` out.
+
+:class:`KubeletModel` hosts any number of nodes and their pods' containers in
+one set of arrays (one row per container, one per pod, one per node) and
+advances them all in one :meth:`~KubeletModel.tick`:
+
+1. containers whose start time has come (first start after the profile's
+   startup delay, or a restart once its back-off has passed) start: a new
+   container instance with fresh cgroup counters, ``restartCount`` + 1 on
+   restarts;
+2. every running container's profile is evaluated at its own run time
+   (vectorised, :class:`~emulator.kubelet.profiles.CurveSet`); containers
+   whose run duration is over exit with the profile's exit code at the exact
+   end time;
+3. the cgroup model accounts the tick (:class:`~emulator.kubelet.cgroups.
+   CgroupTable`): CPU quota and sharing, throttling, memory, pids, OOM kills
+   at memory.max and by the node OOM killer (exit 137, ``OOMKilled``);
+4. exited containers are restarted or not by ``restartPolicy``, after the
+   CrashLoopBackOff delay (:mod:`emulator.kubelet.restarts`);
+5. every 10 s the eviction manager (:mod:`emulator.kubelet.eviction`) checks
+   thresholds and node conditions and evicts at most one pod per node
+   (phase ``Failed``, reason ``Evicted``, upstream message), after any pods
+   over their ephemeral-storage limits.
+
+What comes out: a :class:`TickReport` with events (``Started``, ``BackOff``,
+``Evicted``, ``SystemOOM``, node condition events...), the uids of pods
+whose status changed (render them with :meth:`~KubeletModel.pod_status`),
+and the names of nodes whose pressure conditions changed
+(:meth:`~KubeletModel.node_conditions`). Usage for ``metrics.k8s.io`` and
+load-aware scheduling is in :meth:`~KubeletModel.pod_usage` and
+:meth:`~KubeletModel.node_usage`.
+
+Simplifications (on purpose, documented here so results can be judged):
+demand is constant over a tick (use ticks of about a second); ordinary init
+containers are not run (sidecars run alongside the app containers); the
+startup delay applies to the first start only (restarts start as soon as
+the back-off allows); only running containers use ephemeral storage (a dead
+container's writable layer is treated as collected); evicted and killed
+pods stop at once (no termination grace period); probes, readiness and pod
+conditions are left to the caller.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from emulator.api.pods import container_limits, container_requests, qos_class
+from emulator.api.quantity import format_bytes, parse_quantity, to_int
+from emulator.clock import rfc3339
+from emulator.kubelet import eviction as ev
+from emulator.kubelet.cgroups import (
+    OOM_KILLED_EXIT_CODE,
+    OOM_KILLED_REASON,
+    QUOTA_PERIOD_USEC,
+    CgroupTable,
+    is_critical_pod,
+    memory_high,
+    oom_score_adj,
+)
+from emulator.kubelet.profiles import ContainerBehaviour, CurveSet, PodBehaviour, ProfileLibrary
+from emulator.kubelet.restarts import (
+    CRASH_LOOP_BACK_OFF,
+    INITIAL_BACKOFF,
+    MAX_BACKOFF,
+    BackOff,
+    ContainerPhase,
+    back_off_message,
+    pod_phase,
+    restart_policy_code,
+    should_restart,
+)
+
+__all__ = ["KubeletConfig", "KubeletEvent", "KubeletModel", "TickReport"]
+
+# Container states (rows).
+FREE = 0
+WAITING = 1  # created, not started yet (ContainerCreating)
+RUNNING = 2
+BACKOFF = 3  # exited, will restart at start_at (CrashLoopBackOff while start_at > finished_at)
+TERMINATED = 4  # exited, will not restart
+
+# Last termination reasons.
+_REASONS = ("Completed", "Error", OOM_KILLED_REASON)
+COMPLETED, ERROR, OOM_KILLED = 0, 1, 2
+
+DEFAULT_PID_MAX = 4_194_304  # /proc/sys/kernel/pid_max on 64-bit hosts with many CPUs
+
+
+@dataclass(frozen=True)
+class KubeletConfig:
+    """The KubeletConfiguration fields the model uses (upstream names in comments)."""
+
+    seed: int = 0  # run seed for profile randomness
+    default_profile: str = "default"
+    cpu_cfs_quota_period: float = QUOTA_PERIOD_USEC / 1e6  # cpuCFSQuotaPeriod, seconds
+    memory_qos: bool = False  # MemoryQoS feature gate
+    memory_throttling_factor: float = 0.9  # memoryThrottlingFactor
+    pod_pids_limit: int = -1  # podPidsLimit; -1: unlimited
+    eviction_hard: str | Mapping[str, str] = field(default_factory=lambda: dict(ev.DEFAULT_HARD_THRESHOLDS))
+    eviction_soft: str | Mapping[str, str] = field(default_factory=dict)
+    eviction_soft_grace_period: Mapping[str, float] = field(default_factory=dict)  # seconds per signal
+    eviction_pressure_transition_period: float = ev.PRESSURE_TRANSITION_PERIOD
+    eviction_monitoring_period: float = ev.MONITORING_PERIOD
+    backoff_initial: float = INITIAL_BACKOFF
+    backoff_max: float = MAX_BACKOFF
+
+
+@dataclass(frozen=True)
+class KubeletEvent:
+    """Something to record: ``reason``/``message``/``type`` follow upstream Events where one exists."""
+
+    time: float
+    reason: str
+    message: str
+    node: str
+    pod_uid: str | None = None
+    container: str | None = None
+    type: str = "Normal"
+    annotations: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass
+class TickReport:
+    events: list[KubeletEvent] = field(default_factory=list)
+    changed_pods: set[str] = field(default_factory=set)
+    changed_nodes: set[str] = field(default_factory=set)
+
+
+@dataclass
+class _Pod:
+    uid: str
+    name: str
+    namespace: str
+    node: int
+    rows: list[int]
+    restart_policy: str
+    qos: str
+    added_at: float
+    phase: str = "Pending"
+    reason: str | None = None
+    message: str | None = None
+    behaviour: PodBehaviour | None = None
+
+
+class _Grow:
+    """Doubling capacity for a group of parallel arrays."""
+
+    @staticmethod
+    def arr(a: np.ndarray, capacity: int, fill: Any) -> np.ndarray:
+        extra = capacity - len(a)
+        if extra <= 0:
+            return a
+        return np.concatenate([a, np.full((extra, *a.shape[1:]), fill, dtype=a.dtype)])
+
+
+class KubeletModel:
+    """Nodes, pods and containers of one shard, advanced together. Deterministic for a given seed and tick times."""
+
+    def __init__(self, config: KubeletConfig | None = None, profiles: ProfileLibrary | None = None,
+                 capacity: int = 1024) -> None:
+        self.config = config or KubeletConfig()
+        self.profiles = profiles or ProfileLibrary.load(default=self.config.default_profile)
+        self.now: float | None = None
+        self._period_usec = round(self.config.cpu_cfs_quota_period * 1e6)
+        self._pod_pids_limit = math.inf if self.config.pod_pids_limit < 0 else float(self.config.pod_pids_limit)
+        # -- containers
+        n = capacity
+        self.cgroups = CgroupTable(n)
+        self.cpu_curve = CurveSet(n)
+        self.memory_curve = CurveSet(n)
+        self.disk_curve = CurveSet(n)
+        self.pids_curve = CurveSet(n)
+        self.backoff = BackOff(n, self.config.backoff_initial, self.config.backoff_max)
+        self.state = np.zeros(n, dtype=np.int8)
+        self.c_pod = np.zeros(n, dtype=np.int64)
+        self.start_at = np.full(n, np.inf)
+        self.started_at = np.zeros(n)
+        self.finished_at = np.zeros(n)
+        self.duration = np.full(n, np.inf)
+        self.exit_code = np.zeros(n, dtype=np.int64)  # what the profile exits with
+        self.last_exit_code = np.zeros(n, dtype=np.int64)
+        self.last_reason = np.zeros(n, dtype=np.int8)
+        self.has_exited = np.zeros(n, dtype=bool)
+        self.restarts = np.zeros(n, dtype=np.int64)
+        self.policy = np.zeros(n, dtype=np.int8)
+        self.disk_usage = np.zeros(n)
+        self.disk_limit = np.zeros(n)
+        self.memory_request = np.zeros(n)
+        self.disk_request = np.zeros(n)
+        self._c_name: list[str] = [""] * n
+        self._c_image: list[str] = [""] * n
+        self._c_requests: list[Mapping[str, Any]] = [{}] * n
+        self._c_limit_text: list[str] = [""] * n
+        self._free_rows: list[int] = list(range(n - 1, -1, -1))
+        # -- pods
+        self._pods: dict[str, _Pod] = {}
+        self._pod_rows: list[_Pod | None] = []
+        self._free_pod_rows: list[int] = []
+        self.p_active = np.zeros(0, dtype=bool)
+        self.p_node = np.zeros(0, dtype=np.int64)
+        self.p_priority = np.zeros(0, dtype=np.int64)
+        self.p_critical = np.zeros(0, dtype=bool)
+        self.p_disk_limit = np.zeros(0)
+        self._p_disk_limit_text: list[str] = []
+        # -- nodes
+        self._node_index: dict[str, int] = {}
+        self._node_names: list[str] = []
+        self.n_cpu = np.zeros(0)
+        self.n_memory = np.zeros(0)
+        self.n_disk = np.zeros(0)
+        self.n_pid_max = np.zeros(0)
+        self.n_system_memory = np.zeros(0)
+        self.n_system_disk = np.zeros(0)
+        self.n_system_pids = np.zeros(0)
+        self.n_active = np.zeros(0, dtype=bool)
+        hard = ev.parse_thresholds(self.config.eviction_hard, hard=True)
+        soft = ev.parse_thresholds(self.config.eviction_soft, hard=False,
+                                   grace_periods=self.config.eviction_soft_grace_period)
+        self.eviction = ev.EvictionManager(
+            [*hard, *soft],
+            pressure_transition_period=self.config.eviction_pressure_transition_period,
+            monitoring_period=self.config.eviction_monitoring_period,
+        )
+        self._last: _Usage | None = None
+
+    # -- nodes --------------------------------------------------------------------------
+
+    def add_node(self, node: Mapping[str, Any] | str, *, cpu: str | int | None = None, memory: str | int | None = None,
+                 ephemeral_storage: str | int = "100Gi", pid_max: int = DEFAULT_PID_MAX, system_memory: int = 0,
+                 system_disk: int = 0, system_pids: int = 0) -> int:
+        """Register a node, from a Node object (``status.capacity``) or a name plus capacities.
+
+        ``system_*`` are the node's own use outside pods (OS, kubelet, images),
+        counted in the eviction signals and the node OOM check.
+        """
+        if isinstance(node, str):
+            name = node
+            capacity: Mapping[str, Any] = {"cpu": cpu or "8", "memory": memory or "32Gi",
+                                           "ephemeral-storage": ephemeral_storage}
+        else:
+            name = str((node.get("metadata") or {}).get("name"))
+            capacity = dict((node.get("status") or {}).get("capacity") or {})
+            capacity.setdefault("ephemeral-storage", ephemeral_storage)
+            if cpu is not None:
+                capacity["cpu"] = cpu
+            if memory is not None:
+                capacity["memory"] = memory
+        if name in self._node_index:
+            raise ValueError(f"node {name!r} is already registered")
+        idx = len(self._node_names)
+        self._node_index[name] = idx
+        self._node_names.append(name)
+        size = idx + 1
+
+        def put(a: np.ndarray, value: float, fill: float = 0.0) -> np.ndarray:
+            a = _Grow.arr(a, size, fill)
+            a[idx] = value
+            return a
+
+        self.n_cpu = put(self.n_cpu, parse_quantity(capacity.get("cpu", "8")).milli_value())
+        self.n_memory = put(self.n_memory, to_int(capacity.get("memory", "32Gi")))
+        self.n_disk = put(self.n_disk, to_int(capacity.get("ephemeral-storage", ephemeral_storage)))
+        self.n_pid_max = put(self.n_pid_max, pid_max)
+        self.n_system_memory = put(self.n_system_memory, system_memory)
+        self.n_system_disk = put(self.n_system_disk, system_disk)
+        self.n_system_pids = put(self.n_system_pids, system_pids)
+        self.n_active = _Grow.arr(self.n_active, size, False)
+        self.n_active[idx] = True
+        self.eviction.grow(size)
+        return idx
+
+    def node_names(self) -> list[str]:
+        return [n for n in self._node_names if self.n_active[self._node_index[n]]]
+
+    def remove_node(self, name: str) -> None:
+        """Forget a node and every pod on it (node indexes are never reused, so arrays stay aligned)."""
+        idx = self._node_index[name]
+        for pod in [p for p in self._pods.values() if p.node == idx]:
+            self.remove_pod(pod.uid)
+        self.n_active[idx] = False
+        self.n_cpu[idx] = self.n_memory[idx] = 0.0
+        self.eviction.forget_node(idx)
+
+    # -- pods --------------------------------------------------------------------------
+
+    def add_pod(self, pod: Mapping[str, Any], now: float, node: str | None = None) -> PodBehaviour:
+        """Admit a pod bound to one of our nodes; its containers start after their startup delay.
+
+        Raises :class:`~emulator.kubelet.profiles.ProfileError` for bad behaviour annotations,
+        ``KeyError`` for an unknown node, ``ValueError`` for a pod already admitted.
+        """
+        metadata = pod.get("metadata") or {}
+        spec = pod.get("spec") or {}
+        node_name = node or spec.get("nodeName")
+        if node_name not in self._node_index or not self.n_active[self._node_index[node_name]]:
+            raise KeyError(f"pod {metadata.get('namespace')}/{metadata.get('name')} is bound to unknown node "
+                           f"{node_name!r}")
+        behaviour = self.profiles.resolve(pod, seed=self.config.seed)
+        uid = behaviour.uid
+        if uid in self._pods:
+            raise ValueError(f"pod {uid} is already admitted")
+        n_idx = self._node_index[node_name]
+        specs = {c.get("name"): c for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]}
+        p_row = self._alloc_pod_row()
+        record = _Pod(uid, str(metadata.get("name", "")), str(metadata.get("namespace", "default")), n_idx, [],
+                      spec.get("restartPolicy") or "Always", "", now, behaviour=behaviour)
+        record.qos = (pod.get("status") or {}).get("qosClass") or qos_class(pod)
+        self._pods[uid] = record
+        self._pod_rows[p_row] = record
+        self.p_active[p_row] = True
+        self.p_node[p_row] = n_idx
+        self.p_priority[p_row] = int(spec.get("priority") or 0)
+        self.p_critical[p_row] = is_critical_pod(pod)
+
+        disk_limits: list[int] = []
+        policy = restart_policy_code(record.restart_policy)
+        for cb in behaviour.containers:
+            container = specs[cb.name]
+            row = self._alloc_row()
+            record.rows.append(row)
+            self._init_row(row, p_row, n_idx, pod, container, cb=cb, policy=policy, now=now)
+            disk_limits.append(int(self.disk_limit[row]))
+        all_limited = bool(disk_limits) and all(disk_limits)
+        self.p_disk_limit[p_row] = float(sum(disk_limits)) if all_limited else 0.0
+        self._p_disk_limit_text[p_row] = format_bytes(sum(disk_limits)) if all_limited else ""
+        return behaviour
+
+    def _init_row(self, row: int, p_row: int, node: int, pod: Mapping[str, Any], container: Mapping[str, Any], *,
+                  cb: ContainerBehaviour, policy: int, now: float) -> None:
+        requests = container_requests(container)
+        limits = container_limits(container)
+        mem_req, mem_lim = requests.get("memory", 0), limits.get("memory", 0)
+        high = math.inf
+        if self.config.memory_qos:
+            high = memory_high(mem_req, mem_lim, int(self.n_memory[node]), self.config.memory_throttling_factor)
+        self.cgroups.configure(
+            row, node=node, pod=p_row, cpu_limit_millis=limits.get("cpu", 0),
+            cpu_request_millis=requests.get("cpu", 0), memory_limit=mem_lim, memory_high_bytes=high,
+            adj=oom_score_adj(pod, container, int(self.n_memory[node])), period_usec=self._period_usec,
+        )
+        self.cpu_curve.assign(row, cb.cpu)
+        self.memory_curve.assign(row, cb.memory)
+        self.disk_curve.assign(row, cb.ephemeral_storage)
+        self.pids_curve.assign(row, cb.pids)
+        self.backoff.reset(row)
+        self.state[row] = WAITING
+        self.c_pod[row] = p_row
+        self.start_at[row] = now + cb.startup_delay
+        self.started_at[row] = 0.0
+        self.finished_at[row] = 0.0
+        self.duration[row] = cb.duration
+        self.exit_code[row] = cb.exit_code
+        self.last_exit_code[row] = 0
+        self.last_reason[row] = COMPLETED
+        self.has_exited[row] = False
+        self.restarts[row] = 0
+        self.policy[row] = policy
+        self.disk_usage[row] = 0.0
+        self.disk_limit[row] = float(limits.get("ephemeral-storage", 0))
+        self.memory_request[row] = float(mem_req)
+        self.disk_request[row] = float(requests.get("ephemeral-storage", 0))
+        self._c_name[row] = cb.name
+        self._c_image[row] = str(container.get("image", ""))
+        self._c_requests[row] = _request_texts(container)
+        limit_text = ((container.get("resources") or {}).get("limits") or {}).get("ephemeral-storage")
+        self._c_limit_text[row] = str(parse_quantity(limit_text)) if limit_text is not None else ""
+
+    def remove_pod(self, uid: str) -> None:
+        """The pod is gone (deleted): free its rows."""
+        record = self._pods.pop(uid, None)
+        if record is None:
+            return
+        rows = np.array(record.rows, dtype=np.int64)
+        self.state[rows] = FREE
+        self.start_at[rows] = np.inf
+        for curves in (self.cpu_curve, self.memory_curve, self.disk_curve, self.pids_curve):
+            curves.clear(rows)
+        self.cgroups.memory_current[rows] = 0.0
+        self.cgroups.node[rows] = 0
+        self.disk_usage[rows] = 0.0
+        self._free_rows.extend(record.rows)
+        p_row = int(self.c_pod[record.rows[0]]) if record.rows else self._pod_rows.index(record)
+        self.p_active[p_row] = False
+        self._pod_rows[p_row] = None
+        self._free_pod_rows.append(p_row)
+
+    def _alloc_row(self) -> int:
+        if not self._free_rows:
+            old = len(self.state)
+            new = max(2 * old, 1024)
+            self._grow_rows(new)
+            self._free_rows = list(range(new - 1, old - 1, -1))
+        return self._free_rows.pop()
+
+    def _grow_rows(self, n: int) -> None:
+        self.cgroups.grow(n)
+        for curves in (self.cpu_curve, self.memory_curve, self.disk_curve, self.pids_curve):
+            curves.grow(n)
+        self.backoff.grow(n)
+        g = _Grow.arr
+        self.state = g(self.state, n, FREE)
+        self.c_pod = g(self.c_pod, n, 0)
+        self.start_at = g(self.start_at, n, np.inf)
+        self.started_at = g(self.started_at, n, 0.0)
+        self.finished_at = g(self.finished_at, n, 0.0)
+        self.duration = g(self.duration, n, np.inf)
+        self.exit_code = g(self.exit_code, n, 0)
+        self.last_exit_code = g(self.last_exit_code, n, 0)
+        self.last_reason = g(self.last_reason, n, 0)
+        self.has_exited = g(self.has_exited, n, False)
+        self.restarts = g(self.restarts, n, 0)
+        self.policy = g(self.policy, n, 0)
+        self.disk_usage = g(self.disk_usage, n, 0.0)
+        self.disk_limit = g(self.disk_limit, n, 0.0)
+        self.memory_request = g(self.memory_request, n, 0.0)
+        self.disk_request = g(self.disk_request, n, 0.0)
+        extra = n - len(self._c_name)
+        self._c_name += [""] * extra
+        self._c_image += [""] * extra
+        self._c_requests += [{}] * extra
+        self._c_limit_text += [""] * extra
+
+    def _alloc_pod_row(self) -> int:
+        if self._free_pod_rows:
+            return self._free_pod_rows.pop()
+        row = len(self._pod_rows)
+        self._pod_rows.append(None)
+        size = max(len(self.p_active), 64)
+        while size <= row:
+            size *= 2
+        self.p_active = _Grow.arr(self.p_active, size, False)
+        self.p_node = _Grow.arr(self.p_node, size, 0)
+        self.p_priority = _Grow.arr(self.p_priority, size, 0)
+        self.p_critical = _Grow.arr(self.p_critical, size, False)
+        self.p_disk_limit = _Grow.arr(self.p_disk_limit, size, 0.0)
+        self._p_disk_limit_text += [""] * (size - len(self._p_disk_limit_text))
+        return row
+
+    # -- the tick -------------------------------------------------------------------------
+
+    def tick(self, now: float) -> TickReport:
+        """Advance every container to ``now`` (seconds, cluster clock)."""
+        report = TickReport()
+        dt = 0.0 if self.now is None else max(0.0, now - self.now)
+        self.now = now
+
+        # 1. Starts and restarts that are due (start at their exact scheduled time).
+        due = np.flatnonzero(((self.state == WAITING) | (self.state == BACKOFF)) & (self.start_at <= now))
+        if len(due):
+            self._start(due, report)
+
+        # 2. Profiles at each running container's own time; runs that are over exit.
+        running = self.state == RUNNING
+        t_local = np.where(running, now - self.started_at, 0.0)
+        finished = np.flatnonzero(running & (t_local >= self.duration))
+        if len(finished):
+            running[finished] = False
+            ends = self.started_at[finished] + self.duration[finished]
+            codes = self.exit_code[finished]
+            self._exit(finished, ends, codes, np.where(codes == 0, COMPLETED, ERROR), report)
+        cpu = self.cpu_curve.evaluate(t_local)
+        memory = self.memory_curve.evaluate(t_local)
+        disk = self.disk_curve.evaluate(t_local)
+        pids = self.pids_curve.evaluate(t_local)
+
+        # 3. The kernel: CPU, pids, memory and OOM kills.
+        result = self.cgroups.tick(
+            dt, running, cpu_demand=cpu, memory_demand=memory,
+            node_cpu_millis=self.n_cpu, node_memory=np.maximum(self.n_memory - self.n_system_memory, 0.0),
+            pids_demand=pids, pod_pids_limit=self._pod_pids_limit,
+        )
+        self.disk_usage = np.where(running, disk, 0.0)
+        if len(result.node_oom):
+            for row in result.node_oom:
+                node = self._node_names[int(self.cgroups.node[row])]
+                record = self._pod_rows[int(self.c_pod[row])]
+                report.events.append(KubeletEvent(
+                    now, "SystemOOM", f"System OOM encountered, victim process: {self._c_name[row]}", node,
+                    record.uid if record else None, self._c_name[row], "Warning"))
+        killed = np.concatenate([result.cgroup_oom, result.node_oom])
+        if len(killed):
+            self._exit(killed, np.full(len(killed), now), np.full(len(killed), OOM_KILLED_EXIT_CODE),
+                       np.full(len(killed), OOM_KILLED), report)
+        self._last = _Usage(result.cpu_millis, result.memory, self.disk_usage, result.pids,
+                            result.node_cpu_millis, result.node_memory)
+
+        # 4. Eviction manager, on its own period.
+        if self.eviction.due(now):
+            self._evict(now, result.node_memory, result.pids, report)
+        return report
+
+    def _start(self, rows: np.ndarray, report: TickReport) -> None:
+        restarting = rows[self.state[rows] == BACKOFF]
+        if len(restarting):
+            self.backoff.next(restarting, self.finished_at[restarting], self.start_at[restarting])
+            self.restarts[restarting] += 1
+        self.state[rows] = RUNNING
+        self.started_at[rows] = self.start_at[rows]
+        self.start_at[rows] = np.inf
+        self.cgroups.reset_counters(rows)
+        for row in rows:
+            record = self._pod_rows[int(self.c_pod[row])]
+            if record is None:
+                continue
+            name = self._c_name[row]
+            report.events.append(KubeletEvent(float(self.started_at[row]), "Started", f"Started container {name}",
+                                              self._node_names[record.node], record.uid, name))
+            self._touch(record, report)
+
+    def _exit(self, rows: np.ndarray, when: np.ndarray, codes: np.ndarray, reasons: np.ndarray,
+              report: TickReport) -> None:
+        self.finished_at[rows] = when
+        self.last_exit_code[rows] = codes
+        self.last_reason[rows] = reasons
+        self.has_exited[rows] = True
+        again = should_restart(self.policy[rows], codes)
+        restart_rows = rows[again]
+        self.state[rows[~again]] = TERMINATED
+        if len(restart_rows):
+            self.state[restart_rows] = BACKOFF
+            self.start_at[restart_rows] = self.backoff.restart_at(restart_rows, self.finished_at[restart_rows])
+        for row in rows:
+            record = self._pod_rows[int(self.c_pod[row])]
+            if record is None:
+                continue
+            if self.state[row] == BACKOFF and self.start_at[row] > self.finished_at[row]:
+                name = self._c_name[row]
+                pod_text = f"{record.name}_{record.namespace}({record.uid})"  # format.Pod
+                report.events.append(KubeletEvent(
+                    float(self.finished_at[row]), "BackOff",
+                    f"Back-off restarting failed container {name} in pod {pod_text}",
+                    self._node_names[record.node], record.uid, name, "Warning"))
+            self._touch(record, report)
+
+    def _touch(self, record: _Pod, report: TickReport) -> None:
+        """A container of the pod changed state: recompute the phase, report the pod."""
+        if record.reason != ev.EVICTED_REASON:
+            record.phase = pod_phase(record.restart_policy, (self._phase_input(r) for r in record.rows))
+        report.changed_pods.add(record.uid)
+
+    def _phase_input(self, row: int) -> ContainerPhase:
+        state = int(self.state[row])
+        if state == RUNNING:
+            return ContainerPhase("running")
+        if state == TERMINATED:
+            return ContainerPhase("terminated", int(self.last_exit_code[row]), True)
+        return ContainerPhase("waiting", 0, bool(self.has_exited[row]))
+
+    def _evict(self, now: float, node_memory: np.ndarray, pids: np.ndarray, report: TickReport) -> None:
+        n_pods = len(self.p_active)
+        live = self.state != FREE
+        pod_of = self.c_pod
+        mem = np.bincount(pod_of, weights=np.where(live, self.cgroups.memory_current, 0.0), minlength=n_pods)
+        disk = np.bincount(pod_of, weights=self.disk_usage, minlength=n_pods)
+        pid_use = np.bincount(pod_of, weights=pids, minlength=n_pods)
+        mem_req = np.bincount(pod_of, weights=np.where(live, self.memory_request, 0.0), minlength=n_pods)
+        disk_req = np.bincount(pod_of, weights=np.where(live, self.disk_request, 0.0), minlength=n_pods)
+        stats = ev.PodStats(self.p_node, self.p_active, self.p_critical, self.p_priority, mem, mem_req, disk,
+                            disk_req, pid_use)
+        n_nodes = len(self._node_names)
+        node_disk = np.bincount(self.cgroups.node, weights=self.disk_usage, minlength=n_nodes)
+        node_pids = np.bincount(self.cgroups.node, weights=pids, minlength=n_nodes)
+        signals = {
+            ev.MEMORY_AVAILABLE: (np.maximum(self.n_memory - self.n_system_memory - node_memory, 0.0), self.n_memory),
+            ev.NODEFS_AVAILABLE: (np.maximum(self.n_disk - self.n_system_disk - node_disk, 0.0), self.n_disk),
+            ev.PID_AVAILABLE: (self.n_pid_max - self.n_system_pids - node_pids, self.n_pid_max),
+        }
+        local = ev.LocalStorage(pod_of, self.state == RUNNING, self.disk_usage, self.disk_limit, self.p_disk_limit,
+                                self._c_name, self._c_limit_text, self._p_disk_limit_text)
+        result = self.eviction.synchronize(now, signals, stats, node_active=self.n_active, local_storage=local,
+                                           details=self._details)
+        for change in result.conditions:
+            node = self._node_names[change.node]
+            report.changed_nodes.add(node)
+            report.events.append(KubeletEvent(now, _CONDITION_EVENT[change.type][change.status],
+                                              f"Node {node} status is now: "
+                                              f"{_CONDITION_EVENT[change.type][change.status]}", node))
+        for node_idx, resource in result.thresholds_met:
+            report.events.append(KubeletEvent(now, "EvictionThresholdMet", f"Attempting to reclaim {resource}",
+                                              self._node_names[node_idx], type="Warning"))
+        for eviction in result.evictions:
+            record = self._pod_rows[eviction.pod]
+            if record is None:
+                continue
+            self._evict_pod(record, eviction, now, report)
+
+    def _details(self, pod_row: int, resource: str) -> list[ev.ContainerUsage]:
+        record = self._pod_rows[pod_row]
+        if record is None:
+            return []
+        usage = self.cgroups.memory_current if resource == "memory" else self.disk_usage
+        result = []
+        for row in record.rows:
+            text = self._c_requests[row].get(resource)
+            result.append(ev.ContainerUsage(self._c_name[row], int(usage[row]), _amount(text),
+                                            str(parse_quantity(text)) if text is not None else "0"))
+        return result
+
+    def _evict_pod(self, record: _Pod, eviction: ev.Eviction, now: float, report: TickReport) -> None:
+        rows = np.array(record.rows, dtype=np.int64)
+        alive = rows[(self.state[rows] == RUNNING)]
+        self.finished_at[alive] = now
+        self.last_exit_code[alive] = OOM_KILLED_EXIT_CODE  # killed with SIGKILL after the 1 s hard-eviction grace
+        self.last_reason[alive] = ERROR
+        self.has_exited[alive] = True
+        self.state[rows] = TERMINATED
+        self.start_at[rows] = np.inf
+        self.cgroups.memory_current[rows] = 0.0
+        self.disk_usage[rows] = 0.0
+        p_row = int(self.c_pod[rows[0]])
+        self.p_active[p_row] = False
+        record.phase = "Failed"
+        record.reason = ev.EVICTED_REASON
+        record.message = eviction.message
+        report.changed_pods.add(record.uid)
+        report.events.append(KubeletEvent(now, ev.EVICTED_REASON, eviction.message, self._node_names[record.node],
+                                          record.uid, None, "Warning", dict(eviction.annotations)))
+
+    # -- reading the state ---------------------------------------------------------------
+
+    def pod_phase(self, uid: str) -> str:
+        return self._pods[uid].phase
+
+    def pod_status(self, uid: str) -> dict[str, Any]:
+        """``status`` fields the kubelet owns: phase, reason/message, qosClass and containerStatuses."""
+        record = self._pods[uid]
+        status: dict[str, Any] = {"phase": record.phase, "qosClass": record.qos}
+        if record.reason:
+            status["reason"] = record.reason
+            status["message"] = record.message
+        status["containerStatuses"] = [self._container_status(record, row) for row in record.rows]
+        return status
+
+    def _container_status(self, record: _Pod, row: int) -> dict[str, Any]:
+        name = self._c_name[row]
+        state = int(self.state[row])
+        running = state == RUNNING
+        out: dict[str, Any] = {"name": name, "image": self._c_image[row], "imageID": "",
+                               "restartCount": int(self.restarts[row]), "ready": running, "started": running}
+        terminated = self._terminated(row) if self.has_exited[row] else None
+        if running:
+            out["state"] = {"running": {"startedAt": rfc3339(float(self.started_at[row]))}}
+            if terminated:
+                out["lastState"] = {"terminated": terminated}
+        elif state == TERMINATED and terminated:
+            out["state"] = {"terminated": terminated}
+        elif state == BACKOFF and self.start_at[row] > self.finished_at[row]:
+            message = back_off_message(self.backoff.current(row) or self.config.backoff_initial, name, record.name,
+                                       record.namespace, record.uid)
+            out["state"] = {"waiting": {"reason": CRASH_LOOP_BACK_OFF, "message": message}}
+            out["lastState"] = {"terminated": terminated}
+        elif state == BACKOFF:
+            out["state"] = {"terminated": terminated}
+        else:
+            out["state"] = {"waiting": {"reason": "ContainerCreating"}}
+        out.setdefault("lastState", {})
+        return out
+
+    def _terminated(self, row: int) -> dict[str, Any]:
+        return {"exitCode": int(self.last_exit_code[row]), "reason": _REASONS[int(self.last_reason[row])],
+                "startedAt": rfc3339(float(self.started_at[row])),
+                "finishedAt": rfc3339(float(self.finished_at[row]))}
+
+    def container_rows(self, uid: str) -> dict[str, int]:
+        """Row index of each of the pod's containers (for reading the arrays directly)."""
+        record = self._pods[uid]
+        return {self._c_name[r]: r for r in record.rows}
+
+    def pod_usage(self, uid: str) -> dict[str, dict[str, float]]:
+        """Last tick's usage per container: cpu (millicores), memory (working set, bytes), disk, pids."""
+        last = self._last
+        record = self._pods[uid]
+        if last is None:
+            return {self._c_name[r]: {"cpu": 0.0, "memory": 0.0, "ephemeral-storage": 0.0, "pids": 0.0}
+                    for r in record.rows}
+        return {self._c_name[r]: {"cpu": float(last.cpu[r]), "memory": float(self.cgroups.memory_current[r]),
+                                  "ephemeral-storage": float(self.disk_usage[r]), "pids": float(last.pids[r])}
+                for r in record.rows}
+
+    def node_usage(self) -> dict[str, dict[str, float]]:
+        """Last tick's per-node totals over pods (cpu millicores, memory bytes)."""
+        last = self._last
+        return {name: {"cpu": float(last.node_cpu[i]) if last else 0.0,
+                       "memory": float(last.node_memory[i]) if last else 0.0}
+                for i, name in enumerate(self._node_names) if self.n_active[i]}
+
+    def node_conditions(self, name: str) -> dict[str, bool]:
+        idx = self._node_index[name]
+        return {c: bool(self.eviction.condition[idx, k]) for k, c in enumerate(ev.CONDITIONS)}
+
+
+@dataclass
+class _Usage:
+    cpu: np.ndarray
+    memory: np.ndarray
+    disk: np.ndarray
+    pids: np.ndarray
+    node_cpu: np.ndarray
+    node_memory: np.ndarray
+
+
+# Node events the kubelet records when a pressure condition flips (nodestatus setters).
+_CONDITION_EVENT = {
+    ev.MEMORY_PRESSURE: {True: "NodeHasInsufficientMemory", False: "NodeHasSufficientMemory"},
+    ev.DISK_PRESSURE: {True: "NodeHasDiskPressure", False: "NodeHasNoDiskPressure"},
+    ev.PID_PRESSURE: {True: "NodeHasInsufficientPID", False: "NodeHasSufficientPID"},
+}
+
+
+def _request_texts(container: Mapping[str, Any]) -> dict[str, Any]:
+    """Requests as written, with limits filling missing requests (apiserver defaulting)."""
+    resources = container.get("resources") or {}
+    texts = dict(resources.get("limits") or {})
+    texts.update(resources.get("requests") or {})
+    return texts
+
+
+def _amount(text: Any) -> int:
+    return to_int(text) if text is not None else 0

@@ -1,0 +1,182 @@
+"""NodeResourcesFit: does the node have room for the pod's requests, and how full would it be?
+
+Upstream ``pkg/scheduler/framework/plugins/noderesources/fit.go`` (Filter) and
+``resource_allocation.go`` + the scoring strategies (Score).
+
+Filter, per node: pod count (``Too many pods``), then cpu, memory,
+ephemeral-storage and every requested scalar resource (extended resources
+such as ``nvidia.com/gpu``, hugepages) -- a request larger than
+``allocatable - requested`` is ``Insufficient <name>``. All failing resources
+are reported. The code is Unschedulable (preemption could free room) unless
+some request exceeds the node's whole allocatable, which makes it
+UnschedulableAndUnresolvable. Requests are the pod's effective requests
+(init containers, sidecars, overhead); pods with no requests only need a pod
+slot. ``ignoredResources`` / ``ignoredResourceGroups`` skip extended
+resources by name / by prefix.
+
+Score: ``scoringStrategy.type`` LeastAllocated (default), MostAllocated or
+RequestedToCapacityRatio over ``scoringStrategy.resources`` (default cpu and
+memory, weight 1), using non-zero requests for cpu/memory.
+
+Scalar resources are checked in name order (upstream iterates a Go map, so
+the order of reasons within one node's status is unspecified there).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from emulator.api.pods import is_extended_resource
+from emulator.scheduler.framework.interface import (
+    Code,
+    CycleState,
+    FilterVerdict,
+    Handle,
+    PreFilterResult,
+    Rejection,
+    Status,
+)
+from emulator.scheduler.framework.snapshot import Snapshot
+from emulator.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, NodeInfo, PodInfo
+from emulator.scheduler.plugins.resource_allocation import (
+    LEAST_ALLOCATED,
+    MOST_ALLOCATED,
+    REQUESTED_TO_CAPACITY_RATIO,
+    ResourceSpec,
+    Scorer,
+    least_allocated_scorer,
+    most_allocated_scorer,
+    node_amounts,
+    nodes_amounts,
+    parse_resources,
+    parse_shape,
+    pod_requests_for,
+    requested_to_capacity_ratio_scorer,
+)
+
+NAME = "NodeResourcesFit"
+PRE_FILTER_KEY = "PreFilter" + NAME
+PRE_SCORE_KEY = "PreScore" + NAME
+TOO_MANY_PODS = "Too many pods"
+
+
+@dataclass(frozen=True)
+class InsufficientResource:
+    """One resource the node lacks (upstream ``InsufficientResource``)."""
+
+    resource: str
+    reason: str
+    requested: int
+    used: int
+    capacity: int
+    unresolvable: bool
+
+
+class NodeResourcesFit:
+    """Filter on free resources, score by the configured allocation strategy."""
+
+    name = NAME
+
+    def __init__(self, scorer: Scorer, resources: tuple[ResourceSpec, ...], ignored: frozenset[str],
+                 ignored_groups: frozenset[str]) -> None:
+        self.scorer = scorer
+        self.resources = resources
+        self.ignored = ignored
+        self.ignored_groups = ignored_groups
+
+    # -- PreFilter / Filter ----------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status | None]:
+        state.write(PRE_FILTER_KEY, pod.requests)
+        return None, None
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def _checked(self, pod: PodInfo) -> list[tuple[str, int]]:
+        """The (resource, amount) requests the filter checks, in upstream's order (scalars sorted)."""
+        requests = pod.requests
+        out = [(name, requests[name]) for name in (CPU, MEMORY, EPHEMERAL_STORAGE) if requests.get(name, 0) > 0]
+        for name in sorted(requests):
+            if name in (CPU, MEMORY, EPHEMERAL_STORAGE) or requests[name] <= 0:
+                continue
+            if is_extended_resource(name) and (name in self.ignored or name.split("/")[0] in self.ignored_groups):
+                continue
+            out.append((name, requests[name]))
+        return out
+
+    def insufficient_resources(self, pod: PodInfo, node: NodeInfo) -> list[InsufficientResource]:
+        """Every resource ``node`` lacks for ``pod`` (upstream ``fitsRequest``)."""
+        out = []
+        if len(node.pods) + 1 > node.allowed_pod_number:
+            out.append(InsufficientResource("pods", TOO_MANY_PODS, 1, len(node.pods), node.allowed_pod_number, False))
+        for name, amount in self._checked(pod):
+            allocatable = node.allocatable.get(name, 0)
+            used = node.requested.get(name, 0)
+            if amount > allocatable - used:
+                out.append(InsufficientResource(name, f"Insufficient {name}", amount, used, allocatable,
+                                                amount > allocatable))
+        return out
+
+    def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
+        insufficient = self.insufficient_resources(pod, node)
+        if not insufficient:
+            return None
+        code = (Code.UNSCHEDULABLE_AND_UNRESOLVABLE if any(r.unresolvable for r in insufficient)
+                else Code.UNSCHEDULABLE)
+        return Status(code, *(r.reason for r in insufficient))
+
+    def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
+        too_many = snapshot.pod_counts + 1 > snapshot.allowed_pods
+        reasons = [Rejection(TOO_MANY_PODS, too_many)] if too_many.any() else []
+        failed = too_many.copy()
+        for name, amount in self._checked(pod):
+            allocatable = snapshot.allocatable(name)
+            short = amount > allocatable - snapshot.requested(name)
+            if short.any():
+                reasons.append(Rejection(f"Insufficient {name}", short, unresolvable=amount > allocatable))
+                failed |= short
+        return FilterVerdict(~failed, tuple(reasons))
+
+    # -- PreScore / Score ------------------------------------------------------------------------------
+    def pre_score(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> Status | None:
+        state.write(PRE_SCORE_KEY, pod_requests_for(pod, self.resources, use_requested=False))
+        return None
+
+    def _pod_requests(self, state: CycleState, pod: PodInfo) -> list[int]:
+        requests = state.get(PRE_SCORE_KEY)
+        return requests if requests is not None else pod_requests_for(pod, self.resources, use_requested=False)
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
+        requests = self._pod_requests(state, pod)
+        pairs = [node_amounts(node, spec.name, amount, use_requested=False)
+                 for spec, amount in zip(self.resources, requests, strict=True)]
+        return self.scorer.one([p[1] for p in pairs], [p[0] for p in pairs]), None
+
+    def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        alloc, req = nodes_amounts(snapshot, nodes, self.resources, self._pod_requests(state, pod),
+                                   use_requested=False)
+        return self.scorer.many(req, alloc)
+
+
+def new(args: Mapping[str, Any] | None, handle: Handle | None = None) -> NodeResourcesFit:
+    """Build from ``NodeResourcesFitArgs`` (camelCase keys as in KubeSchedulerConfiguration)."""
+    args = args or {}
+    strategy = args.get("scoringStrategy") or {}
+    kind = strategy.get("type") or LEAST_ALLOCATED
+    resources = parse_resources(strategy.get("resources"))
+    if kind == LEAST_ALLOCATED:
+        scorer = least_allocated_scorer(resources)
+    elif kind == MOST_ALLOCATED:
+        scorer = most_allocated_scorer(resources)
+    elif kind == REQUESTED_TO_CAPACITY_RATIO:
+        shape = parse_shape((strategy.get("requestedToCapacityRatio") or {}).get("shape"))
+        scorer = requested_to_capacity_ratio_scorer(resources, shape)
+    else:
+        raise ValueError(f"scoring strategy {kind} is not supported")
+    return NodeResourcesFit(scorer, resources, frozenset(args.get("ignoredResources") or ()),
+                            frozenset(args.get("ignoredResourceGroups") or ()))
