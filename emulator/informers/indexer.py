@@ -115,15 +115,22 @@ class Indexer:
     def key_of(self, obj: Any) -> str:
         return obj.key if isinstance(obj, DeletedFinalStateUnknown) else self._key_func(obj)
 
-    def add(self, obj: Obj) -> None:
-        self.update(obj)
+    def add(self, obj: Obj) -> Obj | None:
+        """Store ``obj`` (add or replace); returns the object it replaced, if any."""
+        return self.update(obj)
 
-    def update(self, obj: Obj) -> None:
+    def update(self, obj: Obj) -> Obj | None:
+        """Store ``obj`` (add or replace); returns the object it replaced, if any.
+
+        Returning the old object lets the informer tell an add from an update with one key
+        computation and one lock acquisition instead of a ``get`` followed by an ``update``.
+        """
         key = self._key_func(obj)
         with self._lock:
             old = self._items.get(key)
             self._items[key] = obj
             self._reindex(key, old, obj)
+        return old
 
     def delete(self, obj: Any) -> None:
         """Remove by the key of ``obj`` (an object or a :class:`DeletedFinalStateUnknown`); no-op if absent."""
@@ -151,11 +158,22 @@ class Indexer:
 
     def _reindex(self, key: str, old: Obj | None, new: Obj | None) -> None:
         for name, fn in self._indexers.items():
-            old_values = _values(fn, old) if old is not None else set()
-            new_values = _values(fn, new) if new is not None else set()
-            if old_values == new_values:
-                continue  # the common update (status change): nothing moves
             index = self._indices[name]
+            if old is None and new is not None:  # an add: nothing to remove
+                for value in fn(new):
+                    keys = index.get(value)
+                    if keys is None:
+                        index[value] = {key}
+                    else:
+                        keys.add(key)
+                continue
+            old_raw = fn(old) if old is not None else ()
+            new_raw = fn(new) if new is not None else ()
+            if isinstance(old_raw, list | tuple) and old_raw == new_raw:
+                continue  # the common update (a status change): nothing moves, no sets built
+            old_values, new_values = set(old_raw), set(new_raw)
+            if old_values == new_values:
+                continue
             for value in old_values - new_values:
                 keys = index.get(value)
                 if keys is not None:

@@ -46,7 +46,7 @@ from typing import Any, Protocol
 from emulator.api.kinds import POD, Kind
 from emulator.api.selectors import FieldSelector, LabelSelector
 from emulator.clock import Clock, SystemClock
-from emulator.informers.delta_fifo import meta_namespace_key
+from emulator.informers.delta_fifo import ADDED, DELETED, UPDATED, Delta, meta_namespace_key
 from emulator.informers.multiplexer import Multiplexer
 from emulator.informers.sharding import shard_object_filter, shard_raw_filter
 from emulator.store.store import Store, WatchEvent, event_filter
@@ -54,6 +54,9 @@ from emulator.store.store import Store, WatchEvent, event_filter
 log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
+
+# Watch event types -> delta types, for targets that take a whole batch at once (DeltaFIFO.apply).
+_DELTA_OF = {"ADDED": ADDED, "MODIFIED": UPDATED, "DELETED": DELETED}
 
 
 class ReflectorTarget(Protocol):
@@ -135,6 +138,8 @@ class Reflector:
         self._raw_filter = shard_raw_filter(store.node_shards, shard) if shard is not None else None
         self._object_filter = shard_object_filter(store.node_shards, shard) if shard is not None else None
         self._sleep = sleep or self._interruptible_sleep
+        # One lock round per watch batch when the target supports it (DeltaFIFO.apply), else per event.
+        self._apply_batch: Callable[[list[Delta]], None] | None = getattr(target, "apply", None)
         self._stopped = threading.Event()
         self._wake = threading.Event()
         self._rv_lock = threading.Lock()
@@ -282,21 +287,23 @@ class Reflector:
 
     def _deliver(self, events: list[WatchEvent], last_rv: int) -> None:
         """Apply watch events to the target (runs on the multiplexer's thread when multiplexed)."""
-        target = self.target
         listed = self._listed_rvs
-        for event in events:
-            obj = event.object
-            if listed is not None:
-                seen = listed.get(meta_namespace_key(obj))
-                if seen is not None and event.rv <= seen:
-                    continue  # a paged list already showed this state or a newer one
-            kind = event.type
-            if kind == "MODIFIED":
-                target.update(obj)
-            elif kind == "ADDED":
-                target.add(obj)
-            elif kind == "DELETED":
-                target.delete(obj)
+        if listed is not None:
+            # A paged list may already show a newer state than these events: drop the replays.
+            events = [e for e in events
+                      if (seen := listed.get(meta_namespace_key(e.object))) is None or e.rv > seen]
+        if events:
+            if self._apply_batch is not None:
+                self._apply_batch([Delta(_DELTA_OF[e.type], e.object) for e in events])
+            else:
+                target = self.target
+                for event in events:
+                    if event.type == "MODIFIED":
+                        target.update(event.object)
+                    elif event.type == "ADDED":
+                        target.add(event.object)
+                    else:
+                        target.delete(event.object)
         if listed is not None and last_rv >= self._guard_until:
             self._listed_rvs = None
         self._set_last_sync(last_rv)

@@ -137,8 +137,11 @@ class HandlerRegistration:
         self.next_resync = now + resync_period
         self.name = name
         self._upstream_synced = upstream_synced
-        self._cond = threading.Condition(threading.Lock())
+        # The buffer is a deque (append/popleft are atomic) and the wake-up an Event: adding a
+        # notification costs an append and, only when the listener sleeps, one Event.set.
         self._pending: deque[_Notification] = deque()
+        self._wakeup = threading.Event()
+        self._count_lock = threading.Lock()
         self._initial_pending = 0
         self._stopped = False
         self._thread: threading.Thread | None = None
@@ -146,12 +149,13 @@ class HandlerRegistration:
 
     # The informer calls these with its delta lock held.
     def add(self, note: _Notification) -> None:
-        with self._cond:
-            if note.kind == _ADD and note.b:
+        if note.kind == _ADD and note.b:
+            with self._count_lock:
                 self._initial_pending += 1
-            self._pending.append(note)
-            if len(self._pending) == 1:
-                self._cond.notify()
+        self._pending.append(note)
+        # The listener clears the event *before* draining, so an append it might miss sets it again.
+        if not self._wakeup.is_set():
+            self._wakeup.set()
 
     def should_resync(self, now: float) -> bool:
         return self.resync_period > 0 and now >= self.next_resync
@@ -165,12 +169,11 @@ class HandlerRegistration:
         # zero count read afterwards really means "all delivered" (not "none counted yet").
         if not self._upstream_synced():
             return False
-        with self._cond:
+        with self._count_lock:
             return self._initial_pending == 0
 
     def pending(self) -> int:
-        with self._cond:
-            return len(self._pending)
+        return len(self._pending)
 
     def start(self) -> None:
         if self._thread is None:
@@ -178,9 +181,8 @@ class HandlerRegistration:
             self._thread.start()
 
     def stop(self) -> None:
-        with self._cond:
-            self._stopped = True
-            self._cond.notify_all()
+        self._stopped = True
+        self._wakeup.set()
 
     def join(self, timeout: float | None = None) -> None:
         if self._thread is not None and self._thread is not threading.current_thread():
@@ -188,15 +190,15 @@ class HandlerRegistration:
 
     def _run(self) -> None:
         handler = self.handler
+        pending = self._pending
         while True:
-            with self._cond:
-                while not self._pending and not self._stopped:
-                    self._cond.wait()
+            self._wakeup.wait()
+            self._wakeup.clear()
+            initial_done = 0
+            while pending:
                 if self._stopped:
                     return  # undelivered notifications are dropped, as upstream does on stop
-                batch, self._pending = self._pending, deque()
-            initial_done = 0
-            for note in batch:
+                note = pending.popleft()
                 try:
                     if note.kind == _UPDATE:
                         handler.on_update(note.a, note.b)
@@ -209,9 +211,15 @@ class HandlerRegistration:
                     log.exception("%s: event handler failed", self.name)
                 if note.kind == _ADD and note.b:
                     initial_done += 1
+                    if initial_done >= 256 or not pending:  # keep has_synced() current in long bursts
+                        with self._count_lock:
+                            self._initial_pending -= initial_done
+                        initial_done = 0
             if initial_done:
-                with self._cond:
+                with self._count_lock:
                     self._initial_pending -= initial_done
+            if self._stopped:
+                return
 
 
 class SharedInformer:
@@ -379,7 +387,8 @@ class SharedInformer:
         fifo = self.fifo
         while True:
             try:
-                fifo.pop(self._handle_deltas)
+                # A batch per lock hold: the watch delivers bursts, and per-key locking would dominate.
+                fifo.pop_many(self._handle_deltas, max_items=256)
             except FIFOClosedError:
                 return
             except Exception:
@@ -400,13 +409,11 @@ class SharedInformer:
                     continue
                 if delta.type not in (ADDED, UPDATED, REPLACED, SYNC):
                     continue
-                old = indexer.get(obj)
+                old = indexer.update(obj)
                 if old is not None:
-                    indexer.update(obj)
                     # Same resourceVersion: nothing changed (a resync, or a relist of an unchanged object).
                     self._distribute(listeners, _Notification(_UPDATE, old, obj), sync=_rv(old) == _rv(obj))
                 else:
-                    indexer.add(obj)
                     self._distribute(listeners, _Notification(_ADD, obj, is_in_initial_list), sync=False)
 
     @staticmethod

@@ -170,11 +170,15 @@ def _pod_qos(pod: Mapping[str, Any]) -> str:
     return (pod.get("status") or {}).get("qosClass") or qos_class(pod)
 
 
-def oom_score_adj(pod: Mapping[str, Any], container: Mapping[str, Any], memory_capacity: int) -> int:
-    """The container's oom_score_adj (upstream ``GetContainerOOMScoreAdjust``, PodLevelResources off)."""
+def oom_score_adj(
+    pod: Mapping[str, Any], container: Mapping[str, Any], memory_capacity: int, qos: str | None = None
+) -> int:
+    """The container's oom_score_adj (upstream ``GetContainerOOMScoreAdjust``, PodLevelResources off).
+
+    ``qos`` saves recomputing the pod's QoS class when the caller has it."""
     if _is_node_critical(pod):
         return GUARANTEED_OOM_SCORE_ADJ
-    qos = _pod_qos(pod)
+    qos = qos or _pod_qos(pod)
     if qos == GUARANTEED:
         return GUARANTEED_OOM_SCORE_ADJ
     if qos == BEST_EFFORT:

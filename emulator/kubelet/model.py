@@ -62,11 +62,19 @@ from emulator.kubelet.cgroups import (
     memory_high,
     oom_score_adj,
 )
-from emulator.kubelet.profiles import ContainerBehaviour, CurveSet, PodBehaviour, ProfileLibrary
+from emulator.kubelet.profiles import (
+    PROFILE_ANNOTATION,
+    ContainerBehaviour,
+    CurveSet,
+    PodBehaviour,
+    ProfileLibrary,
+)
 from emulator.kubelet.restarts import (
+    ALWAYS,
     CRASH_LOOP_BACK_OFF,
     INITIAL_BACKOFF,
     MAX_BACKOFF,
+    NEVER,
     BackOff,
     ContainerPhase,
     back_off_message,
@@ -110,7 +118,7 @@ class KubeletConfig:
     backoff_max: float = MAX_BACKOFF
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class KubeletEvent:
     """Something to record: ``reason``/``message``/``type`` follow upstream Events where one exists."""
 
@@ -141,6 +149,7 @@ class _Pod:
     restart_policy: str
     qos: str
     added_at: float
+    row: int = 0  # pod row in the p_* arrays
     phase: str = "Pending"
     reason: str | None = None
     message: str | None = None
@@ -205,11 +214,13 @@ class KubeletModel:
         self.p_node = np.zeros(0, dtype=np.int64)
         self.p_priority = np.zeros(0, dtype=np.int64)
         self.p_critical = np.zeros(0, dtype=bool)
+        self.p_policy = np.zeros(0, dtype=np.int8)
         self.p_disk_limit = np.zeros(0)
         self._p_disk_limit_text: list[str] = []
         # -- nodes
         self._node_index: dict[str, int] = {}
         self._node_names: list[str] = []
+        self._node_profile: list[str | None] = []
         self.n_cpu = np.zeros(0)
         self.n_memory = np.zeros(0)
         self.n_disk = np.zeros(0)
@@ -232,11 +243,13 @@ class KubeletModel:
 
     def add_node(self, node: Mapping[str, Any] | str, *, cpu: str | int | None = None, memory: str | int | None = None,
                  ephemeral_storage: str | int = "100Gi", pid_max: int = DEFAULT_PID_MAX, system_memory: int = 0,
-                 system_disk: int = 0, system_pids: int = 0) -> int:
+                 system_disk: int = 0, system_pids: int = 0, default_profile: str | None = None) -> int:
         """Register a node, from a Node object (``status.capacity``) or a name plus capacities.
 
         ``system_*`` are the node's own use outside pods (OS, kubelet, images),
         counted in the eviction signals and the node OOM check.
+        ``default_profile`` (or the Node's ``kemu.io/profile`` annotation) is
+        the profile of its pods that name none, instead of the config's.
         """
         if isinstance(node, str):
             name = node
@@ -252,6 +265,11 @@ class KubeletModel:
                 capacity["memory"] = memory
         if name in self._node_index:
             raise ValueError(f"node {name!r} is already registered")
+        if default_profile is None and not isinstance(node, str):
+            default_profile = ((node.get("metadata") or {}).get("annotations") or {}).get(PROFILE_ANNOTATION)
+        if default_profile is not None:
+            self.profiles.get(default_profile, f"node {name}: default profile")
+        self._node_profile.append(default_profile)
         idx = len(self._node_names)
         self._node_index[name] = idx
         self._node_names.append(name)
@@ -300,16 +318,17 @@ class KubeletModel:
         if node_name not in self._node_index or not self.n_active[self._node_index[node_name]]:
             raise KeyError(f"pod {metadata.get('namespace')}/{metadata.get('name')} is bound to unknown node "
                            f"{node_name!r}")
-        behaviour = self.profiles.resolve(pod, seed=self.config.seed)
+        n_idx = self._node_index[node_name]
+        behaviour = self.profiles.resolve(pod, seed=self.config.seed, default=self._node_profile[n_idx])
         uid = behaviour.uid
         if uid in self._pods:
             raise ValueError(f"pod {uid} is already admitted")
-        n_idx = self._node_index[node_name]
         specs = {c.get("name"): c for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]}
         p_row = self._alloc_pod_row()
         record = _Pod(uid, str(metadata.get("name", "")), str(metadata.get("namespace", "default")), n_idx, [],
                       spec.get("restartPolicy") or "Always", "", now, behaviour=behaviour)
         record.qos = (pod.get("status") or {}).get("qosClass") or qos_class(pod)
+        record.row = p_row
         self._pods[uid] = record
         self._pod_rows[p_row] = record
         self.p_active[p_row] = True
@@ -319,6 +338,7 @@ class KubeletModel:
 
         disk_limits: list[int] = []
         policy = restart_policy_code(record.restart_policy)
+        self.p_policy[p_row] = policy
         for cb in behaviour.containers:
             container = specs[cb.name]
             row = self._alloc_row()
@@ -341,7 +361,8 @@ class KubeletModel:
         self.cgroups.configure(
             row, node=node, pod=p_row, cpu_limit_millis=limits.get("cpu", 0),
             cpu_request_millis=requests.get("cpu", 0), memory_limit=mem_lim, memory_high_bytes=high,
-            adj=oom_score_adj(pod, container, int(self.n_memory[node])), period_usec=self._period_usec,
+            adj=oom_score_adj(pod, container, int(self.n_memory[node]), self._pod_rows[p_row].qos),
+            period_usec=self._period_usec,
         )
         self.cpu_curve.assign(row, cb.cpu)
         self.memory_curve.assign(row, cb.memory)
@@ -384,7 +405,7 @@ class KubeletModel:
         self.cgroups.node[rows] = 0
         self.disk_usage[rows] = 0.0
         self._free_rows.extend(record.rows)
-        p_row = int(self.c_pod[record.rows[0]]) if record.rows else self._pod_rows.index(record)
+        p_row = record.row
         self.p_active[p_row] = False
         self._pod_rows[p_row] = None
         self._free_pod_rows.append(p_row)
@@ -437,6 +458,7 @@ class KubeletModel:
         self.p_node = _Grow.arr(self.p_node, size, 0)
         self.p_priority = _Grow.arr(self.p_priority, size, 0)
         self.p_critical = _Grow.arr(self.p_critical, size, False)
+        self.p_policy = _Grow.arr(self.p_policy, size, 0)
         self.p_disk_limit = _Grow.arr(self.p_disk_limit, size, 0.0)
         self._p_disk_limit_text += [""] * (size - len(self._p_disk_limit_text))
         return row
@@ -490,6 +512,7 @@ class KubeletModel:
                             result.node_cpu_millis, result.node_memory)
 
         # 4. Eviction manager, on its own period.
+        self._update_phases(report)
         if self.eviction.due(now):
             self._evict(now, result.node_memory, result.pids, report)
         return report
@@ -538,10 +561,56 @@ class KubeletModel:
             self._touch(record, report)
 
     def _touch(self, record: _Pod, report: TickReport) -> None:
-        """A container of the pod changed state: recompute the phase, report the pod."""
-        if record.reason != ev.EVICTED_REASON:
-            record.phase = pod_phase(record.restart_policy, (self._phase_input(r) for r in record.rows))
+        """A container of the pod changed state: report the pod; its phase is recomputed once, at the tick's end."""
         report.changed_pods.add(record.uid)
+
+    def _update_phases(self, report: TickReport) -> None:
+        """Phases of the changed pods: ``pod_phase``'s rules, counted for all pods at once.
+
+        Small batches take the per-pod path; large ones (start-up, crash
+        storms) count container states per pod with bincounts instead of
+        looping in Python.
+        """
+        if len(report.changed_pods) < 64:
+            for uid in report.changed_pods:
+                record = self._pods[uid]
+                if record.reason != ev.EVICTED_REASON:
+                    record.phase = pod_phase(record.restart_policy, [self._phase_input(r) for r in record.rows])
+            self._retire_finished(report)
+            return
+        n = len(self.p_active)
+        state = self.state
+        live = state != FREE
+        pending_state = (state == WAITING) | (state == BACKOFF)
+        terminated = state == TERMINATED
+
+        def count(mask: np.ndarray) -> np.ndarray:
+            return np.bincount(self.c_pod, weights=mask & live, minlength=n)
+
+        waiting = count(pending_state & ~self.has_exited)
+        running = count(state == RUNNING)
+        stopped = count(terminated | (pending_state & self.has_exited))
+        succeeded = count(terminated & (self.last_exit_code == 0))
+        policy = self.p_policy
+        phase = np.where(
+            waiting > 0, 0,
+            np.where(running > 0, 1,
+                     np.where(stopped == 0, 0,
+                              np.where(policy == ALWAYS, 1,
+                                       np.where(stopped == succeeded, 2, np.where(policy == NEVER, 3, 1))))))
+        names = ("Pending", "Running", "Succeeded", "Failed")
+        for uid in report.changed_pods:
+            record = self._pods[uid]
+            if record.reason != ev.EVICTED_REASON:
+                record.phase = names[phase[record.row]]
+        self._retire_finished(report)
+
+    def _retire_finished(self, report: TickReport) -> None:
+        # Pods in a terminal phase are no longer "active pods": the eviction manager never ranks them.
+        for uid in report.changed_pods:
+            record = self._pods[uid]
+            if record.phase in ("Succeeded", "Failed"):
+                self.p_active[record.row] = False
 
     def _phase_input(self, row: int) -> ContainerPhase:
         state = int(self.state[row])
@@ -612,7 +681,7 @@ class KubeletModel:
         self.start_at[rows] = np.inf
         self.cgroups.memory_current[rows] = 0.0
         self.disk_usage[rows] = 0.0
-        p_row = int(self.c_pod[rows[0]])
+        p_row = record.row
         self.p_active[p_row] = False
         record.phase = "Failed"
         record.reason = ev.EVICTED_REASON
@@ -672,21 +741,26 @@ class KubeletModel:
         return {self._c_name[r]: r for r in record.rows}
 
     def pod_usage(self, uid: str) -> dict[str, dict[str, float]]:
-        """Last tick's usage per container: cpu (millicores), memory (working set, bytes), disk, pids."""
+        """Last tick's usage per container: cpu (millicores), memory (working set, bytes), disk, pids.
+
+        Containers added since the last tick read 0."""
         last = self._last
-        record = self._pods[uid]
-        if last is None:
-            return {self._c_name[r]: {"cpu": 0.0, "memory": 0.0, "ephemeral-storage": 0.0, "pids": 0.0}
-                    for r in record.rows}
-        return {self._c_name[r]: {"cpu": float(last.cpu[r]), "memory": float(self.cgroups.memory_current[r]),
-                                  "ephemeral-storage": float(self.disk_usage[r]), "pids": float(last.pids[r])}
-                for r in record.rows}
+
+        def at(a: np.ndarray | None, row: int) -> float:
+            return float(a[row]) if a is not None and row < len(a) else 0.0
+
+        cpu = last.cpu if last else None
+        pids = last.pids if last else None
+        return {self._c_name[r]: {"cpu": at(cpu, r), "memory": at(self.cgroups.memory_current, r),
+                                  "ephemeral-storage": at(self.disk_usage, r), "pids": at(pids, r)}
+                for r in self._pods[uid].rows}
 
     def node_usage(self) -> dict[str, dict[str, float]]:
         """Last tick's per-node totals over pods (cpu millicores, memory bytes)."""
         last = self._last
-        return {name: {"cpu": float(last.node_cpu[i]) if last else 0.0,
-                       "memory": float(last.node_memory[i]) if last else 0.0}
+        n = len(last.node_cpu) if last else 0
+        return {name: {"cpu": float(last.node_cpu[i]) if last and i < n else 0.0,
+                       "memory": float(last.node_memory[i]) if last and i < n else 0.0}
                 for i, name in enumerate(self._node_names) if self.n_active[i]}
 
     def node_conditions(self, name: str) -> dict[str, bool]:

@@ -69,7 +69,7 @@ import itertools
 import math
 import re
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
@@ -198,12 +198,6 @@ def _parse_tree(text: str) -> _Node:
     return tree
 
 
-def _render(node: _Node) -> str:
-    if isinstance(node, _Atom):
-        return node.text
-    return f"{node.name}({', '.join(_render(a) for a in node.args)})"
-
-
 # -- numbers -------------------------------------------------------------------------
 
 _DURATION_UNITS = {"ns": 1e-9, "us": 1e-6, "µs": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
@@ -263,11 +257,29 @@ def _rate_unit(field_name: str, text: str) -> float:
 # -- resolvable expressions ----------------------------------------------------------
 
 
+class _PodRandom:
+    """The pod's generator, created on first use: most profiles draw nothing, and creating a
+    seeded ``Generator`` costs more than resolving the rest of a pod."""
+
+    __slots__ = ("_generator", "seed", "uid")
+
+    def __init__(self, seed: int, uid: str) -> None:
+        self.seed = seed
+        self.uid = uid
+        self._generator: np.random.Generator | None = None
+
+    @property
+    def generator(self) -> np.random.Generator:
+        if self._generator is None:
+            self._generator = pod_rng(self.seed, self.uid)
+        return self._generator
+
+
 @dataclass(frozen=True)
 class _Ctx:
     """What an expression resolves against: the pod's generator and the container's request/limit."""
 
-    rng: np.random.Generator
+    rng: _PodRandom
     request: float
     limit: float
 
@@ -298,14 +310,15 @@ class _Dist:
 
     def resolve(self, ctx: _Ctx) -> float:
         values = [a.resolve(ctx) for a in self.args]
+        rng = ctx.rng.generator
         if self.kind == "uniform":
             low, high = values
-            return float(ctx.rng.uniform(min(low, high), max(low, high)))
+            return float(rng.uniform(min(low, high), max(low, high)))
         if self.kind == "normal":
             mean, sd = values
-            return max(0.0, float(ctx.rng.normal(mean, max(sd, 0.0))))
+            return max(0.0, float(rng.normal(mean, max(sd, 0.0))))
         (mean,) = values
-        return float(ctx.rng.exponential(mean)) if mean > 0 else 0.0
+        return float(rng.exponential(mean)) if mean > 0 else 0.0
 
 
 @dataclass(frozen=True)
@@ -313,7 +326,7 @@ class _RandomPhase:
     """``random`` as a sine phase: uniform over one period."""
 
     def resolve(self, ctx: _Ctx) -> float:
-        return float(ctx.rng.uniform(0.0, 1.0))  # a fraction of the period, scaled by the caller
+        return float(ctx.rng.generator.uniform(0.0, 1.0))  # a fraction of the period, scaled by the caller
 
 
 _Expr = _Num | _Share | _Dist | _RandomPhase
@@ -676,7 +689,7 @@ class ProfileLibrary:
         names = {str(c.get("name")) for c in containers}
         pod_fields, per_container = _annotation_fields(annotations, names)
 
-        rng = pod_rng(seed, uid)
+        rng = _PodRandom(seed, uid)
         result = []
         for container in containers:
             name = str(container.get("name"))
@@ -709,9 +722,7 @@ def _annotation_fields(annotations: Mapping[str, str], names: set[str]) -> tuple
     return pod_fields, per_container
 
 
-def _resolve_container(
-    container: Mapping[str, Any], specs: Mapping[str, Any], rng: np.random.Generator
-) -> ContainerBehaviour:
+def _resolve_container(container: Mapping[str, Any], specs: Mapping[str, Any], rng: _PodRandom) -> ContainerBehaviour:
     requests = container_requests(container)
     limits = container_limits(container)
     # Draws happen in FIELDS order, one container after another: fixed, so repeatable.
@@ -767,7 +778,7 @@ class CurveSet:
         self.series = np.full(capacity, -1, dtype=np.int32)
         self._series: list[tuple[np.ndarray, np.ndarray, bool, bool]] = []
         self._series_ids: dict[tuple[Any, ...], int] = {}
-        self._groups: list[tuple[int, np.ndarray]] | None = None
+        self._groups: list[tuple[int, np.ndarray, tuple[np.ndarray, ...]]] | None = None
         self._replay_groups: list[tuple[int, np.ndarray]] = []
 
     @property
@@ -805,10 +816,33 @@ class CurveSet:
         self.series[rows] = -1
         self._groups = None
 
-    def _index(self) -> list[tuple[int, np.ndarray]]:
+    def _index(self) -> list[tuple[int, np.ndarray, tuple[np.ndarray, ...]]]:
+        """Rows per kind, with each kind's parameters pre-gathered (and pre-combined) into
+        contiguous columns, so a tick gathers only ``t`` and scatters the values."""
         if self._groups is None:
-            kinds = np.unique(self.kind)
-            self._groups = [(int(k), np.flatnonzero(self.kind == k)) for k in kinds if k != CurveKind.NONE]
+            groups = []
+            for k in np.unique(self.kind):
+                if k == CurveKind.NONE:
+                    continue
+                rows = np.flatnonzero(self.kind == k)
+                p = self.params[rows]
+                cols: tuple[np.ndarray, ...] = ()
+                if k == CurveKind.CONSTANT:
+                    cols = (p[:, 0].copy(),)
+                elif k == CurveKind.RAMP:
+                    # over == 0: already at "to".
+                    start = np.where(p[:, 2] > 0, p[:, 0], p[:, 1])
+                    inv_over = np.divide(1.0, p[:, 2], out=np.zeros(len(rows)), where=p[:, 2] > 0)
+                    cols = (start, p[:, 1] - start, inv_over)
+                elif k == CurveKind.SINE:
+                    omega = (2.0 * np.pi) / p[:, 2]
+                    cols = (p[:, 0], (p[:, 1] - p[:, 0]) * 0.5, omega, omega * p[:, 3])
+                elif k == CurveKind.SPIKE:
+                    cols = (p[:, 0].copy(), p[:, 1].copy(), p[:, 2].copy(), p[:, 3].copy(), p[:, 4].copy())
+                elif k == CurveKind.LEAK:
+                    cols = (p[:, 0].copy(), p[:, 1].copy(), p[:, 2].copy())
+                groups.append((int(k), rows, cols))
+            self._groups = groups
             replay_rows = np.flatnonzero(self.kind == CurveKind.REPLAY)
             sids = self.series[replay_rows]
             self._replay_groups = [(int(s), replay_rows[sids == s]) for s in np.unique(sids)]
@@ -819,28 +853,27 @@ class CurveSet:
         values = np.zeros(self.capacity) if out is None else out
         if out is not None:
             values.fill(0.0)
-        for kind, rows in self._index():
+        for kind, rows, cols in self._index():
+            if kind == CurveKind.CONSTANT:
+                values[rows] = cols[0]
+                continue
             if kind == CurveKind.REPLAY:
                 for sid, srows in self._replay_groups:
                     values[srows] = self._replay(sid, t[srows])
                 continue
-            p = self.params[rows]
             tr = t[rows]
-            if kind == CurveKind.CONSTANT:
-                values[rows] = p[:, 0]
-            elif kind == CurveKind.RAMP:
-                over = p[:, 2]
-                with np.errstate(divide="ignore", invalid="ignore"):
-                    frac = np.where(over > 0, np.clip(tr / over, 0.0, 1.0), 1.0)
-                values[rows] = p[:, 0] + (p[:, 1] - p[:, 0]) * frac
+            if kind == CurveKind.RAMP:
+                start, delta, inv_over = cols
+                values[rows] = start + delta * np.clip(tr * inv_over, 0.0, 1.0)
             elif kind == CurveKind.SINE:
-                wave = np.sin((2.0 * np.pi) * (tr + p[:, 3]) / p[:, 2])
-                values[rows] = p[:, 0] + (p[:, 1] - p[:, 0]) * (1.0 + wave) * 0.5
+                low, half, omega, phase = cols
+                values[rows] = low + half * (1.0 + np.sin(omega * tr + phase))
             elif kind == CurveKind.SPIKE:
-                within = np.mod(tr - p[:, 4], p[:, 2]) < p[:, 3]
-                values[rows] = np.where(within, p[:, 1], p[:, 0])
+                base, peak, every, width, offset = cols
+                values[rows] = np.where(np.mod(tr - offset, every) < width, peak, base)
             elif kind == CurveKind.LEAK:
-                values[rows] = np.minimum(p[:, 0] + p[:, 1] * tr, p[:, 2])
+                start, rate, most = cols
+                values[rows] = np.minimum(start + rate * tr, most)
         np.maximum(values, 0.0, out=values)  # usage is never negative (a shrinking leak stops at 0)
         return values
 
@@ -852,20 +885,3 @@ class CurveSet:
             return np.interp(t, times, values)
         idx = np.searchsorted(times, t, side="right") - 1
         return values[np.clip(idx, 0, len(values) - 1)]
-
-
-def with_overrides(behaviour: ContainerBehaviour, **changes: Any) -> ContainerBehaviour:
-    """A copy with some fields changed (tests build behaviours this way)."""
-    return replace(behaviour, **changes)
-
-
-def constant_behaviour(name: str = "app", *, cpu: float = 0.0, memory: float = 0.0, ephemeral_storage: float = 0.0,
-                       pids: float = 1.0, duration: float = math.inf, exit_code: int = 0,
-                       startup_delay: float = 0.0) -> ContainerBehaviour:
-    """A behaviour with constant curves, built without any text (handy for callers and tests)."""
-
-    def const(v: float) -> ResolvedCurve:
-        return ResolvedCurve(CurveKind.CONSTANT, (float(v),) + (0.0,) * (_NPARAMS - 1))
-
-    return ContainerBehaviour(name, startup_delay, duration, exit_code, const(cpu), const(memory),
-                              const(ephemeral_storage), const(pids))

@@ -292,10 +292,15 @@ class Rejection:
 
 
 class FilterVerdict(NamedTuple):
-    """What ``filter_all`` answers: ``mask[i]`` is True when node ``i`` passes; ``reasons`` explain the rest."""
+    """What ``filter_all`` answers: ``mask[i]`` is True when node ``i`` passes; ``reasons`` explain the rest.
+
+    ``passes_all`` marks a verdict known to reject nothing (see
+    :func:`all_pass`), which lets the runtime skip it.
+    """
 
     mask: np.ndarray
     reasons: tuple[Rejection, ...] = ()
+    passes_all: bool = False
 
     def status_for(self, index: int, plugin: str) -> Status:
         """The Status the per-node Filter would give node ``index`` (which must be rejected)."""
@@ -311,7 +316,7 @@ class FilterVerdict(NamedTuple):
 
 def all_pass(num_nodes: int) -> FilterVerdict:
     """A verdict that lets every node through."""
-    return FilterVerdict(np.ones(num_nodes, dtype=bool))
+    return FilterVerdict(np.ones(num_nodes, dtype=bool), (), True)
 
 
 def reject_where(failed: np.ndarray, reason: str, code: Code = Code.UNSCHEDULABLE) -> FilterVerdict:

@@ -132,7 +132,11 @@ class LabelColumn:
 class _NodeDerived:
     """Lazily built per-node indexes that depend only on the node objects (shared by forks)."""
 
-    __slots__ = ("_labels", "_nodes", "_taint_groups", "images", "label_columns")
+    __slots__ = ("_labels", "_nodes", "_taint_groups", "images", "label_columns", "memo")
+
+    # Node-only results plugins memoise (label masks of an affinity, taint verdicts of a toleration
+    # list...). Pods repeat a few shapes, so a small bound keeps the hits and caps the memory.
+    MEMO_LIMIT = 4096
 
     def __init__(self, nodes: Sequence[Mapping[str, Any]], labels: Sequence[Mapping[str, str]]) -> None:
         self._nodes = nodes
@@ -140,6 +144,16 @@ class _NodeDerived:
         self.label_columns: dict[str, LabelColumn] = {}
         self._taint_groups: tuple[np.ndarray, tuple[tuple[Taint, ...], ...]] | None = None
         self.images: _ImageIndex | None = None
+        self.memo: dict[Any, Any] = {}
+
+    def memoised(self, key: Any, compute: Callable[[], Any]) -> Any:
+        try:
+            return self.memo[key]
+        except KeyError:
+            if len(self.memo) >= self.MEMO_LIMIT:
+                self.memo.clear()
+            value = self.memo[key] = compute()
+            return value
 
     def label_column(self, key: str) -> LabelColumn:
         column = self.label_columns.get(key)
@@ -477,7 +491,8 @@ class Snapshot:
         self._labels = [*self._labels, (node.get("metadata") or {}).get("labels") or {}]
         self._alloc_dicts = [*self._alloc_dicts, alloc]
         self._allowed_pods = _frozen(np.append(self._allowed_pods, pods))
-        self._unschedulable = _frozen(np.append(self._unschedulable, bool((node.get("spec") or {}).get("unschedulable"))))
+        cordoned = bool((node.get("spec") or {}).get("unschedulable"))
+        self._unschedulable = _frozen(np.append(self._unschedulable, cordoned))
         columns = dict.fromkeys([*self._alloc, *alloc])
         self._alloc = {r: _frozen(np.append(self._alloc.get(r, np.zeros(self.num_nodes - 1, dtype=np.int64)),
                                             alloc.get(r, 0))) for r in columns}
@@ -563,10 +578,27 @@ class Snapshot:
         """(group code per node, distinct taint lists): plugins decide once per distinct list."""
         return self._derived.taint_groups()
 
+    def node_memo(self, key: Any, compute: Callable[[], Any]) -> Any:
+        """``compute()``, remembered under ``key`` for as long as the node set is unchanged.
+
+        For results that depend on node objects only -- labels, taints,
+        images, names, ``spec.unschedulable`` -- never on pods or requests:
+        the memo is shared by every snapshot forked from this one and by
+        in-place ``assume``/``forget``, and dropped by :meth:`add_node`.
+        ``key`` should start with the plugin's name; arrays put here must not
+        be modified.
+        """
+        return self._derived.memoised(key, compute)
+
     def image(self, name: str) -> tuple[np.ndarray, int]:
         """Indices of the nodes that have image ``name`` (exact, already normalised) and its size."""
         images = self._derived.image_index()
         return images.nodes(name), images.size_of.get(name, 0)
+
+    def image_mask(self, name: str) -> np.ndarray:
+        """Bool per node: does the node have image ``name``."""
+        return self._derived.memoised(("image-mask", name), lambda: _frozen(np.isin(
+            np.arange(self.num_nodes), self._derived.image_index().nodes(name))))
 
     def image_states(self, index: int) -> dict[str, ImageStateSummary]:
         images = self._derived.image_index()
@@ -593,7 +625,8 @@ class Snapshot:
             for info in pods:
                 yield i, info
 
-    def pods_matching(self, selector: LabelSelector, namespaces: Iterable[str] | None = None) -> list[tuple[int, PodInfo]]:
+    def pods_matching(self, selector: LabelSelector,
+                      namespaces: Iterable[str] | None = None) -> list[tuple[int, PodInfo]]:
         """(node index, pod) of the pods whose labels match ``selector``, optionally only in ``namespaces``."""
         allowed = None if namespaces is None else frozenset(namespaces)
         return [(i, info) for i, info in self.iter_pods()

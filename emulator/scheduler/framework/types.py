@@ -47,8 +47,8 @@ __all__ = [
     "HostPort",
     "HostPortInfo",
     "ImageStateSummary",
-    "NodeInfo",
     "NoNodesAvailable",
+    "NodeInfo",
     "NodeToStatus",
     "PodInfo",
     "QueuedPodInfo",
@@ -100,7 +100,7 @@ _BIND_ALL = "0.0.0.0"
 
 
 def _host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:
-    """schedutil ``GetHostPorts``: host ports of app containers and of sidecar (restartPolicy Always) init containers."""
+    """schedutil ``GetHostPorts``: host ports of app containers and sidecar (restartPolicy Always) init containers."""
     spec = pod.get("spec") or {}
     ports: list[HostPort] = []
     sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
@@ -132,12 +132,13 @@ def _nonzero_cpu_memory(pod: Mapping[str, Any], requests: Mapping[str, int]) -> 
         for container in containers:
             have = container_requests(container)
             missing = {name: text for name, text in _DEFAULT_REQUEST_TEXT.items() if name not in have}
-            if missing:
-                changed = True
-                resources = dict(container.get("resources") or {})
-                resources["requests"] = {**(resources.get("requests") or {}), **missing}
-                container = {**container, "resources": resources}
-            out.append(container)
+            if not missing:
+                out.append(container)
+                continue
+            changed = True
+            resources = dict(container.get("resources") or {})
+            resources["requests"] = {**(resources.get("requests") or {}), **missing}
+            out.append({**container, "resources": resources})
         if changed:
             patched[kind] = out
     if not patched:

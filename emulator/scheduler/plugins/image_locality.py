@@ -77,14 +77,15 @@ class ImageLocality:
 
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
         total = self._total_nodes(state)
-        sums = np.zeros(snapshot.num_nodes, dtype=np.int64)
+        sums = np.zeros(len(nodes), dtype=np.int64)
         for image in pod.images:
-            having, size = snapshot.image(normalized_image_name(image))
+            name = normalized_image_name(image)
+            having, size = snapshot.image(name)
             if len(having):
-                sums[having] += scaled_image_score(size, len(having), total)
+                sums += snapshot.image_mask(name)[nodes] * scaled_image_score(size, len(having), total)
         max_threshold = MAX_CONTAINER_THRESHOLD * len(pod.images)
         clamped = np.where(sums < MIN_THRESHOLD, MIN_THRESHOLD, np.where(sums > max_threshold, max_threshold, sums))
-        return go_div(MAX_NODE_SCORE * (clamped[nodes] - MIN_THRESHOLD), max_threshold - MIN_THRESHOLD)
+        return go_div(MAX_NODE_SCORE * (clamped - MIN_THRESHOLD), max_threshold - MIN_THRESHOLD)
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> ImageLocality:
     return ImageLocality(handle)

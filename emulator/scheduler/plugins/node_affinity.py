@@ -85,10 +85,10 @@ def parse_preferred_terms(terms: Sequence[Mapping[str, Any]], path: str = "") ->
     return tuple(parsed), errors
 
 
-def preferred_affinity(pod: PodInfo) -> WeightedTerms | None | Status:
+def preferred_affinity(pod: PodInfo) -> WeightedTerms | Status | None:
     """The pod's preferred terms (None when it has none); an Error status if one does not parse."""
 
-    def compute(p: PodInfo) -> WeightedTerms | None | Status:
+    def compute(p: PodInfo) -> WeightedTerms | Status | None:
         raw = _node_affinity(p).get("preferredDuringSchedulingIgnoredDuringExecution")
         if raw is None:
             return None
@@ -102,10 +102,14 @@ def _score_one(terms: WeightedTerms, node: NodeInfo) -> int:
     return sum(weight for weight, term in terms if term.matches(node.labels, node.name))
 
 
+def _term_mask(term: NodeSelectorTerm, snapshot: Snapshot) -> np.ndarray:
+    return snapshot.node_memo((NAME, "term", term), lambda: term.mask(snapshot))
+
+
 def _score_many(terms: WeightedTerms, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
     scores = np.zeros(len(nodes), dtype=np.int64)
     for weight, term in terms:
-        scores += weight * term.mask(snapshot)[nodes]
+        scores += weight * _term_mask(term, snapshot)[nodes]
     return scores
 
 
@@ -156,13 +160,18 @@ class NodeAffinity:
         return None
 
     def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
+        required = state.get(PRE_FILTER_KEY) or required_affinity(pod)
+        # Labels and names only: pods with the same selector and affinity share the verdict.
+        return snapshot.node_memo((NAME, "filter", self.added_required, required),
+                                  lambda: self._verdict(required, snapshot))
+
+    def _verdict(self, required: RequiredNodeAffinity, snapshot: Snapshot) -> FilterVerdict:
         enforced_fail = np.zeros(snapshot.num_nodes, dtype=bool)
         if self.added_required is not None:
             allowed = np.zeros(snapshot.num_nodes, dtype=bool)
             for term in self.added_required:
                 allowed |= term.mask(snapshot)
             enforced_fail = ~allowed
-        required = state.get(PRE_FILTER_KEY) or required_affinity(pod)
         pod_fail = ~required.mask(snapshot) & ~enforced_fail
         if not enforced_fail.any() and not pod_fail.any():
             return all_pass(snapshot.num_nodes)

@@ -149,6 +149,13 @@ class Scorer:
         self.many = many
 
 
+def _weighted_mean(score: np.ndarray, counted: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Per node (column): sum(score * weight) // sum(weight) over the counted rows; 0 when none counts."""
+    weight_sum = (weights * counted).sum(axis=0)
+    node_score = (score * weights * counted).sum(axis=0)
+    return np.where(weight_sum == 0, 0, node_score // np.maximum(weight_sum, 1))
+
+
 # -- LeastAllocated (least_allocated.go) ---------------------------------------------------------
 
 
@@ -166,16 +173,13 @@ def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
             weight_sum += weight
         return 0 if weight_sum == 0 else node_score // weight_sum
 
+    column = np.asarray(weights, dtype=np.int64)[:, None]
+
     def many(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
-        node_score = np.zeros(requested.shape[1], dtype=np.int64)
-        weight_sum = np.zeros(requested.shape[1], dtype=np.int64)
-        for row, weight in enumerate(weights):
-            req, alloc = requested[row], allocatable[row]
-            valid = alloc != 0
-            score = np.where(req > alloc, 0, (alloc - req) * MAX_NODE_SCORE // np.where(valid, alloc, 1))
-            node_score += np.where(valid, score * weight, 0)
-            weight_sum += np.where(valid, weight, 0)
-        return np.where(weight_sum == 0, 0, node_score // np.maximum(weight_sum, 1))
+        valid = allocatable != 0
+        score = np.where(requested > allocatable, 0,
+                         (allocatable - requested) * MAX_NODE_SCORE // np.where(valid, allocatable, 1))
+        return _weighted_mean(score, valid, column)
 
     return Scorer(LEAST_ALLOCATED, one, many)
 
@@ -197,16 +201,12 @@ def most_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
             weight_sum += weight
         return 0 if weight_sum == 0 else node_score // weight_sum
 
+    column = np.asarray(weights, dtype=np.int64)[:, None]
+
     def many(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
-        node_score = np.zeros(requested.shape[1], dtype=np.int64)
-        weight_sum = np.zeros(requested.shape[1], dtype=np.int64)
-        for row, weight in enumerate(weights):
-            req, alloc = requested[row], allocatable[row]
-            valid = alloc != 0
-            score = np.minimum(req, alloc) * MAX_NODE_SCORE // np.where(valid, alloc, 1)
-            node_score += np.where(valid, score * weight, 0)
-            weight_sum += np.where(valid, weight, 0)
-        return np.where(weight_sum == 0, 0, node_score // np.maximum(weight_sum, 1))
+        valid = allocatable != 0
+        score = np.minimum(requested, allocatable) * MAX_NODE_SCORE // np.where(valid, allocatable, 1)
+        return _weighted_mean(score, valid, column)
 
     return Scorer(MOST_ALLOCATED, one, many)
 
@@ -346,9 +346,12 @@ def balanced_scorer() -> Scorer:
     def many(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
         rows, n = requested.shape
         valid = allocatable != 0
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fractions = np.minimum(requested.astype(np.float64) / allocatable.astype(np.float64), 1.0)
+        fractions = np.minimum(requested.astype(np.float64) / np.where(valid, allocatable, 1).astype(np.float64), 1.0)
         fractions = np.where(valid, fractions, 0.0)
+        if rows == 2:  # the default (cpu, memory): std is half the difference when both count
+            both = valid[0] & valid[1]
+            std = np.where(both, np.abs((fractions[0] - fractions[1]) / 2), 0.0)
+            return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
         count = valid.sum(axis=0)
         # |f_first - f_second| / 2 for nodes with exactly two fractions, taking them in resource order.
         first = np.zeros(n)

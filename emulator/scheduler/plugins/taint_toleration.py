@@ -50,7 +50,14 @@ def untolerated_reason(taint: Taint) -> str:
 
 def count_intolerable_prefer_no_schedule(taints: Sequence[Taint], tolerations: Sequence[Mapping[str, Any]]) -> int:
     """Soft (PreferNoSchedule) taints the tolerations do not tolerate (``countIntolerableTaintsPreferNoSchedule``)."""
-    return sum(1 for taint in taints if taint[2] == _PREFER_NO_SCHEDULE and not tolerations_tolerate(tolerations, taint))
+    return sum(1 for taint in taints
+               if taint[2] == _PREFER_NO_SCHEDULE and not tolerations_tolerate(tolerations, taint))
+
+
+def tolerations_key(pod: PodInfo) -> tuple[tuple[tuple[str, str], ...], ...]:
+    """A hashable form of the pod's tolerations, to memoise node-only answers per toleration list."""
+    return pod.memo(NAME + "/key", lambda p: tuple(
+        tuple(sorted((k, str(v)) for k, v in t.items())) for t in p.tolerations))
 
 
 def prefer_no_schedule_tolerations(pod: PodInfo) -> tuple[Mapping[str, Any], ...]:
@@ -71,6 +78,11 @@ class TaintToleration:
         return Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, untolerated_reason(taint))
 
     def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
+        # Depends on node taints and the pod's tolerations only: pods with the same tolerations share it.
+        return snapshot.node_memo((NAME, "filter", tolerations_key(pod)), lambda: self._verdict(pod, snapshot))
+
+    @staticmethod
+    def _verdict(pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
         codes, groups = snapshot.taint_groups()
         reason_ids: dict[str, int] = {}
         group_reason = np.full(len(groups) + 1, -1, dtype=np.int64)  # last entry: unused padding
@@ -102,8 +114,10 @@ class TaintToleration:
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
         codes, groups = snapshot.taint_groups()
         tolerations = self._tolerations(state, pod)
-        per_group = np.fromiter((count_intolerable_prefer_no_schedule(t, tolerations) for t in groups),
-                                dtype=np.int64, count=len(groups))
+        per_group = snapshot.node_memo(
+            (NAME, "score", tuple(tuple(sorted((k, str(v)) for k, v in t.items())) for t in tolerations)),
+            lambda: np.fromiter((count_intolerable_prefer_no_schedule(t, tolerations) for t in groups),
+                                dtype=np.int64, count=len(groups)))
         return per_group[codes[nodes]]
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> Status | None:

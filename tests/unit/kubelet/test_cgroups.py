@@ -73,7 +73,8 @@ THROTTLE = [
 
 @pytest.mark.parametrize(("limit", "demand", "dt", "ticks", "period"), THROTTLE,
                          ids=["500m-limit-900m-demand", "300m-demand-never-throttled", "quarter-second-ticks",
-                              "ticks-not-period-multiples", "no-limit-no-periods", "50ms-period", "demand-equals-limit"])
+                              "ticks-not-period-multiples", "no-limit-no-periods", "50ms-period",
+                              "demand-equals-limit"])
 def test_cfs_throttling(limit: int, demand: float, dt: float, ticks: int, period: int) -> None:
     table = CgroupTable(2)
     table.configure(0, node=0, cpu_limit_millis=limit, cpu_request_millis=limit, period_usec=period)

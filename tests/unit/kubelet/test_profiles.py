@@ -252,3 +252,56 @@ def test_profile_files_and_default(tmp_path: Path) -> None:
         ProfileLibrary.load(tmp_path)
     with pytest.raises(ProfileError, match="default profile 'missing'"):
         ProfileLibrary.load(default="missing")
+
+
+# -- the built-in profiles, each against its documented behaviour ------------------------------
+# A Burstable container with requests cpu 500m / memory 256Mi and limits cpu 1 / memory 512Mi.
+REQ_CPU, LIM_CPU, REQ_MEM, LIM_MEM = 500, 1000, 256 * MI, 512 * MI
+
+BUILTIN = {
+    "default": [("cpu", [(0, 0.5 * REQ_CPU), (3600, 0.5 * REQ_CPU)]), ("memory", [(0, 0.5 * REQ_MEM)]),
+                ("ephemeral_storage", [(0, 10 * MI)]), ("pids", [(0, 4)])],
+    "idle": [("cpu", [(0, 1)]), ("memory", [(0, 2 * MI)]), ("pids", [(0, 1)])],
+    "web": [("memory", [(0, 0.2 * REQ_MEM), (60, 0.45 * REQ_MEM), (120, 0.7 * REQ_MEM), (999, 0.7 * REQ_MEM)]),
+            ("ephemeral_storage", [(0, 5 * MI), (100, 5 * MI + 400 * 1024)]), ("pids", [(0, 16)])],
+    "batch": [("cpu", [(0, LIM_CPU), (100, LIM_CPU)]),
+              ("memory", [(0, 0.1 * REQ_MEM), (15, 0.45 * REQ_MEM), (30, 0.8 * REQ_MEM)])],
+    "crashloop": [("cpu", [(0, 50)]), ("memory", [(0, 32 * MI)])],
+    "memory-leak": [("memory", [(0, 64 * MI), (192, 256 * MI), (448, 512 * MI)]), ("cpu", [(0, 100)])],
+    "spiky": [("cpu", [(0, 0.1 * REQ_CPU), (30, 1.5 * REQ_CPU), (39, 1.5 * REQ_CPU), (40, 0.1 * REQ_CPU),
+                       (90, 1.5 * REQ_CPU)]), ("memory", [(0, 0.6 * REQ_MEM)])],
+    "fork-bomb": [("pids", [(0, 1), (10, 2001)]), ("cpu", [(0, 200)])],
+    "disk-filler": [("ephemeral_storage", [(0, 0), (10, 100 * MI)])],
+    "diurnal": [("cpu", [(0, 100), (600, 300), (1500, 700), (1800, 900), (3599, 200), (3600, 100), (4200, 300)]),
+                ("memory", [(0, 128 * MI), (600, 192 * MI), (1200, 256 * MI), (3600, 128 * MI)])],
+}
+LIFECYCLE = {  # startup delay range, duration range (inf: forever), exit code
+    "default": ((0.5, 1.5), (math.inf, math.inf), 0), "idle": ((0, 0), (math.inf, math.inf), 0),
+    "web": ((1, 4), (math.inf, math.inf), 0), "batch": ((2, 6), (60, 300), 0), "crashloop": ((1, 1), (5, 15), 1),
+    "memory-leak": ((1, 1), (math.inf, math.inf), 0), "spiky": ((0, 0), (math.inf, math.inf), 0),
+    "fork-bomb": ((0, 0), (math.inf, math.inf), 0), "disk-filler": ((0, 0), (math.inf, math.inf), 0),
+    "diurnal": ((0, 0), (math.inf, math.inf), 0),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BUILTIN), ids=sorted(BUILTIN))
+def test_builtin_profile_timeline(library: ProfileLibrary, name: str) -> None:
+    assert sorted(BUILTIN) == library.names()  # every profile file has a case here
+    pods = [library.resolve(make_pod({"kemu.io/profile": name}, uid=f"u{i}"), seed=3).containers[0]
+            for i in range(20)]
+    for field, timeline in BUILTIN[name]:
+        for t, expected in timeline:
+            assert getattr(pods[0], field).value_at(float(t)) == pytest.approx(expected), (field, t)
+    (delay_lo, delay_hi), (run_lo, run_hi), code = LIFECYCLE[name]
+    for c in pods:
+        assert delay_lo <= c.startup_delay <= delay_hi and run_lo <= c.duration <= run_hi and c.exit_code == code
+
+
+def test_web_profile_sine_is_per_pod_phase_within_bounds(library: ProfileLibrary) -> None:
+    curves = [library.resolve(make_pod({"kemu.io/profile": "web"}, uid=f"u{i}"), seed=3).containers[0].cpu
+              for i in range(20)]
+    for cpu in curves:
+        values = [cpu.value_at(float(t)) for t in range(0, 600, 10)]
+        assert min(values) >= 0.2 * REQ_CPU - 1e-6 and max(values) <= 0.9 * REQ_CPU + 1e-6
+        assert cpu.value_at(17.0) == pytest.approx(cpu.value_at(617.0))  # 10-minute period
+    assert len({round(c.value_at(0.0), 6) for c in curves}) == 20  # each pod at its own phase

@@ -1,0 +1,224 @@
+"""Informer benchmark: multiplexer fan-out throughput, write-to-handler latency, sharded list cost.
+
+    .venv/bin/python -m loadgen.bench_informers [--informers 10] [--events 100000] [--json out.json]
+
+Starts its own embedded Redis in a temporary directory (or uses ``--redis-url``)
+and reports:
+
+* **fan-out throughput**: ``--informers`` pod informers of one process on one
+  multiplexer, each with a counting handler. The informers sync on an empty
+  store, the multiplexer is held, ``--events`` pod creates are written, then
+  the multiplexer starts and the clock runs until every handler has seen every
+  event. Reported: events/s read from the stream, handler calls/s over all
+  informers, XREAD round trips and entries per read.
+* **latency**: the same informers in a child process (as a kubelet or
+  scheduler process would be), the writer here pacing creates at
+  ``--latency-rates``; each handler records ``now - sent`` (a wall-clock
+  stamp in an annotation), p50/p99/max over every informer's every event.
+* **list cost**: with the pods of the throughput run bound to
+  ``--nodes`` nodes, a full paged list by a reflector vs the list of one
+  kubelet shard's informer (reads every pod, decodes only its shard's).
+
+Numbers are for the machine it runs on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from emulator.api.kinds import NAMESPACE, POD
+from emulator.informers import Multiplexer, ResourceEventHandlerFuncs, SharedInformer
+from emulator.informers.delta_fifo import DeltaFIFO
+from emulator.informers.reflector import Reflector
+from emulator.server.core import ServerCore
+from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
+from emulator.store.store import Store
+from loadgen.runner import percentile, pod_manifest
+
+SENT_AT = "kemu.io/bench-sent-at"
+
+
+class _Counter:
+    """A handler counting adds; ``done`` is set when it has seen ``target`` of them."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.seen = 0
+        self.done = threading.Event()
+        self.latencies: list[float] = []
+
+    def on_add(self, obj: dict[str, Any], initial: bool) -> None:
+        self.seen += 1
+        if self.seen >= self.target:
+            self.done.set()
+
+    def on_add_timed(self, obj: dict[str, Any], initial: bool) -> None:
+        sent = float(obj["metadata"]["annotations"][SENT_AT])
+        self.latencies.append(time.time() - sent)
+        self.on_add(obj, initial)
+
+
+def _pods(prefix: str, n: int, nodes: int, ns: str = "bench") -> list[dict[str, Any]]:
+    out = []
+    for i in range(n):
+        p = pod_manifest(f"{prefix}-{i:06d}", ns, "100m", "128Mi")
+        if nodes:
+            p["spec"]["nodeName"] = f"node-{i % nodes:05d}"
+        out.append(p)
+    return out
+
+
+def _fresh(url: str) -> ServerCore:
+    """An empty store with the system namespaces and ``bench``."""
+    Store.connect(url).redis.flushall()
+    core = ServerCore(Store.connect(url))
+    core.bootstrap()
+    core.create(NAMESPACE, {"metadata": {"name": "bench"}})
+    return core
+
+
+def _informers(store: Store, mux: Multiplexer, n: int, handler: Any) -> list[SharedInformer]:
+    out = []
+    for i in range(n):
+        inf = SharedInformer(store, POD, multiplexer=mux, name=f"bench-{i}")
+        inf.add_event_handler(handler(i))
+        out.append(inf)
+    return out
+
+
+def bench_fanout(url: str, informers: int, events: int, nodes: int) -> dict[str, Any]:
+    core = _fresh(url)
+    store = Store.connect(url)
+    mux = Multiplexer(store)  # not started yet: events pile up in the stream
+    counters = [_Counter(events) for _ in range(informers)]
+    infs = _informers(store, mux, informers, lambda i: ResourceEventHandlerFuncs(add=counters[i].on_add))
+    for inf in infs:
+        inf.start()
+    for inf in infs:
+        if not inf.wait_for_cache_sync(30):
+            raise RuntimeError("informer did not sync")
+    t = time.perf_counter()
+    pods = _pods("fan", events, nodes)
+    for i in range(0, events, 1000):
+        core.create_many(POD, pods[i:i + 1000])
+    write_seconds = time.perf_counter() - t
+    t = time.perf_counter()
+    mux.start()
+    for c in counters:
+        c.done.wait(600)
+    seconds = time.perf_counter() - t
+    reads, entries = mux.reads, mux.entries_read
+    for inf in infs:
+        inf.stop()
+    mux.stop()
+    return {"informers": informers, "events": events, "writeSeconds": round(write_seconds, 2),
+            "deliverSeconds": round(seconds, 2), "streamEventsPerSecond": round(events / seconds),
+            "handlerCallsPerSecond": round(events * informers / seconds), "xreads": reads,
+            "entriesPerXread": round(entries / max(reads, 1), 1)}
+
+
+def _latency_child(url: str, informers: int, n: int, ready: Any, out: Any) -> None:
+    store = Store.connect(url)
+    mux = Multiplexer(store)
+    counters = [_Counter(n) for _ in range(informers)]
+    infs = _informers(store, mux, informers, lambda i: ResourceEventHandlerFuncs(add=counters[i].on_add_timed))
+    mux.start()
+    for inf in infs:
+        inf.start()
+    for inf in infs:
+        inf.wait_for_cache_sync(60)
+    ready.put(True)
+    for c in counters:
+        c.done.wait(600)
+    out.put([x for c in counters for x in c.latencies])
+    for inf in infs:
+        inf.stop()
+    mux.stop()
+
+
+def bench_latency(url: str, informers: int, rate: int, seconds: float) -> dict[str, Any]:
+    core = _fresh(url)  # the child lists an empty store: only new events count
+    n = int(rate * seconds)
+    ctx = multiprocessing.get_context("spawn")
+    ready, out = ctx.Queue(), ctx.Queue()
+    child = ctx.Process(target=_latency_child, args=(url, informers, n, ready, out))
+    child.start()
+    ready.get(timeout=120)
+    tick = 0.01
+    per_tick = max(1, int(rate * tick))
+    pods = _pods(f"lat{rate}", n, 0)
+    start = time.perf_counter()
+    for i in range(0, n, per_tick):
+        due = start + (i // per_tick) * tick
+        while time.perf_counter() < due:
+            time.sleep(min(0.001, max(0.0, due - time.perf_counter())))  # pacing the load, not a test wait
+        batch = pods[i:i + per_tick]
+        now = repr(time.time())
+        for p in batch:
+            p["metadata"]["annotations"] = {SENT_AT: now}
+        core.create_many(POD, batch)
+    achieved = n / (time.perf_counter() - start)
+    lat = [x * 1000 for x in out.get(timeout=600)]
+    child.join()
+    return {"informers": informers, "targetRate": rate, "achievedRate": round(achieved), "samples": len(lat),
+            "p50ms": round(percentile(lat, 0.5), 3), "p99ms": round(percentile(lat, 0.99), 3),
+            "maxms": round(max(lat), 3)}
+
+
+def bench_list_cost(url: str) -> dict[str, Any]:
+    store = Store.connect(url)
+    out: dict[str, Any] = {"nodeShards": store.node_shards}
+    for label, shard in (("fullList", None), ("shardList", 0)):
+        reflector = Reflector(store, POD, DeltaFIFO(), shard=shard)
+        t = time.perf_counter()
+        items, _, _ = reflector.list_objects()
+        out[label] = {"items": len(items), "seconds": round(time.perf_counter() - t, 3)}
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--redis-url")
+    ap.add_argument("--informers", type=int, default=10)
+    ap.add_argument("--events", type=int, default=100_000)
+    ap.add_argument("--nodes", type=int, default=2000, help="nodes the throughput run's pods are bound to")
+    ap.add_argument("--latency-rates", type=int, nargs="*", default=[1000, 5000])
+    ap.add_argument("--latency-seconds", type=float, default=5.0)
+    ap.add_argument("--json", help="write the results here too")
+    args = ap.parse_args(argv)
+
+    results: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="kemu-bench-") as tmp:
+        server = None
+        url = args.redis_url
+        if not url:
+            server = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp)))
+            url = server.start()
+        try:
+            results["fanout"] = [bench_fanout(url, 1, args.events, args.nodes),
+                                 bench_fanout(url, args.informers, args.events, args.nodes)]
+            print(json.dumps(results["fanout"], indent=2), flush=True)
+            # The last fan-out run left --events pods bound to --nodes nodes: list them.
+            results["listCost"] = bench_list_cost(url)
+            print(json.dumps(results["listCost"], indent=2), flush=True)
+            results["latency"] = [bench_latency(url, args.informers, r, args.latency_seconds)
+                                  for r in args.latency_rates]
+            print(json.dumps(results["latency"], indent=2), flush=True)
+        finally:
+            if server is not None:
+                server.stop()
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
