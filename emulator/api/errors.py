@@ -115,9 +115,18 @@ def conflict(plural: str, name: str, why: str, group: str = "") -> StatusError:
     return StatusError(409, "Conflict", msg, plural, name, group)
 
 
+class StaleResourceVersion(StatusError):
+    """409 Conflict because the object changed since the caller read it: re-reading and retrying may succeed.
+
+    Other 409s (AlreadyExists, a bind to a node without room, a field-manager conflict) are not
+    cured by a retry; read-modify-write loops retry only this one.
+    """
+
+
 def stale_resource_version(plural: str, name: str, group: str = "") -> StatusError:
     why = "the object has been modified; please apply your changes to the latest version and try again"
-    return conflict(plural, name, why, group)
+    msg = f'Operation cannot be fulfilled on {_qualified(plural, group)} "{name}": {why}'
+    return StaleResourceVersion(409, "Conflict", msg, plural, name, group)
 
 
 def invalid(kind: str, name: str, causes: list[Cause], group: str = "") -> StatusError:

@@ -268,3 +268,24 @@ def qos_class(pod: Mapping[str, Any]) -> str:
 def _positive_compute(amounts: Mapping[str, int]) -> dict[str, int]:
     # qos.go ignores other resources and zero amounts entirely.
     return {name: amount for name, amount in amounts.items() if name in QOS_COMPUTE_RESOURCES and amount > 0}
+
+
+HostPort = tuple[str, str, int]
+"""(hostIP, protocol, hostPort), sanitised: ``0.0.0.0`` for no IP, ``TCP`` for no protocol."""
+
+
+def host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:
+    """The host ports a pod claims on its node (schedutil ``GetHostPorts``).
+
+    App containers and restartable init containers (sidecars) count; ordinary
+    init containers have exited before the app starts.
+    """
+    spec = pod.get("spec") or {}
+    ports: list[HostPort] = []
+    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
+    for container in (*sidecars, *(spec.get("containers") or ())):
+        for port in container.get("ports") or ():
+            host_port = int(port.get("hostPort") or 0)
+            if host_port > 0:
+                ports.append((port.get("hostIP") or "0.0.0.0", port.get("protocol") or "TCP", host_port))
+    return tuple(ports)

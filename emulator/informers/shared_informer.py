@@ -228,6 +228,11 @@ class SharedInformer:
     ``start()`` runs it on its own threads; ``has_synced()`` / ``wait_for_cache_sync()`` tell
     when the first list is in the cache. Read the cache through :attr:`indexer` (``get_by_key``,
     ``list``, ``by_index``); never mutate what it returns.
+
+    With a ``multiplexer`` the watch is a subscription of it, and whoever owns the multiplexer
+    starts it (the factory does); without one the informer reads its stream on its own
+    reflector thread (one connection and one decode per informer: fine for a test or a tool,
+    not for a process with many informers).
     """
 
     def __init__(self, store: Store, kind: Kind, *, namespace: str | None = None,
@@ -270,7 +275,11 @@ class SharedInformer:
                           resync_period: float | None = None) -> HandlerRegistration:
         """Register ``handler``; on a running informer it first gets an add for every cached object.
 
-        ``resync_period`` (cluster seconds) defaults to the informer's; 0 means never.
+        ``resync_period`` (cluster seconds) defaults to the informer's; 0 means never. As in
+        client-go (``AddEventHandlerWithResyncPeriod``): a period under one second becomes one
+        second; an informer created without resync (period 0) never resyncs, whatever a handler
+        asks; before start a shorter period speeds up the informer's resync checks, after start
+        it is raised to the check period.
         """
         requested = self.default_resync_period if resync_period is None else resync_period
         with self._lock:
@@ -279,13 +288,15 @@ class SharedInformer:
             period = requested
             if period > 0:
                 period = max(period, MINIMUM_RESYNC_PERIOD)
-                if period < self._resync_check_period or self._resync_check_period == 0:
-                    if self._started:
-                        # The reflector's resync timer is fixed once running (client-go does the same).
-                        period = self._resync_check_period
-                    else:
-                        self._resync_check_period = period
-                        self.reflector.resync_period = period
+                if 0 < period < self._resync_check_period and not self._started:
+                    self._resync_check_period = period
+                    self.reflector.resync_period = period
+                if self._resync_check_period == 0:
+                    log.warning("%s: resync period %ss ignored: this informer does not resync", self.name, period)
+                    period = 0
+                else:
+                    # The reflector's resync timer is fixed once running (client-go does the same).
+                    period = max(period, self._resync_check_period)
             listener = HandlerRegistration(handler, requested_resync=requested, resync_period=period,
                                            now=self.clock.now(), upstream_synced=self.has_synced,
                                            name=f"{self.name}-handler-{len(self._listeners)}")

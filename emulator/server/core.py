@@ -402,6 +402,39 @@ class ServerCore:
             return requested
         return int(spec.get("terminationGracePeriodSeconds", 30))
 
+    # ------------------------------------------------------------------ bind
+    def bind(self, namespace: str, name: str, node_name: str, *, annotations: dict[str, str] | None = None,
+             uid: str = "") -> Obj:
+        """Assign a pod to a node, once (upstream ``BindingREST``; what every scheduler's bind calls).
+
+        Atomic in the store: the write fails with 409 Conflict if the pod is already bound or being
+        deleted, or if the node no longer has room for the pod's requests or host ports — the
+        optimistic-concurrency contract competing schedulers rely on.
+        """
+        now = rfc3339(self.clock.now())
+
+        def assign(pod: Obj) -> Obj:
+            meta = pod["metadata"]
+            if uid and meta.get("uid") != uid:
+                raise errors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: {uid}, "
+                                      f"UID in object meta: {meta.get('uid')}")
+            if meta.get("deletionTimestamp"):
+                raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to "
+                                      "a host")
+            if (pod.get("spec") or {}).get("nodeName"):
+                raise errors.conflict("pods/binding", name, f'pod {name} is already assigned to node '
+                                      f'"{pod["spec"]["nodeName"]}"')
+            if annotations:
+                meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
+            status = dict(pod.get("status") or {})
+            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
+                               "lastTransitionTime": now})
+            status["conditions"] = conditions
+            return {**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": node_name}, "status": status}
+
+        return self.store.guaranteed_update(POD, namespace, name, assign, bind=True)
+
     # ------------------------------------------------------------- bootstrap
     def bootstrap(self) -> None:
         """Create what a fresh kube-apiserver creates: system namespaces and built-in PriorityClasses."""

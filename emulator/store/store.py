@@ -49,7 +49,9 @@ import orjson
 import redis
 
 from emulator.api import errors
-from emulator.api.kinds import NAMESPACE, POD, Kind, by_resource
+from emulator.api.kinds import NAMESPACE, NODE, POD, Kind, by_resource
+from emulator.api.pods import host_ports, pod_requests
+from emulator.api.quantity import QuantityError, cpu_millis, to_int
 from emulator.api.selectors import FieldSelector, LabelSelector
 from emulator.store import codec
 
@@ -167,7 +169,7 @@ class Store:
 
     # --------------------------------------------------------------- writes
     def _commit_args(self, kind: Kind, op: str, obj: dict[str, Any], expected: str, *, uid: str = "",
-                     check_namespace: bool = False) -> tuple[list[str], list[Any]]:
+                     check_namespace: bool = False, bind: bool = False) -> tuple[list[str], list[Any]]:
         keys, sharded = self._keys(kind, obj)
         head, tail = codec.encode_split(obj)
         ns = (obj["metadata"].get("namespace") or "") if (check_namespace and kind.namespaced) else ""
@@ -175,7 +177,8 @@ class Store:
         owners = "" if op == "d" else ",".join(sorted({str(r.get("uid", "")) for r in meta.get("ownerReferences") or []
                                                       if r.get("uid")}))
         args = [op, key_of(kind, obj), expected, head, tail, self.config.stream_cap, "1" if sharded else "0", ns, uid,
-                owners, meta.get("uid") or "", f"{self.config.prefix}dep:", kind.resource]
+                owners, meta.get("uid") or "", f"{self.config.prefix}dep:", kind.resource,
+                *_accounting(kind, op, obj), "1" if bind else "0"]
         return keys, args
 
     def _result(self, kind: Kind, obj: dict[str, Any], reply: list[Any]) -> dict[str, Any]:
@@ -199,6 +202,11 @@ class Store:
             err.causes.append(errors.Cause("metadata.namespace", f"namespace {ns} is terminating",
                                            "NamespaceTerminating"))
             raise err
+        if reason in ("noroom", "noport"):
+            what = reply[2].decode() if isinstance(reply[2], bytes) else reply[2]
+            node = (obj.get("spec") or {}).get("nodeName", "")
+            why = f"Insufficient {what}" if reason == "noroom" else f"host port {what} is in use"
+            raise errors.conflict("pods/binding", name, f"node {node} has no room for the pod: {why}")
         if reason == "uid":
             found = reply[2].decode() if isinstance(reply[2], bytes) else reply[2]
             raise errors.conflict(kind.plural, name, f"Precondition failed: UID in precondition: "
@@ -224,15 +232,17 @@ class Store:
                 out.append(e)
         return out
 
-    def update(self, kind: Kind, obj: dict[str, Any], expected_rv: str | None = None) -> dict[str, Any]:
+    def update(self, kind: Kind, obj: dict[str, Any], expected_rv: str | None = None, *,
+               bind: bool = False) -> dict[str, Any]:
         """Replace the object if its stored resourceVersion is ``expected_rv`` (default: the object's own).
 
-        409 Conflict when stale: nothing of the write is stored.
+        409 Conflict when stale: nothing of the write is stored. ``bind`` (pods): this write puts
+        the pod on a node, and must fail with 409 if the node lacks room for its requests or ports.
         """
         expected = _rv_of(obj) if expected_rv is None else expected_rv
         if not expected:
             raise errors.internal("store update needs the expected resourceVersion")
-        keys, args = self._commit_args(kind, "u", obj, expected)
+        keys, args = self._commit_args(kind, "u", obj, expected, bind=bind)
         return self._result(kind, obj, self._commit(keys, args))
 
     def delete(self, kind: Kind, namespace: str | None, name: str, *, expected_rv: str = "",
@@ -256,7 +266,7 @@ class Store:
 
     def guaranteed_update(self, kind: Kind, namespace: str | None, name: str,
                           mutate: Callable[[dict[str, Any]], dict[str, Any] | None],
-                          attempts: int = 64) -> dict[str, Any]:
+                          attempts: int = 64, *, bind: bool = False) -> dict[str, Any]:
         """Read-modify-write with retry on conflict (upstream storage.Interface.GuaranteedUpdate).
 
         ``mutate`` gets the current object and returns the new one (same resourceVersion), or
@@ -268,10 +278,9 @@ class Store:
             if new is None:
                 return current
             try:
-                return self.update(kind, new, _rv_of(current))
-            except errors.StatusError as e:
-                if e.reason != "Conflict":
-                    raise
+                return self.update(kind, new, _rv_of(current), bind=bind)
+            except errors.StaleResourceVersion:
+                continue
         raise errors.conflict(kind.plural, name, f"gave up after {attempts} conflicting writes", kind.group)
 
     # ---------------------------------------------------------------- reads
@@ -421,6 +430,34 @@ class Store:
         """Events of ``kind`` after ``since_rv``, in order; 410 Gone if the window no longer holds them."""
         return Watch(self, self.stream_key(kind, shard), since_rv, event_filter(namespace, label_selector,
                                                                                 field_selector))
+
+
+def _accounting(kind: Kind, op: str, obj: dict[str, Any]) -> tuple[str, str]:
+    """The commit script's node-room accounting arguments (role, value) for a write of ``obj``.
+
+    A pod holds its requests (plus one ``pods`` slot) and host ports on its node from binding
+    until it finishes or is deleted; a node's allocatable is its room.
+    """
+    if kind is POD:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        node = spec.get("nodeName")
+        if op == "d" or not node or status.get("phase") in ("Succeeded", "Failed"):
+            return "pod", ""
+        requests = {**pod_requests(obj), "pods": 1}
+        res = ",".join(f"{k}={v}" for k, v in sorted(requests.items()))
+        ports = ";".join(f"{proto}/{port}@{ip}" for ip, proto, port in host_ports(obj))
+        return "pod", f"{node}|{res}|{ports}"
+    if kind is NODE:
+        if op == "d":
+            return "node", ""
+        room = []
+        for name, value in sorted(((obj.get("status") or {}).get("allocatable") or {}).items()):
+            try:
+                room.append(f"{name}={cpu_millis(value) if name == 'cpu' else to_int(value)}")
+            except QuantityError:
+                continue  # validation rejects these; never let accounting break a write
+        return "node", ",".join(room)
+    return "", ""
 
 
 def event_filter(namespace: str | None, label_selector: LabelSelector | None,

@@ -688,3 +688,28 @@ def test_paged_list_replays_older_than_the_listed_state_are_dropped(redis_url: s
     assert [(d.type, d.object["data"]["v"]) for d in deltas] == [("Replaced", "new"), ("Updated", "newer")]
     assert [d.object["data"]["v"] for d in fifo.get_by_key("default/early") or []] == ["a", "b"]
     assert reflector._listed_rvs is None and reflector.last_sync_resource_version == 15  # guard dropped
+
+
+@pytest.mark.parametrize(("informer_period", "handler_period", "started", "expected", "check_after"), [
+    (0.0, 30.0, False, 0.0, 0.0),
+    (30.0, None, False, 30.0, 30.0),
+    (30.0, 60.0, False, 60.0, 30.0),
+    (30.0, 10.0, False, 10.0, 10.0),
+    (30.0, 0.2, False, 1.0, 1.0),
+    (30.0, 10.0, True, 30.0, 30.0),
+    (30.0, 0.0, True, 0.0, 30.0),
+], ids=["informer-without-resync-ignores-handlers", "default-is-the-informers", "longer-kept",
+        "shorter-before-start-speeds-up-checks", "at-least-one-second", "shorter-after-start-raised-to-check",
+        "zero-means-never"])
+def test_handler_resync_periods_follow_client_go(core: ServerCore, informer_period: float,
+                                                 handler_period: float | None, started: bool, expected: float,
+                                                 check_after: float) -> None:
+    informer = SharedInformer(core.store, CONFIGMAP, resync_period=informer_period)
+    try:
+        if started:
+            informer.start()
+        registration = informer.add_event_handler(Recorder(), resync_period=handler_period)
+        assert registration.resync_period == expected
+        assert informer.reflector.resync_period == check_after
+    finally:
+        informer.stop()

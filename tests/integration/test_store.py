@@ -419,3 +419,77 @@ def test_acknowledged_writes_survive_kill_9_of_embedded_redis(tmp_path: Path) ->
         assert len(events) == 700
     finally:
         again.stop()
+
+
+# ------------------------------------------------------------------- bind
+def _room(core: ServerCore, node: str) -> dict[str, int]:
+    raw = core.store.redis.hgetall(f"kemu:alloc:{node}")
+    return {k.decode(): int(v) for k, v in raw.items() if int(v)}
+
+
+def test_bind_is_atomic_against_node_room(core: ServerCore) -> None:
+    core.create(NODE, b.node("n1", cpu="1", memory="1Gi"))
+    core.create(POD, b.pod("a", containers=[b.container(cpu="600m", memory="100Mi")]))
+    core.create(POD, b.pod("b", containers=[b.container(cpu="600m", memory="100Mi")]))
+    bound = core.bind("default", "a", "n1")
+    assert bound["spec"]["nodeName"] == "n1"
+    assert [c["type"] for c in bound["status"]["conditions"]] == ["PodScheduled"]
+    assert _room(core, "n1") == {"cpu": 600, "memory": 100 * 2**20, "pods": 1}
+    before = snapshot(core.store.redis)
+    with pytest.raises(errors.StatusError) as exc:
+        core.bind("default", "b", "n1")
+    assert exc.value.code == 409 and "Insufficient cpu" in exc.value.message
+    assert snapshot(core.store.redis) == before
+    with pytest.raises(errors.StatusError) as exc:
+        core.bind("default", "a", "n1")
+    assert exc.value.code == 409 and "already assigned" in exc.value.message
+
+
+def test_finished_or_deleted_pods_give_their_room_back(core: ServerCore) -> None:
+    core.create(NODE, b.node("n1", cpu="1", memory="1Gi"))
+    core.create(POD, b.pod("a", containers=[b.container(cpu="1")]))
+    core.create(POD, b.pod("b", containers=[b.container(cpu="1")]))
+    core.create(POD, b.pod("c", containers=[b.container(cpu="1")]))
+    a = core.bind("default", "a", "n1")
+    core.update_status(POD, {**a, "status": {**a["status"], "phase": "Succeeded"}})
+    assert _room(core, "n1") == {}
+    core.bind("default", "b", "n1")
+    core.delete(POD, "default", "b", grace_period_seconds=0)
+    assert _room(core, "n1") == {}
+    assert core.bind("default", "c", "n1")["spec"]["nodeName"] == "n1"
+
+
+def test_bind_refuses_a_taken_host_port(core: ServerCore) -> None:
+    core.create(NODE, b.node("n1"))
+    web = b.container(cpu="100m")
+    web["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+    core.create(POD, b.pod("a", containers=[web]))
+    core.create(POD, b.pod("b", containers=[web]))
+    core.bind("default", "a", "n1")
+    with pytest.raises(errors.StatusError) as exc:
+        core.bind("default", "b", "n1")
+    assert exc.value.code == 409 and "TCP/8080" in exc.value.message
+
+
+def test_competing_binders_never_overcommit(core: ServerCore) -> None:
+    core.create(NODE, b.node("n1", cpu="10", memory="64Gi"))
+    core.create_many(POD, [b.pod(f"p{i}", containers=[b.container(cpu="1")]) for i in range(30)])
+    results: list[str] = []
+
+    def binder(names: list[str]) -> None:
+        for n in names:
+            try:
+                core.bind("default", n, "n1")
+                results.append(n)
+            except errors.StatusError as e:
+                assert e.code == 409
+
+    threads = [threading.Thread(target=binder, args=([f"p{i}" for i in range(k, 30, 3)],)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 10
+    assert _room(core, "n1")["cpu"] == 10_000
+    bound = [p for p in core.list(POD).items if p["spec"].get("nodeName")]
+    assert sorted(p["metadata"]["name"] for p in bound) == sorted(results)

@@ -423,10 +423,9 @@ class Framework:
             passed = np.stack([v.mask[failed] for _, v in vec])
             first = np.argmin(passed, axis=0)  # index of the first False in each column
             groups = [(entry, failed[first == t]) for t, entry in enumerate(vec)]
-        for (j, verdict), indices in groups:
-            if len(indices):
-                diagnosis.node_to_status.add_group(filters[j].name, indices, verdict)
-                diagnosis.unschedulable_plugins.add(filters[j].name)
+        recorded = [(filters[j].name, indices, verdict) for (j, verdict), indices in groups if len(indices)]
+        diagnosis.node_to_status.add_groups(recorded)
+        diagnosis.unschedulable_plugins.update(name for name, _, _ in recorded)
 
     def find_nodes_that_fit(self, state: CycleState, pod: PodInfo,
                             snapshot: Snapshot) -> tuple[np.ndarray, Diagnosis]:

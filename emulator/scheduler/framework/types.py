@@ -315,13 +315,31 @@ class NodeToStatus:
         self.absent_status: Status | None = None
 
     def set(self, index: int, status: Status) -> None:
+        """Record node ``index``'s status; like upstream's map, a later status replaces an earlier one."""
+        self._drop_from_groups(np.asarray([index]))
         self._explicit[index] = status
 
     def add_group(self, plugin: str, indices: np.ndarray, verdict: FilterVerdict) -> None:
         """Nodes ``indices`` were rejected first by vectorised plugin ``plugin`` with ``verdict``."""
-        if len(indices):
-            # Sorted, so that looking one node up is a binary search.
-            self._groups.append((plugin, np.sort(indices), verdict))
+        self.add_groups([(plugin, indices, verdict)])
+
+    def add_groups(self, groups: list[tuple[str, np.ndarray, FilterVerdict]]) -> None:
+        """Several disjoint groups at once; they replace any status recorded earlier for their nodes."""
+        groups = [(plugin, np.sort(indices), verdict) for plugin, indices, verdict in groups if len(indices)]
+        if not groups:
+            return
+        if self._explicit or self._groups:  # only when a node was judged twice (the nominated node)
+            new = np.concatenate([indices for _, indices, _ in groups])
+            for index in new.tolist():
+                self._explicit.pop(index, None)
+            self._drop_from_groups(new)
+        # Sorted indices, so that looking one node up is a binary search.
+        self._groups.extend(groups)
+
+    def _drop_from_groups(self, indices: np.ndarray) -> None:
+        if self._groups:
+            self._groups = [(plugin, kept, verdict) for plugin, group, verdict in self._groups
+                            if len(kept := np.setdiff1d(group, indices, assume_unique=True))]
 
     def __len__(self) -> int:
         """Nodes with an explicit status (upstream ``Len``); absent nodes are not counted."""

@@ -8,7 +8,9 @@ TaintToleration, ImageLocality.
 
 from __future__ import annotations
 
-from emulator.scheduler.framework.registry import PluginFactory
+from collections.abc import Callable
+from typing import Any
+
 from emulator.scheduler.plugins import (
     image_locality,
     node_affinity,
@@ -25,7 +27,7 @@ from emulator.scheduler.plugins import (
 __all__ = ["in_tree_factories"]
 
 
-def in_tree_factories() -> dict[str, PluginFactory]:
+def in_tree_factories() -> dict[str, Callable[..., Any]]:
     """Plugin name -> constructor for every in-tree plugin (feed it to ``Registry``)."""
     modules = (priority_sort, scheduling_gates, node_unschedulable, node_name, node_ports, node_resources_fit,
                node_resources_balanced_allocation, node_affinity, taint_toleration, image_locality)

@@ -19,6 +19,15 @@
 -- ARGV[10] the object's owner uids, comma-joined (from metadata.ownerReferences; "" on delete)
 -- ARGV[11] the object's own uid; ARGV[12] prefix of dependents sets ("<prefix>dep:")
 -- ARGV[13] the object's resource ("pods", "replicasets.apps")
+-- ARGV[14] accounting role: "pod", "node" or ""
+-- ARGV[15] for a pod: "node|res=n,res=n|PROTO/port@ip;..." while it holds resources on a node
+--          (bound, not finished), else ""; for a node: its allocatable "res=n,res=n" ("" on delete)
+-- ARGV[16] "1" when this write binds the pod and must fit the node (a scheduler's bind)
+--
+-- Node room: <prefix>cap:N holds node N's allocatable, <prefix>alloc:N the sum of the requests of
+-- the pods holding resources on N, <prefix>ports:N its used host ports ("PROTO/port" -> ips).
+-- A binding write fails with noroom / noport instead of over-committing the node, so competing
+-- schedulers can bind optimistically and the loser finds out atomically.
 --
 -- Dependents index: for every owner uid U, the set <prefix>dep:U holds "<resource>|<field>" of
 -- the objects naming U in their ownerReferences, kept exact by this script, so the garbage
@@ -66,6 +75,47 @@ else
   end
 end
 
+-- node room accounting (checked before anything is written)
+local pfx = ARGV[12]:sub(1, -5)  -- "<prefix>dep:" -> "<prefix>"
+local function parse_acct(s)
+  if s == '' then return nil end
+  local node, res, ports = string.match(s, '^([^|]*)|([^|]*)|(.*)$')
+  local r = {}
+  for k, v in string.gmatch(res, '([^=,]+)=([^,]+)') do r[k] = tonumber(v) end
+  local p = {}
+  for port in string.gmatch(ports, '[^;]+') do p[#p + 1] = port end
+  return {node = node, res = r, ports = p}
+end
+local function hash_numbers(key)
+  local flat = redis.call('HGETALL', key)
+  local out = {}
+  for i = 1, #flat, 2 do out[flat[i]] = tonumber(flat[i + 1]) end
+  return out
+end
+local acct_old, acct_new
+if ARGV[14] == 'pod' then
+  acct_old = redis.call('HGET', pfx .. 'acct', ARGV[13] .. '|' .. field) or ''
+  acct_new = ARGV[15]
+  local n = parse_acct(acct_new)
+  local o = parse_acct(acct_old)
+  if n and ARGV[16] == '1' and not (o and o.node == n.node) then
+    local cap = hash_numbers(pfx .. 'cap:' .. n.node)
+    local alloc = hash_numbers(pfx .. 'alloc:' .. n.node)
+    for res, v in pairs(n.res) do
+      if v > 0 and (alloc[res] or 0) + v > (cap[res] or 0) then return {0, 'noroom', res} end
+    end
+    for _, port in ipairs(n.ports) do
+      local pp, ip = string.match(port, '^(.*)@(.*)$')
+      local used = redis.call('HGET', pfx .. 'ports:' .. n.node, pp)
+      if used then
+        for other in string.gmatch(used, '[^,]+') do
+          if other == ip or other == '0.0.0.0' or ip == '0.0.0.0' then return {0, 'noport', pp} end
+        end
+      end
+    end
+  end
+end
+
 local rv = redis.call('INCR', KEYS[1])
 local rvs = tostring(rv)
 -- the client encoded the object around a placeholder; the rv is a msgpack fixstr (< 32 chars)
@@ -99,6 +149,34 @@ if old_owners ~= new_owners then
   end
   for uid in pairs(wanted) do redis.call('SADD', ARGV[12] .. uid, member) end
   if new_owners == '' then redis.call('HDEL', KEYS[9], field) else redis.call('HSET', KEYS[9], field, new_owners) end
+end
+if ARGV[14] == 'pod' and acct_old ~= acct_new then
+  local o, n = parse_acct(acct_old), parse_acct(acct_new)
+  local function release(a, sign)
+    for res, v in pairs(a.res) do redis.call('HINCRBY', pfx .. 'alloc:' .. a.node, res, sign * v) end
+    for _, port in ipairs(a.ports) do
+      local pp, ip = string.match(port, '^(.*)@(.*)$')
+      local key = pfx .. 'ports:' .. a.node
+      local used = redis.call('HGET', key, pp) or ''
+      if sign > 0 then
+        redis.call('HSET', key, pp, used == '' and ip or (used .. ',' .. ip))
+      else
+        local keep = {}
+        local dropped = false
+        for other in string.gmatch(used, '[^,]+') do
+          if other == ip and not dropped then dropped = true else keep[#keep + 1] = other end
+        end
+        if #keep == 0 then redis.call('HDEL', key, pp) else redis.call('HSET', key, pp, table.concat(keep, ',')) end
+      end
+    end
+  end
+  if o then release(o, -1) end
+  if n then release(n, 1) end
+  local akey = ARGV[13] .. '|' .. field
+  if acct_new == '' then redis.call('HDEL', pfx .. 'acct', akey) else redis.call('HSET', pfx .. 'acct', akey, acct_new) end
+elseif ARGV[14] == 'node' then
+  redis.call('DEL', pfx .. 'cap:' .. field)
+  for k, v in string.gmatch(ARGV[15], '([^=,]+)=([^,]+)') do redis.call('HSET', pfx .. 'cap:' .. field, k, v) end
 end
 if op == 'd' and ARGV[11] ~= '' and redis.call('EXISTS', ARGV[12] .. ARGV[11]) == 1 then
   redis.call('XADD', KEYS[10], '*', 'uid', ARGV[11])

@@ -8,8 +8,8 @@ import pytest
 
 from emulator.scheduler.framework.interface import Code
 from emulator.scheduler.framework.snapshot import Snapshot
-from emulator.scheduler.plugins import node_resources_fit
 from emulator.scheduler.framework.types import PodInfo
+from emulator.scheduler.plugins import node_resources_fit
 from tests.builders import pod, req_pod, res_container, sched_node
 from tests.unit.scheduler.util import run_filter, run_score
 
