@@ -53,6 +53,7 @@ from emulator.store.store import Store
 from loadgen.runner import percentile, pod_manifest
 
 SENT_AT = "kemu.io/bench-sent-at"
+PREFIX = "x"
 NS = "bench"
 
 
@@ -168,7 +169,7 @@ def bench_latency(port: int, rate: int, seconds: float) -> dict[str, Any]:
         async def one(i: int) -> None:
             c = await free.get()
             try:
-                name = f"lat-{i}"
+                name = f"lat-{PREFIX}-{i}"
                 t0 = time.perf_counter()
                 status, _ = await c.request("POST", f"/api/v1/namespaces/{NS}/pods", _pod_body(name))
                 lat["create"].append(time.perf_counter() - t0)
