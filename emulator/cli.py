@@ -43,7 +43,8 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--data-dir", help="data directory of the embedded Redis (default $KEMU_HOME/data)")
     p.add_argument("--api-host", help="address the Kubernetes API server binds (default 127.0.0.1; any other "
                                       "address makes the kubeconfig's token required)")
-    p.add_argument("--api-port", type=int, help="port of the Kubernetes API server (default 6443; 0: a free one)")
+    p.add_argument("--api-port", type=int, help="port of the Kubernetes API server (default 6443, or a free one "
+                                                "if 6443 is taken; 0: a free one)")
     p.add_argument("--api-workers", type=int, help="API server worker processes (default 1)")
 
 

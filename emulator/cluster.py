@@ -79,6 +79,9 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+DEFAULT_API_PORT = 6443  # kube-apiserver's customary secure port
+
+
 class LocalCluster:
     def __init__(self, config: Config) -> None:
         self.config = config
@@ -115,7 +118,7 @@ class LocalCluster:
     def _start_api_server(self) -> None:
         """The HTTP API server as a child process (its own GIL), sharing Redis and the cluster clock."""
         from emulator.apiserver import kubeconfig
-        from emulator.apiserver.process import ApiServerProcess, free_port
+        from emulator.apiserver.process import ApiServerProcess
         from emulator.apiserver.settings import ServerSettings, is_loopback
 
         cfg = self.config
@@ -124,12 +127,14 @@ class LocalCluster:
         self.api_token = kubeconfig.generate_token()
         settings = ServerSettings(
             redis_url=self.redis_url, prefix=cfg.prefix, stream_cap=cfg.stream_cap, node_shards=cfg.node_shards,
-            host=cfg.api_host, port=cfg.api_port or free_port(cfg.api_host), workers=cfg.api_workers,
+            host=cfg.api_host, port=DEFAULT_API_PORT if cfg.api_port is None else cfg.api_port, workers=cfg.api_workers,
             token=self.api_token, require_token=require, clock_speed=cfg.clock_speed,
             clock_start=self.core.clock.now(), clock_wall=time.time())
-        self.api = ApiServerProcess(settings, log_path=Path(cfg.data_dir).parent / "apiserver.log")
+        # Without an explicit port, 6443 if it is free, else any free port: the kubeconfig says which.
+        self.api = ApiServerProcess(settings, log_path=Path(cfg.data_dir).parent / "apiserver.log",
+                                    fallback_to_free_port=cfg.api_port is None)
         self.api.start()
-        self.api_url = kubeconfig.client_url(cfg.api_host, settings.port)
+        self.api_url = kubeconfig.client_url(cfg.api_host, self.api.settings.port)
 
     def write_kubeconfig(self, path: Path | None = None) -> Path:
         """Write a kubeconfig for this cluster's API server (default ``$KEMU_HOME/kubeconfig``)."""

@@ -41,7 +41,8 @@ class Config:
     # API server (emulator.apiserver), started by LocalCluster as a child process.
     api_enabled: bool = True
     api_host: str = "127.0.0.1"
-    api_port: int = 6443  # 0: any free port
+    # None: 6443, or any free port if 6443 is taken; 0: any free port; else exactly this port.
+    api_port: int | None = None
     api_workers: int = 1
     # 401 for requests without the token; None: required exactly when api_host is not loopback.
     api_require_token: bool | None = None
@@ -69,7 +70,7 @@ class Config:
             raise ConfigError("node_shards must be at least 1")
         if cfg.clock_speed <= 0:
             raise ConfigError("clock_speed must be positive")
-        if not 0 <= cfg.api_port <= 65535:
+        if cfg.api_port is not None and not 0 <= cfg.api_port <= 65535:
             raise ConfigError("api_port must be a TCP port number (0 picks a free one)")
         if cfg.api_workers < 1:
             raise ConfigError("api_workers must be at least 1")

@@ -33,7 +33,6 @@ import json
 import multiprocessing
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import tempfile
@@ -53,7 +52,6 @@ from emulator.store.store import Store
 from loadgen.runner import percentile, pod_manifest
 
 SENT_AT = "kemu.io/bench-sent-at"
-PREFIX = "x"
 NS = "bench"
 
 
@@ -70,10 +68,10 @@ class Connection:
         self.reader, self.writer = await asyncio.open_connection(self.host, self.port)
         return self
 
-    async def request(self, method: str, path: str, body: bytes = b"",
-                      content_type: str = "application/json") -> tuple[int, bytes]:
+    async def request(self, method: str, path: str, body: bytes = b"", content_type: str = "application/json",
+                      accept: str = "application/json") -> tuple[int, bytes]:
         assert self.reader is not None and self.writer is not None
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nAccept: application/json\r\n"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nAccept: {accept}\r\n"
                 f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n")
         self.writer.write(head.encode() + body)
         status_line = await self.reader.readuntil(b"\r\n")
@@ -156,7 +154,7 @@ def bench_creates(port: int, label: str, total: int, clients: int, connections: 
 
 
 # ----------------------------------------------------------------------------- latency at a paced rate
-def bench_latency(port: int, rate: int, seconds: float) -> dict[str, Any]:
+def bench_latency(port: int, rate: int, seconds: float, prefix: str = "lat") -> dict[str, Any]:
     async def run() -> dict[str, list[float]]:
         conns = [await Connection("127.0.0.1", port).open() for _ in range(32)]
         free: asyncio.Queue[Connection] = asyncio.Queue()
@@ -169,7 +167,7 @@ def bench_latency(port: int, rate: int, seconds: float) -> dict[str, Any]:
         async def one(i: int) -> None:
             c = await free.get()
             try:
-                name = f"lat-{PREFIX}-{i}"
+                name = f"{prefix}-{i}"
                 t0 = time.perf_counter()
                 status, _ = await c.request("POST", f"/api/v1/namespaces/{NS}/pods", _pod_body(name))
                 lat["create"].append(time.perf_counter() - t0)
@@ -219,11 +217,37 @@ def bench_kubectl(url: str, server_url: str, pods: int, tmp: Path) -> dict[str, 
         return {"skipped": "kubectl not found"}
     config = kubeconfig.write(tmp / "kubeconfig", server_url, "")
     env = {**os.environ, "KUBECONFIG": str(config), "HOME": str(tmp)}
-    t = time.perf_counter()
-    proc = subprocess.run([kubectl, "get", "pods", "-A", "--no-headers"], env=env, capture_output=True, check=True)
-    seconds = time.perf_counter() - t
-    rows = proc.stdout.count(b"\n")
-    return {"pods": total, "rows": rows, "seconds": round(seconds, 2)}
+    out: dict[str, Any] = {"pods": total}
+    # kubectl pages with --chunk-size=500 and throttles itself to 5 requests/s after a burst of 10
+    # (client-go's default QPS, which kubectl does not raise): 100,000 pods = 200 pages ≈ 38 s of
+    # client-side waiting whatever the server does. --chunk-size=0 asks for everything at once.
+    for label, extra in (("default", []), ("chunkSize0", ["--chunk-size=0"])):
+        t = time.perf_counter()
+        proc = subprocess.run([kubectl, "get", "pods", "-A", "--no-headers", *extra], env=env, capture_output=True,
+                              check=True)
+        out[label] = {"seconds": round(time.perf_counter() - t, 2), "rows": proc.stdout.count(b"\n")}
+    out["serverPagesSeconds"] = round(_walk_pages(server_url), 2)
+    return out
+
+
+def _walk_pages(server_url: str) -> float:
+    """What the server spends on kubectl's 500-row Table pages, requested back to back."""
+    accept = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+
+    async def run() -> float:
+        host, port = server_url.rsplit("/", 1)[-1].split(":")
+        conn = await Connection(host, int(port)).open()
+        token, t = "", time.perf_counter()
+        while True:
+            path = "/api/v1/pods?limit=500" + (f"&continue={token}" if token else "")
+            status, body = await conn.request("GET", path, accept=accept)
+            assert status == 200, status
+            token = orjson.loads(body)["metadata"].get("continue") or ""
+            if not token:
+                conn.close()
+                return time.perf_counter() - t
+
+    return asyncio.run(run())
 
 
 # ----------------------------------------------------------------------------- watch delivery
@@ -281,12 +305,6 @@ def bench_watch(url: str, port: int, rate: int, seconds: float) -> dict[str, Any
 
 
 # ----------------------------------------------------------------------------- driver
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _reset(url: str) -> None:
     core = ServerCore(Store.connect(url))
     core.store.redis.flushall()
@@ -322,9 +340,9 @@ def main(argv: list[str] | None = None) -> int:
             creates: dict[str, Any] = {}
             for workers in (1, args.workers):
                 _reset(url)
-                port = _free_port()
-                server = ApiServerProcess(ServerSettings(redis_url=url, port=port, workers=workers))
+                server = ApiServerProcess(ServerSettings(redis_url=url, port=0, workers=workers))
                 server.start()
+                port = server.settings.port
                 try:
                     creates[f"workers={workers}"] = bench_creates(port, f"w{workers}", args.creates, args.clients,
                                                                   args.connections)
@@ -338,9 +356,9 @@ def main(argv: list[str] | None = None) -> int:
             results["createsOverHttp"] = creates
 
             _reset(url)
-            port = _free_port()
-            server = ApiServerProcess(ServerSettings(redis_url=url, port=port, workers=1))
+            server = ApiServerProcess(ServerSettings(redis_url=url, port=0, workers=1))
             server.start()
+            port = server.settings.port
             try:
                 results["watchOverHttp"] = bench_watch(url, port, args.watch_rate, args.watch_seconds)
                 print(json.dumps({"watchOverHttp": results["watchOverHttp"]}, indent=2), flush=True)

@@ -6,18 +6,20 @@
 Binding a non-loopback address turns ``--require-token`` on (a token is
 generated if none is given). ``--kubeconfig PATH`` writes a kubeconfig for
 the server. ``--from-env`` is how :class:`~emulator.apiserver.process.ApiServerProcess`
-passes complete settings (JSON in ``KEMU_APISERVER_SETTINGS``).
+passes complete settings (JSON in ``KEMU_APISERVER_SETTINGS``), with
+``--listen-fd``, the socket it bound for the child.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import socket
 import sys
 from pathlib import Path
 
 from emulator.apiserver import kubeconfig
-from emulator.apiserver.process import serve
+from emulator.apiserver.process import ApiServerError, serve
 from emulator.apiserver.settings import ServerSettings, is_loopback
 
 
@@ -25,6 +27,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m emulator.apiserver", description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--from-env", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--redis-url", default=os.environ.get("KEMU_REDIS_URL"))
     ap.add_argument("--prefix", default="kemu:", help="store key prefix (must match the cluster's)")
     ap.add_argument("--host", default="127.0.0.1")
@@ -38,7 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--log-level", default="warning")
     args = ap.parse_args(argv)
     if args.from_env:
-        return serve(ServerSettings.from_env())
+        sock = socket.socket(fileno=args.listen_fd) if args.listen_fd is not None else None
+        return serve(ServerSettings.from_env(), sock)
     if not args.redis_url:
         ap.error("--redis-url (or KEMU_REDIS_URL) is required")
     require = args.require_token or not is_loopback(args.host)
@@ -49,7 +53,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.kubeconfig:
         path = kubeconfig.write(Path(args.kubeconfig), kubeconfig.client_url(args.host, args.port), token)
         print(f"kubeconfig written to {path}", flush=True)
-    return serve(settings)
+    try:
+        return serve(settings)
+    except ApiServerError as e:
+        print(f"kemu apiserver: error: {e}", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

@@ -35,10 +35,13 @@ What comes from where upstream (``staging/src/k8s.io/apiserver/pkg/endpoints/han
   what was deleted.
 * subresources: ``status`` (get/put/patch), ``scale`` (autoscaling/v1 Scale
   of deployments and replicasets, ``pkg/registry/apps/deployment/storage``),
-  ``binding`` (``pkg/registry/core/pod/storage`` ``BindingREST``: sets
-  ``spec.nodeName`` and the PodScheduled condition; a bound or deleting pod is
-  409), ``eviction`` (delegated to :mod:`emulator.server.eviction`) and ``log``
+  ``binding`` (upstream ``BindingREST``, delegated to :meth:`ServerCore.bind`:
+  sets ``spec.nodeName`` and the PodScheduled condition atomically; a bound or
+  deleting pod, or a node without room, is 409), ``eviction`` (delegated to
+  :mod:`emulator.server.eviction`: PodDisruptionBudgets, 429) and ``log``
   (kemu's containers run no process: a plain-text note says so).
+* retries: a read-modify-write is retried only on
+  :class:`~emulator.api.errors.StaleResourceVersion`, never on other 409s.
 
 Dry run of updates and patches computes and validates the new object without
 storing it; admission plugins run only for real writes (a simplification).
@@ -205,6 +208,12 @@ def _check_name(obj: Obj, name: str) -> None:
         raise errors.bad_request(f"the name of the object ({body_name}) does not match the name on the URL ({name})")
 
 
+def _stale(e: errors.StatusError) -> bool:
+    """A 409 a re-read can cure (the object changed under us), as opposed to AlreadyExists, a bind to a full
+    node, a failed uid precondition or a field-manager conflict."""
+    return isinstance(e, errors.StaleResourceVersion)
+
+
 def _rv(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
@@ -363,7 +372,7 @@ class Handlers:
             try:
                 return self.render(call, self.core.update(kind, new, subresource=info.subresource))
             except errors.StatusError as e:
-                if e.reason != "Conflict" or pinned:
+                if not _stale(e) or pinned:
                     raise
         raise errors.conflict(kind.plural, info.name, "too many conflicting writes", kind.group)
 
@@ -423,7 +432,7 @@ class Handlers:
             try:
                 return self.render(call, self.core.update(kind, new, subresource=info.subresource))
             except errors.StatusError as e:
-                if e.reason != "Conflict" or pinned:
+                if not _stale(e) or pinned:
                     raise
         raise errors.conflict(kind.plural, info.name, "too many conflicting writes", kind.group)
 
@@ -482,7 +491,7 @@ class Handlers:
             try:
                 return self.render(call, self.core.update(kind, merged, subresource=info.subresource))
             except errors.StatusError as e:
-                if e.reason != "Conflict" or e.causes:  # causes: a field-ownership conflict, not a stale write
+                if not _stale(e):
                     raise
         raise errors.conflict(kind.plural, info.name, "too many conflicting writes", kind.group)
 
@@ -515,7 +524,7 @@ class Handlers:
             try:
                 return self.render(call, scale_of(kind, self.core.update(kind, new)))
             except errors.StatusError as e:
-                if e.reason != "Conflict" or pinned:
+                if not _stale(e) or pinned:
                     raise
         raise errors.conflict(kind.plural, info.name, "too many conflicting writes", kind.group)
 
@@ -633,29 +642,10 @@ class Handlers:
         annotations = meta.get("annotations") or {}
         if dry_run(call, "CreateOptions"):
             self.core.get(kinds.POD, info.namespace, info.name)
-            return Result({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201},
-                          201)
-        now = self.now()
-
-        def assign(pod: Obj) -> Obj:
-            pmeta = pod.get("metadata") or {}
-            if pmeta.get("deletionTimestamp"):
-                raise errors.conflict("pods", info.name, f"pod {info.name} is being deleted, cannot be assigned to "
-                                      "a host")
-            if (pod.get("spec") or {}).get("nodeName"):
-                raise errors.conflict("pods", info.name, f"pod {info.name} is already assigned to node "
-                                      f'"{pod["spec"]["nodeName"]}"')
-            new_meta = {**pmeta, "annotations": {**(pmeta.get("annotations") or {}), **annotations}}
-            if not new_meta["annotations"]:
-                new_meta.pop("annotations")
-            status = dict(pod.get("status") or {})
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                               "lastTransitionTime": now})
-            status["conditions"] = conditions
-            return {**pod, "metadata": new_meta, "spec": {**pod["spec"], "nodeName": node}, "status": status}
-
-        self.core.store.guaranteed_update(kinds.POD, info.namespace, info.name, assign)
+        else:
+            # The core's bind is the atomic one every scheduler uses: it also refuses a node without room.
+            self.core.bind(info.namespace or "", info.name, str(node), annotations=annotations or None,
+                           uid=str(meta.get("uid") or ""))
         return Result({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success", "code": 201}, 201)
 
     def evict(self, call: Call) -> Result:
@@ -671,7 +661,7 @@ class Handlers:
         except ImportError:
             raise errors.method_not_allowed("pod eviction is not available in this kemu build") from None
         evict: Callable[..., Obj] = eviction.evict
-        status = evict(self.core, info.namespace, info.name, body)
+        status = evict(self.core, info.namespace, info.name, body, dry_run=dry_run(call, "CreateOptions"))
         return Result(status, int(status.get("code") or 201) if isinstance(status, dict) else 201)
 
     def log(self, call: Call) -> Result:

@@ -11,8 +11,12 @@ uvicorn's graceful timeout cancels them mid-chunk.
 ``python -m emulator.apiserver`` as a child process (its own interpreter, so
 its request handling never competes for the cluster process's GIL), settings
 passed in the environment, readiness awaited on ``/readyz``, stopped with
-SIGTERM (then SIGKILL if it hangs). Measured on the 2-core reference machine
-it is ready about a second after spawning.
+SIGTERM (then SIGKILL if it hangs). The parent binds the listening socket
+itself and hands the child its file descriptor: a busy port is a clear error
+at once (or, when the caller allows it, a fall-back to a free port), and no
+other process can take the port in the second the child needs to start.
+Measured on the 2-core reference machine the child is ready about a second
+after spawning.
 """
 
 from __future__ import annotations
@@ -27,8 +31,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 from types import FrameType
+from typing import IO
 
 import uvicorn
 
@@ -36,27 +42,29 @@ from emulator.apiserver import watch
 from emulator.apiserver.settings import ENV, ServerSettings
 
 _APP = "emulator.apiserver.app:app_from_env"
+_BACKLOG = 4096
 
 
 class ApiServerError(RuntimeError):
     """The API server could not be started (busy port, crash while starting, not ready in time)."""
 
 
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
+def _family(host: str) -> socket.AddressFamily:
+    return socket.AF_INET6 if ":" in host else socket.AF_INET
 
 
-def check_port_free(host: str, port: int) -> None:
-    """One clear error for a busy port instead of a child process dying with a bind traceback."""
-    with socket.socket() as s:
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            s.bind((host, port))
-        except OSError:
-            raise ApiServerError(f"port {port} on {host} is already in use; choose another with --api-port "
-                                 "(0 picks a free one)") from None
+def listen(host: str, port: int) -> socket.socket:
+    """A listening TCP socket on ``host:port`` (0: a free port); ApiServerError if the port is taken."""
+    sock = socket.socket(_family(host), socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError as e:
+        sock.close()
+        raise ApiServerError(f"cannot listen on {host}:{port} for the API server: {e.strerror}; choose another "
+                             "port with --api-port (0 picks a free one)") from None
+    sock.listen(_BACKLOG)
+    return sock
 
 
 class _Server(uvicorn.Server):
@@ -68,34 +76,31 @@ class _Server(uvicorn.Server):
 def _config(settings: ServerSettings) -> uvicorn.Config:
     return uvicorn.Config(_APP, factory=True, host=settings.host, port=settings.port, loop="uvloop",
                           http="httptools", lifespan="on", log_level=settings.log_level, access_log=False,
-                          timeout_graceful_shutdown=5, timeout_keep_alive=30, backlog=4096)
+                          timeout_graceful_shutdown=5, timeout_keep_alive=30, backlog=_BACKLOG)
 
 
-def serve(settings: ServerSettings) -> int:
-    """Serve until SIGINT/SIGTERM; returns the exit code."""
+def serve(settings: ServerSettings, sock: socket.socket | None = None) -> int:
+    """Serve until SIGINT/SIGTERM on ``sock`` (default: bind ``settings.host:port``); returns the exit code."""
     os.environ[ENV] = settings.to_env()
     config = _config(settings)
+    if sock is None:
+        sock = listen(settings.host, settings.port)
     if settings.workers <= 1:
         server = _Server(config)
-        server.run()
+        server.run(sockets=[sock])
         return 0 if server.started else 1
-    return _serve_workers(config, settings.workers)
+    return _serve_workers(config, sock, settings.workers)
 
 
-def _worker(config: uvicorn.Config, sock: socket.socket) -> None:
-    _Server(config).run(sockets=[sock])
-
-
-def _serve_workers(config: uvicorn.Config, workers: int) -> int:
-    """``workers`` forked processes accept on one socket bound here; the parent only supervises."""
-    sock = config.bind_socket()
+def _serve_workers(config: uvicorn.Config, sock: socket.socket, workers: int) -> int:
+    """``workers`` forked processes accept on ``sock``; the parent only supervises them."""
     children: list[int] = []
     for _ in range(workers):
         pid = os.fork()
         if pid == 0:  # child: serve, never return into the parent's code
             code = 0
             try:
-                _worker(config, sock)
+                _Server(config).run(sockets=[sock])
             except BaseException:
                 code = 1
             os._exit(code)
@@ -127,13 +132,19 @@ def _serve_workers(config: uvicorn.Config, workers: int) -> int:
 
 
 class ApiServerProcess:
-    """``python -m emulator.apiserver`` as a child process."""
+    """``python -m emulator.apiserver`` as a child process.
 
-    def __init__(self, settings: ServerSettings, log_path: Path | None = None) -> None:
+    ``fallback_to_free_port``: when ``settings.port`` is taken, listen on any free port instead
+    of failing (``url`` tells where it ended up).
+    """
+
+    def __init__(self, settings: ServerSettings, log_path: Path | None = None, *,
+                 fallback_to_free_port: bool = False) -> None:
         self.settings = settings
         self.log_path = log_path
+        self.fallback = fallback_to_free_port
         self.proc: subprocess.Popen[bytes] | None = None
-        self._log_file: object | None = None
+        self._log_file: IO[bytes] | None = None
 
     @property
     def url(self) -> str:
@@ -141,16 +152,24 @@ class ApiServerProcess:
         return f"http://{host}:{self.settings.port}"
 
     def start(self, timeout: float = 30.0) -> str:
-        check_port_free(self.settings.host, self.settings.port)
-        env = {**os.environ, ENV: self.settings.to_env()}
-        if self.log_path is not None:
-            self.log_path.parent.mkdir(parents=True, exist_ok=True)
-            out = self.log_path.open("ab")
-        else:
-            out = subprocess.DEVNULL  # type: ignore[assignment]
-        self._log_file = out
-        self.proc = subprocess.Popen([sys.executable, "-m", "emulator.apiserver", "--from-env"], env=env,
-                                     stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            sock = listen(self.settings.host, self.settings.port)
+        except ApiServerError:
+            if not self.fallback:
+                raise
+            sock = listen(self.settings.host, 0)
+        try:
+            self.settings = replace(self.settings, port=int(sock.getsockname()[1]))
+            env = {**os.environ, ENV: self.settings.to_env()}
+            if self.log_path is not None:
+                self.log_path.parent.mkdir(parents=True, exist_ok=True)
+                self._log_file = self.log_path.open("ab")
+            out = self._log_file if self._log_file is not None else subprocess.DEVNULL
+            self.proc = subprocess.Popen(
+                [sys.executable, "-m", "emulator.apiserver", "--from-env", "--listen-fd", str(sock.fileno())],
+                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=[sock.fileno()])
+        finally:
+            sock.close()  # the child holds its own copy
         self.wait_ready(timeout)
         return self.url
 
@@ -161,7 +180,7 @@ class ApiServerProcess:
             assert self.proc is not None
             if self.proc.poll() is not None:
                 raise ApiServerError(f"the API server exited with code {self.proc.returncode} while starting"
-                                   + (f"; see {self.log_path}" if self.log_path else ""))
+                                     + (f"; see {self.log_path}" if self.log_path else ""))
             try:
                 with urllib.request.urlopen(urllib.request.Request(self.url + "/readyz", headers=headers),
                                             timeout=1.0) as r:
@@ -172,7 +191,7 @@ class ApiServerProcess:
             time.sleep(0.05)  # polling a child's readiness endpoint: there is nothing to block on
         self.stop()
         raise ApiServerError(f"the API server was not ready after {timeout:.0f} s"
-                           + (f"; see {self.log_path}" if self.log_path else ""))
+                             + (f"; see {self.log_path}" if self.log_path else ""))
 
     def stop(self, timeout: float = 10.0) -> None:
         proc, self.proc = self.proc, None
@@ -184,6 +203,5 @@ class ApiServerProcess:
                 proc.kill()
                 proc.wait()
         log_file, self._log_file = self._log_file, None
-        close = getattr(log_file, "close", None)
-        if close is not None:
-            close()
+        if log_file is not None:
+            log_file.close()

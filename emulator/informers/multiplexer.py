@@ -48,6 +48,13 @@ subscription waits for its first read and how long :meth:`Multiplexer.stop`
 takes. No event is lost by that wait - positions, not timing, decide what is
 read.
 
+Measured (``loadgen/bench_informers.py``, 2-core machine, 100,000 pod
+events): one informer drains ~25-27k events/s; ten informers on one
+multiplexer ~8.5-9.5k events/s, i.e. ~85-95k handler calls/s, from 100
+``XREAD`` s of 1,000 entries. The limit is the per-event Python of the ten
+caches (queue, indexer, notification: ~10 us per event per informer), not
+the read or the decode, which happen once.
+
 :func:`shared_multiplexer` gives one multiplexer per Redis endpoint and key
 prefix in the process (reference counted), which is what
 :class:`emulator.informers.shared_informer.SharedInformerFactory` uses, so

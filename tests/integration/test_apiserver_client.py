@@ -17,7 +17,7 @@ from kubernetes.client.rest import ApiException
 
 from emulator.api.kinds import DEPLOYMENT, POD
 from emulator.apiserver import kubeconfig
-from emulator.apiserver.process import ApiServerProcess, free_port
+from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
@@ -43,7 +43,7 @@ def core(redis_url: str) -> ServerCore:
 
 @pytest.fixture
 def server(redis_url: str, core: ServerCore) -> Iterator[ApiServerProcess]:
-    proc = start_server(redis_url, free_port())
+    proc = start_server(redis_url, 0)
     yield proc
     proc.stop()
 

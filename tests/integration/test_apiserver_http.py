@@ -16,7 +16,7 @@ import orjson
 import pytest
 
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, NODE, POD
-from emulator.apiserver.process import ApiServerProcess, free_port
+from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis
@@ -32,7 +32,7 @@ TABLE = ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table
 
 @pytest.fixture(scope="module")
 def server(redis_server: EmbeddedRedis) -> Iterator[ApiServerProcess]:
-    proc = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=free_port(), bookmark_interval=0.3))
+    proc = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=0, bookmark_interval=0.3))
     proc.start()
     yield proc
     proc.stop()
@@ -138,7 +138,7 @@ def test_unknown_paths_404_and_wrong_methods_405(http: httpx.Client) -> None:
 
 
 def test_token_is_required_when_the_server_says_so(redis_url: str) -> None:
-    settings = ServerSettings(redis_url=redis_url, port=free_port(), token="s3cret", require_token=True)
+    settings = ServerSettings(redis_url=redis_url, port=0, token="s3cret", require_token=True)
     proc = ApiServerProcess(settings)
     proc.start()
     try:
@@ -152,7 +152,7 @@ def test_token_is_required_when_the_server_says_so(redis_url: str) -> None:
 
 
 def test_token_is_optional_on_loopback_without_the_flag(redis_url: str) -> None:
-    settings = ServerSettings(redis_url=redis_url, port=free_port(), token="s3cret", require_token=False)
+    settings = ServerSettings(redis_url=redis_url, port=0, token="s3cret", require_token=False)
     proc = ApiServerProcess(settings)
     proc.start()
     try:
@@ -324,6 +324,8 @@ def test_table_watch_sends_column_definitions_once(http: httpx.Client, core: Ser
 
 # ---------------------------------------------------------------- subresources, patches, deletes
 def test_binding_sets_node_once(http: httpx.Client, core: ServerCore) -> None:
+    core.create(NODE, b.node("n1"))
+    core.create(NODE, b.node("n2"))
     core.create(POD, b.pod("p"))
     binding = {"apiVersion": "v1", "kind": "Binding", "metadata": {"name": "p"},
                "target": {"apiVersion": "v1", "kind": "Node", "name": "n1"}}

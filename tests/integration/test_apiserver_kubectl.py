@@ -22,7 +22,7 @@ import pytest
 
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, EVENT, LIMITRANGE, NODE, PDB, POD, PRIORITYCLASS
 from emulator.apiserver import kubeconfig
-from emulator.apiserver.process import ApiServerProcess, free_port
+from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis
@@ -102,7 +102,7 @@ spec:
 
 @pytest.fixture(scope="module")
 def server(redis_server: EmbeddedRedis) -> Iterator[ApiServerProcess]:
-    proc = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=free_port(), token=TOKEN))
+    proc = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=0, token=TOKEN))
     proc.start()
     yield proc
     proc.stop()

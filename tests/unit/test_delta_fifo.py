@@ -292,3 +292,41 @@ def test_transformer_sees_every_object_once() -> None:
     fifo.update(obj("a", 2))
     assert seen == ["default/a", "default/a"]
     assert all(d.object["stripped"] for d in fifo.get_by_key("default/a") or [])
+
+
+# ------------------------------------------------------------- batch paths
+@pytest.mark.parametrize("ops", [
+    [("add", obj("a", 1)), ("update", obj("a", 2)), ("add", obj("b", 3)), ("delete", obj("a", 4))],
+    [("add", obj("a", 1)), ("delete", obj("a", 2)), ("delete", obj("a", 2)), ("delete", obj("ghost", 3))],
+    [("delete", obj("cached", 5)), ("update", obj("c", 6)), ("delete", tomb("c", obj("c", 6)))],
+], ids=["mixed", "dedup-and-unknown-delete", "known-object-delete-and-tombstone"])
+def test_apply_batch_equals_one_call_per_change(ops: list[tuple[str, Any]]) -> None:
+    kinds = {"add": ADDED, "update": UPDATED, "delete": DELETED}
+    fifos = []
+    for _ in range(2):
+        known = Indexer()
+        known.add(obj("cached", 1))
+        fifos.append(DeltaFIFO(known_objects=known))
+    apply(fifos[0], ops)
+    fifos[1].apply([Delta(kinds[op], arg) for op, arg in ops])
+    assert [(k, summary(fifos[0].get_by_key(k))) for k in fifos[0].list_keys()] == \
+        [(k, summary(fifos[1].get_by_key(k))) for k in fifos[1].list_keys()]
+    assert fifos[1].has_synced()  # a watch write before any list counts as populated, as add() does
+
+
+def test_pop_many_processes_a_bounded_batch_in_order_and_stops_at_a_requeue() -> None:
+    fifo = DeltaFIFO()
+    fifo.apply([Delta(ADDED, obj(f"k{i}", i)) for i in range(10)])
+    seen: list[str] = []
+    assert fifo.pop_many(lambda d, i: seen.append(fifo.key_of(d)), max_items=4) == 4
+    assert seen == [f"default/k{i}" for i in range(4)]
+
+    def requeue_k5(deltas: list[Delta], initial: bool) -> None:
+        if fifo.key_of(deltas) == "default/k5":
+            raise RequeueError()
+        seen.append(fifo.key_of(deltas))
+
+    assert fifo.pop_many(requeue_k5, max_items=100) == 2  # k4 done, k5 requeued: the batch ends there
+    assert fifo.list_keys() == [f"default/k{i}" for i in range(6, 10)] + ["default/k5"]
+    assert fifo.pop_many(lambda d, i: None, timeout=0) == 5
+    assert fifo.pop_many(lambda d, i: None, timeout=0) == 0

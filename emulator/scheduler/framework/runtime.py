@@ -331,9 +331,10 @@ class Framework:
     def run_filter_plugins(self, state: CycleState, pod: PodInfo,
                            snapshot: Snapshot, nodes: np.ndarray | None = None) -> tuple[np.ndarray, NodeToStatus]:
         """Judge every node (or ``nodes``) without stopping early: (feasible bool mask over the snapshot, statuses)."""
-        order = np.arange(snapshot.num_nodes, dtype=np.intp) if nodes is None else np.asarray(nodes, dtype=np.intp)
+        candidates = None if nodes is None else np.asarray(nodes, dtype=np.intp)
+        wanted = snapshot.num_nodes if candidates is None else len(candidates)
         diagnosis = Diagnosis(NodeToStatus(snapshot))
-        feasible = self._filter(state, pod, snapshot, order, wanted=len(order), diagnosis=diagnosis)
+        feasible = self._filter(state, pod, snapshot, candidates, 0, wanted=wanted, diagnosis=diagnosis)
         mask = np.zeros(snapshot.num_nodes, dtype=bool)
         mask[feasible] = True
         return mask, diagnosis.node_to_status
@@ -355,23 +356,62 @@ class Framework:
                                                plugin.name))
         return verdict
 
-    def _filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, order: np.ndarray, *, wanted: int,
-                diagnosis: Diagnosis) -> np.ndarray:
-        """Visit nodes in ``order`` until ``wanted`` feasible ones are found and one more feasible node is seen.
+    @staticmethod
+    def _rotated(candidates: np.ndarray | None, n: int, start: int) -> np.ndarray:
+        """The visiting order: the candidates (all nodes when None) from position ``start``, wrapping around."""
+        if candidates is None:
+            return (np.arange(n, dtype=np.intp) + start) % n if start else np.arange(n, dtype=np.intp)
+        return candidates if start == 0 else np.concatenate((candidates[start:], candidates[:start]))
+
+    @staticmethod
+    def _visit_all_nodes(passes: np.ndarray, start: int, wanted: int) -> tuple[np.ndarray, np.ndarray]:
+        """(feasible, rejected) nodes visited from ``start`` around all nodes, without building the visiting order.
+
+        The same answer as walking ``(start + i) % n``: the feasible nodes in
+        that order up to the quota, and the rejected nodes met before the
+        first feasible node beyond it (or all of them).
+        """
+        feasible = np.flatnonzero(passes)
+        split = int(np.searchsorted(feasible, start))
+        if split:
+            feasible = np.concatenate((feasible[split:], feasible[:split]))
+        if len(feasible) > wanted:
+            stop = int(feasible[wanted])  # the first feasible node beyond the quota stops the search
+            feasible = feasible[:wanted]
+            if stop > start:
+                return feasible, start + np.flatnonzero(~passes[start:stop])
+        else:
+            stop = start  # every node was visited
+        rejected = np.concatenate((start + np.flatnonzero(~passes[start:]), np.flatnonzero(~passes[:stop])))
+        return feasible, rejected
+
+    def _filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: np.ndarray | None,
+                start: int, *, wanted: int, diagnosis: Diagnosis) -> np.ndarray:
+        """Visit the candidates (all nodes when None) from position ``start``, wrapping around, until ``wanted``
+        feasible nodes are found and one more feasible node is seen.
 
         Returns the feasible nodes (snapshot indices, in visiting order);
         rejected visited nodes get their status in ``diagnosis``.
         """
+        n = snapshot.num_nodes if candidates is None else len(candidates)
         filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins]
         if not filters:
-            return order[:wanted]
+            return self._rotated(candidates, n, start)[:wanted]
         verdicts = [self._verdict(p, state, pod, snapshot) for p in filters]
         vec = [j for j, v in enumerate(verdicts) if v is not None and not v.passes_all]
         per_node = [j for j, v in enumerate(verdicts) if v is None]
-        passes = np.ones(snapshot.num_nodes, dtype=bool)
-        for j in vec:
-            passes &= verdicts[j].mask  # type: ignore[union-attr]
+        masks = [verdicts[j].mask for j in vec]  # type: ignore[union-attr]
+        if not masks:
+            passes = np.ones(snapshot.num_nodes, dtype=bool)
+        else:
+            passes = masks[0] if len(masks) == 1 else np.logical_and.reduce(masks)
 
+        if not per_node and candidates is None:
+            feasible, rejected = self._visit_all_nodes(passes, start, wanted)
+            self._record_vector_failures(diagnosis, filters, verdicts, rejected)
+            return feasible
+
+        order = self._rotated(candidates, n, start)
         if not per_node:
             ok = passes[order]
             positions = np.flatnonzero(ok)
@@ -413,19 +453,10 @@ class Framework:
     @staticmethod
     def _record_vector_failures(diagnosis: Diagnosis, filters: list[Any], verdicts: list[FilterVerdict | None],
                                 failed: np.ndarray) -> None:
-        """Attribute each rejected node to the first vectorised plugin (in profile order) that rejects it."""
-        if not len(failed):
-            return
-        vec = [(j, v) for j, v in enumerate(verdicts) if v is not None and not v.passes_all]
-        if len(vec) == 1:
-            groups = [(vec[0], failed)]
-        else:
-            passed = np.stack([v.mask[failed] for _, v in vec])
-            first = np.argmin(passed, axis=0)  # index of the first False in each column
-            groups = [(entry, failed[first == t]) for t, entry in enumerate(vec)]
-        recorded = [(filters[j].name, indices, verdict) for (j, verdict), indices in groups if len(indices)]
-        diagnosis.node_to_status.add_groups(recorded)
-        diagnosis.unschedulable_plugins.update(name for name, _, _ in recorded)
+        """Record nodes rejected by vectorised plugins; which plugin was first is worked out when read."""
+        if len(failed):
+            diagnosis.node_to_status.add_pending(failed, [
+                (filters[j].name, v) for j, v in enumerate(verdicts) if v is not None and not v.passes_all])
 
     def find_nodes_that_fit(self, state: CycleState, pod: PodInfo,
                             snapshot: Snapshot) -> tuple[np.ndarray, Diagnosis]:
@@ -465,14 +496,12 @@ class Framework:
 
     def _find_nodes_that_pass_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                                       diagnosis: Diagnosis, nodes: np.ndarray | None) -> np.ndarray:
-        candidates = np.arange(snapshot.num_nodes, dtype=np.intp) if nodes is None else nodes
-        n = len(candidates)
+        n = snapshot.num_nodes if nodes is None else len(nodes)
         if n == 0:
             return _EMPTY
         wanted = self.num_feasible_nodes_to_find(n) if self.has_score_plugins() else 1
         start = self.next_start_node_index % n
-        order = candidates if start == 0 else np.concatenate((candidates[start:], candidates[:start]))
-        return self._filter(state, pod, snapshot, order, wanted=wanted, diagnosis=diagnosis)
+        return self._filter(state, pod, snapshot, nodes, start, wanted=wanted, diagnosis=diagnosis)
 
     def run_post_filter_plugins(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                                 node_to_status: NodeToStatus) -> tuple[PostFilterResult | None, Status]:

@@ -135,8 +135,9 @@ class _NodeDerived:
     __slots__ = ("_labels", "_nodes", "_taint_groups", "images", "label_columns", "memo")
 
     # Node-only results plugins memoise (label masks of an affinity, taint verdicts of a toleration
-    # list...). Pods repeat a few shapes, so a small bound keeps the hits and caps the memory.
-    MEMO_LIMIT = 4096
+    # list...). Pods repeat a few shapes, so a small bound keeps the hits and caps the memory
+    # (entries are a few bool arrays over the nodes: ~15 MB at 20,000 nodes when full).
+    MEMO_LIMIT = 256
 
     def __init__(self, nodes: Sequence[Mapping[str, Any]], labels: Sequence[Mapping[str, str]]) -> None:
         self._nodes = nodes

@@ -296,6 +296,17 @@ class NodeInfo:
 # -- why a pod did not fit ----------------------------------------------------------------------
 
 
+def attribute_rejections(failed: np.ndarray,
+                         verdicts: list[tuple[str, FilterVerdict]]) -> list[tuple[str, np.ndarray, FilterVerdict]]:
+    """Split the rejected nodes ``failed`` by the first verdict (in profile order) that rejects each of them."""
+    if len(verdicts) == 1:
+        name, verdict = verdicts[0]
+        return [(name, failed, verdict)]
+    passed = np.stack([verdict.mask[failed] for _, verdict in verdicts])
+    first = np.argmin(passed, axis=0)  # index of the first False in each column
+    return [(name, failed[first == t], verdict) for t, (name, verdict) in enumerate(verdicts)]
+
+
 class NodeToStatus:
     """The status of every rejected node, plus one shared status for nodes never evaluated.
 
@@ -303,21 +314,45 @@ class NodeToStatus:
     :class:`Status` objects from per-node filters, and groups of nodes a
     vectorised filter rejected, kept as (plugin, node indices, verdict) and
     turned into ``Status`` objects only when someone asks -- a FitError over
-    20,000 nodes then costs a few array sums, not 20,000 objects.
+    20,000 nodes then costs a few array sums, not 20,000 objects. Which
+    vectorised plugin rejected a node first is itself worked out only when
+    read (:meth:`add_pending`): a pod that gets scheduled never needs it.
     """
 
-    __slots__ = ("_explicit", "_groups", "_snapshot", "absent_status")
+    __slots__ = ("_explicit", "_groups", "_pending", "_snapshot", "absent_status")
 
     def __init__(self, snapshot: Snapshot) -> None:
         self._snapshot = snapshot
         self._explicit: dict[int, Status] = {}
         self._groups: list[tuple[str, np.ndarray, FilterVerdict]] = []
+        self._pending: tuple[np.ndarray, list[tuple[str, FilterVerdict]]] | None = None
         self.absent_status: Status | None = None
 
     def set(self, index: int, status: Status) -> None:
         """Record node ``index``'s status; like upstream's map, a later status replaces an earlier one."""
+        self._resolve()
         self._drop_from_groups(np.asarray([index]))
         self._explicit[index] = status
+
+    def add_pending(self, failed: np.ndarray, verdicts: list[tuple[str, FilterVerdict]]) -> None:
+        """Nodes ``failed`` were rejected by (at least one of) the vectorised ``verdicts``, in profile order."""
+        if not len(failed):
+            return
+        if self._explicit or self._groups or self._pending is not None:
+            self.add_groups(attribute_rejections(failed, verdicts))
+        else:
+            self._pending = (failed, verdicts)
+
+    def _resolve(self) -> None:
+        if self._pending is not None:
+            failed, verdicts = self._pending
+            self._pending = None
+            self.add_groups(attribute_rejections(failed, verdicts))
+
+    def rejecting_plugins(self) -> set[str]:
+        """Plugins that rejected at least one node through a vectorised verdict."""
+        self._resolve()
+        return {plugin for plugin, _, _ in self._groups}
 
     def add_group(self, plugin: str, indices: np.ndarray, verdict: FilterVerdict) -> None:
         """Nodes ``indices`` were rejected first by vectorised plugin ``plugin`` with ``verdict``."""
@@ -328,6 +363,7 @@ class NodeToStatus:
         groups = [(plugin, np.sort(indices), verdict) for plugin, indices, verdict in groups if len(indices)]
         if not groups:
             return
+        self._resolve()
         if self._explicit or self._groups:  # only when a node was judged twice (the nominated node)
             new = np.concatenate([indices for _, indices, _ in groups])
             for index in new.tolist():
@@ -343,7 +379,8 @@ class NodeToStatus:
 
     def __len__(self) -> int:
         """Nodes with an explicit status (upstream ``Len``); absent nodes are not counted."""
-        return len(self._explicit) + sum(len(idx) for _, idx, _ in self._groups)
+        pending = len(self._pending[0]) if self._pending is not None else 0
+        return len(self._explicit) + sum(len(idx) for _, idx, _ in self._groups) + pending
 
     def get(self, node_name: str) -> Status | None:
         """The node's status, the absent-nodes status if it has none (upstream ``Get``)."""
@@ -355,6 +392,7 @@ class NodeToStatus:
         return self.absent_status
 
     def _status_at(self, index: int) -> Status | None:
+        self._resolve()
         if index in self._explicit:
             return self._explicit[index]
         for plugin, indices, verdict in self._groups:
@@ -365,6 +403,7 @@ class NodeToStatus:
 
     def items(self) -> Iterator[tuple[str, Status]]:
         """Every explicitly rejected node with its status (materialises vectorised groups)."""
+        self._resolve()
         names = self._snapshot.node_names
         for index, status in self._explicit.items():
             yield names[index], status
@@ -374,6 +413,7 @@ class NodeToStatus:
 
     def codes(self) -> dict[int, Code]:
         """Snapshot index -> status code of every explicitly rejected node (what preemption selects on)."""
+        self._resolve()
         out = {index: status.code for index, status in self._explicit.items()}
         for plugin, indices, verdict in self._groups:
             for index in indices.tolist():
@@ -382,6 +422,7 @@ class NodeToStatus:
 
     def reason_counts(self) -> Counter[str]:
         """How many explicitly rejected nodes gave each reason (a node may give several)."""
+        self._resolve()
         counts: Counter[str] = Counter()
         for status in self._explicit.values():
             counts.update(status.all_reasons())
@@ -402,6 +443,11 @@ class Diagnosis:
     pending_plugins: set[str] = field(default_factory=set)
     pre_filter_msg: str = ""
     post_filter_msg: str = ""
+
+    def finalise(self) -> Diagnosis:
+        """Fold the plugins behind vectorised rejections into ``unschedulable_plugins``."""
+        self.unschedulable_plugins |= self.node_to_status.rejecting_plugins()
+        return self
 
     def add_plugin_status(self, status: Status) -> None:
         """Record the plugin behind a rejection (upstream ``AddPluginStatus``)."""
@@ -429,7 +475,7 @@ class FitError(Exception):
         super().__init__()
         self.pod = pod
         self.num_all_nodes = num_all_nodes
-        self.diagnosis = diagnosis
+        self.diagnosis = diagnosis.finalise()
         self.nominating_info: NominatingInfo | None = None
 
     @property

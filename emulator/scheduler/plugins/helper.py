@@ -45,6 +45,8 @@ def go_div(a: np.ndarray, b: np.ndarray | int) -> np.ndarray:
     """Integer division truncating toward zero, as Go's ``/`` on int64 (numpy's ``//`` floors)."""
     a = np.asarray(a, dtype=np.int64)
     b = np.asarray(b, dtype=np.int64)
+    if b.ndim == 0 and b > 0 and (a.size == 0 or a.min() >= 0):
+        return a // b  # the common case: floor and truncation agree
     q = np.abs(a) // np.abs(b)
     return np.where((a < 0) ^ (b < 0), -q, q)
 

@@ -200,3 +200,18 @@ def test_hypothetical_node_respects_taints_and_selectors():
     result = framework.schedule_one(tolerant, snapshot.add_node(tainted))
     assert isinstance(result, ScheduleResult) and result.node == "gpu-1"
     assert snapshot.num_nodes == 1 and np.array_equal(snapshot.requested("cpu"), [0])
+
+
+def test_node_memo_is_shared_by_forks_and_dropped_by_add_node():
+    snapshot = Snapshot.build([sched_node("a"), sched_node("b", taints=[taint("k", "v")])])
+    framework = new_framework(rng=random.Random(0))
+    assert framework.schedule_one(req_pod("p"), snapshot).node == "a"  # fills the taint verdict memo
+    calls = []
+    assert snapshot.fork().node_memo(("test",), lambda: calls.append(1) or 1) == 1
+    assert snapshot.node_memo(("test",), lambda: calls.append(2) or 2) == 1  # shared with the fork
+    assert calls == [1]
+    grown = snapshot.add_node(sched_node("c", taints=[taint("k", "v")]))
+    assert grown.node_memo(("test",), lambda: 3) == 3
+    result = framework.schedule_one(req_pod("q", "100"), grown)  # too big everywhere: every node reports
+    assert str(result) == ("0/3 nodes are available: 1 Insufficient cpu, "
+                           "2 node(s) had untolerated taint {k: v}.")
