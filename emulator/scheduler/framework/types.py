@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from emulator.api.pods import container_requests, is_extended_resource, pod_requests
+from emulator.api.pods import HostPort, container_requests, host_ports, is_extended_resource, pod_requests
 from emulator.scheduler.framework.interface import Code, FilterVerdict, NominatingInfo, Status
 
 if TYPE_CHECKING:
@@ -93,23 +93,7 @@ def normalized_image_name(name: str) -> str:
     return name
 
 
-HostPort = tuple[str, str, int]
-"""(hostIP, protocol, hostPort), sanitised: ``0.0.0.0`` for no IP, ``TCP`` for no protocol."""
-
 _BIND_ALL = "0.0.0.0"
-
-
-def _host_ports(pod: Mapping[str, Any]) -> tuple[HostPort, ...]:
-    """schedutil ``GetHostPorts``: host ports of app containers and sidecar (restartPolicy Always) init containers."""
-    spec = pod.get("spec") or {}
-    ports: list[HostPort] = []
-    sidecars = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]
-    for container in (*sidecars, *(spec.get("containers") or ())):
-        for port in container.get("ports") or ():
-            host_port = int(port.get("hostPort") or 0)
-            if host_port > 0:
-                ports.append((port.get("hostIP") or _BIND_ALL, port.get("protocol") or "TCP", host_port))
-    return tuple(ports)
 
 
 def _nonzero_cpu_memory(pod: Mapping[str, Any], requests: Mapping[str, int]) -> tuple[int, int]:
@@ -178,7 +162,7 @@ class PodInfo:
         all_requests = pod_requests(pod)
         self.requests: dict[str, int] = {k: v for k, v in all_requests.items() if v > 0 and tracked_resource(k)}
         self.nonzero_cpu, self.nonzero_memory = _nonzero_cpu_memory(pod, all_requests)
-        self.host_ports = _host_ports(pod)
+        self.host_ports = host_ports(pod)
         # ImageLocality counts init containers first, then app containers (imagelocality.sumImageScores).
         self.images: tuple[str, ...] = tuple(
             c.get("image") or "" for kind in ("initContainers", "containers") for c in spec.get(kind) or ())
