@@ -6,8 +6,12 @@ Request bodies (upstream ``runtime/serializer`` + ``handlers/rest.go``
 * at most 3 MiB (upstream ``maxRequestBodyBytes``), else 413;
 * ``application/json`` (or no ``Content-Type``) and ``application/yaml`` decode
   to an object; ``application/vnd.kubernetes.protobuf`` and anything else is
-  415 (kemu speaks no protobuf; kubectl and client-go send JSON for built-in
-  types unless told otherwise);
+  415. kemu speaks no protobuf. kubectl sends JSON for ``apply``, ``edit``,
+  ``replace``, ``patch``, ``label``, ``scale``, ``delete``, ``run`` and every
+  read, but client-go's typed clientsets send protobuf bodies for built-in
+  kinds since 1.31 (kubernetes#125314), so typed creates such as ``kubectl
+  create namespace`` get this 415 (its message names the workaround) and
+  client-go programs must set ``ContentType: application/json``;
 * bodies are parsed from raw bytes with orjson, never through pydantic.
 
 Responses: :func:`negotiate` reads ``Accept`` the way upstream's
@@ -125,6 +129,13 @@ def decode_object(body: bytes, content_type: str | None, kind_name: str) -> Any:
         except yaml.YAMLError as e:
             raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind_name}): "
                                      f"error converting YAML to JSON: {e}") from None
+    if media == PROTOBUF:
+        # client-go's typed clientsets send protobuf for built-in kinds since 1.31 (kubernetes#125314), so
+        # typed `kubectl create namespace|configmap|deployment ...` lands here; say what works instead.
+        raise errors.StatusError(415, "UnsupportedMediaType", (
+            f"the body of the request was in an unknown format: {content_type}; kemu accepts application/json "
+            "and application/yaml only (for `kubectl create <kind> ...`, pipe `--dry-run=client -o yaml` "
+            "into `kubectl apply -f -`)"))
     raise errors.unsupported_media_type(content_type or "")
 
 

@@ -177,6 +177,40 @@ class ServerCore:
     def update_status(self, kind: Kind, body: Any) -> Obj:
         return self.update(kind, body, subresource="status")
 
+    def update_many(self, kind: Kind, objs: list[Obj], *, subresource: str = "") -> list[Obj | errors.StatusError]:
+        """Batched updates for internal writers (kubelet shards: leases, node and pod status).
+
+        One pipelined round trip (:meth:`Store.update_many`): each object is a compare-and-set
+        against its own ``metadata.resourceVersion``, so it lands only if nothing changed since
+        the caller read it. The contract that makes that enough: each object *is* the one the
+        caller read (an informer's copy or a previous write's result) with only the part it owns
+        changed - its status (``subresource="status"``) or its spec. Objects are stored as given:
+        not copied, not validated (trusted internal callers; user input goes through
+        :meth:`update`). An object whose precondition failed is retried on its own through
+        :meth:`update` without a resourceVersion (read, replace the status - or the spec, keeping
+        the stored status - write), so a concurrent writer's change is kept and the caller's
+        still lands. Returns, per object, the stored object or its error (404 when gone).
+        """
+        out: list[Obj | errors.StatusError] = []
+        for obj, result in zip(objs, self.store.update_many(kind, objs), strict=True):
+            if isinstance(result, errors.StaleResourceVersion):
+                meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
+                try:
+                    result = self.update(kind, {**obj, "metadata": meta}, subresource=subresource)
+                except errors.StatusError as e:
+                    result = e
+            elif not isinstance(result, errors.StatusError):
+                try:
+                    result = self._finish_if_released(kind, result)
+                except errors.StatusError as e:
+                    result = e
+            out.append(result)
+        return out
+
+    def update_status_many(self, kind: Kind, objs: list[Obj]) -> list[Obj | errors.StatusError]:
+        """:meth:`update_many` of the status subresource."""
+        return self.update_many(kind, objs, subresource="status")
+
     @staticmethod
     def _merge_update(kind: Kind, obj: Obj, current: Obj) -> Obj:
         new = dict(obj)

@@ -245,6 +245,34 @@ class Store:
         keys, args = self._commit_args(kind, "u", obj, expected, bind=bind)
         return self._result(kind, obj, self._commit(keys, args))
 
+    def update_many(self, kind: Kind, objs: list[dict[str, Any]],
+                    expected_rvs: list[str] | None = None) -> list[dict[str, Any] | errors.StatusError]:
+        """Replace many objects in one pipelined round trip, each a compare-and-set of its own.
+
+        ``expected_rvs[i]`` (default: each object's own ``metadata.resourceVersion``) is
+        ``objs[i]``'s precondition, exactly as in :meth:`update`; the writes are independent
+        (not one transaction), so each element of the result is the stored object or its error
+        (409 when stale, 404 when gone) and one conflict never blocks the others. For writers
+        that produce many small updates per period (kubelet shards: leases, node and pod
+        status), where one round trip per object would dominate. No bind checks here.
+        """
+        rvs = expected_rvs if expected_rvs is not None else [_rv_of(o) for o in objs]
+        if len(rvs) != len(objs):
+            raise ValueError("update_many: one expected resourceVersion per object")
+        pipe = self.redis.pipeline(transaction=False)
+        for obj, expected in zip(objs, rvs, strict=True):
+            if not expected:
+                raise errors.internal("store update needs the expected resourceVersion")
+            keys, args = self._commit_args(kind, "u", obj, expected)
+            self._commit(keys, args, client=pipe)
+        out: list[dict[str, Any] | errors.StatusError] = []
+        for obj, reply in zip(objs, pipe.execute() if objs else [], strict=True):
+            try:
+                out.append(self._result(kind, obj, reply))
+            except errors.StatusError as e:
+                out.append(e)
+        return out
+
     def delete(self, kind: Kind, namespace: str | None, name: str, *, expected_rv: str = "",
                uid: str = "") -> dict[str, Any]:
         """Delete with optional resourceVersion / uid preconditions; returns the object at its deletion rv."""

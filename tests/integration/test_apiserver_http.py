@@ -70,6 +70,10 @@ def test_malformed_json_is_400_and_stores_nothing(http: httpx.Client, core: Serv
     body = status_of(http.post("/api/v1/namespaces/default/pods", content=b'{"metadata": {"name": "x"', headers=JSON),
                      400)
     assert body["reason"] == "BadRequest" and "json parse error" in body["message"]
+    # Well-formed JSON of the wrong shape is rejected as upstream's decoder does, not as a server error.
+    for wrong in (b'{"metadata": {"name": "x"}, "spec": "oops"}', b'[1, 2]',
+                  b'{"metadata": {"name": "x"}, "spec": {"containers": [1]}}'):
+        assert status_of(http.post("/api/v1/namespaces/default/pods", content=wrong, headers=JSON), 400)
     assert core.store.current_rv() == rv
     assert core.list(POD).items == []
 
