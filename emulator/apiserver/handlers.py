@@ -51,11 +51,9 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import traceback
 import unicodedata
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import orjson
@@ -343,7 +341,7 @@ class Handlers:
         # Upstream records managed fields on the decoded object, defaults included; defaulting is
         # idempotent, so the core doing it again is harmless. A body too malformed to default is
         # left to the core's validation to reject.
-        with contextlib.suppress(AttributeError, TypeError, KeyError):
+        with contextlib.suppress(errors.StatusError, KeyError):  # the core rejects it properly
             defaults.apply_defaults(kind, obj)
         return patch.record_update(None, obj, manager, self.now(), kind=kind)
 
@@ -684,19 +682,6 @@ class Handlers:
 
     # ------------------------------------------------------------------ dispatch
     def handle(self, call: Call) -> Result:
-        try:
-            return self._handle(call)
-        except (AttributeError, TypeError) as e:
-            # Defaulting runs before validation and assumes the JSON types of the fields it fills
-            # ("spec": "x" breaks it). Upstream rejects such bodies while decoding, with 400; do
-            # the same for errors raised there, and let every other one stay a 500 (a bug).
-            frames = traceback.extract_tb(e.__traceback__)
-            if frames and Path(frames[-1].filename).match("emulator/server/defaults.py"):
-                raise errors.bad_request(f"the object provided is unrecognized (must be of type {call.kind.kind}):"
-                                         f" a field has the wrong JSON type ({e})") from None
-            raise
-
-    def _handle(self, call: Call) -> Result:
         info = call.info
         if info.subresource and info.subresource not in SUBRESOURCES:
             raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")

@@ -15,6 +15,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+from emulator.api import errors
 from emulator.api.kinds import Kind
 from emulator.clock import rfc3339
 
@@ -155,7 +156,16 @@ DEFAULTERS: dict[str, Callable[[Obj], None]] = {
 
 
 def apply_defaults(kind: Kind, obj: Obj) -> None:
-    """Kind-specific field defaults (create and update alike, as upstream's decode-time defaulting)."""
+    """Kind-specific field defaults (create and update alike, as upstream's decode-time defaulting).
+
+    Defaulting runs before validation and relies on the JSON types of the fields it fills;
+    a body with ``"spec": "x"`` is one upstream rejects while decoding, with 400, and so do we.
+    """
     fn = DEFAULTERS.get(kind.resource)
-    if fn is not None:
+    if fn is None:
+        return
+    try:
         fn(obj)
+    except (AttributeError, TypeError) as e:
+        raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind.kind}): "
+                                 f"a field has the wrong JSON type ({e})") from None

@@ -364,7 +364,9 @@ class Store:
         hi: str | bytes = f"({prefix}".encode() + b"\xff" if prefix else "+"  # 0xff sorts after any UTF-8 byte
         items: list[dict[str, Any]] = []
         objects, order = self.objects_key(kind), f"{self.config.prefix}i:{kind.resource}"
-        chunk = max(self.config.list_chunk, limit + 1 if limit else 0)
+        # Unfiltered pages read exactly one more than they return (to know whether more follow);
+        # filtered ones read in chunks, since most of what they read may be dropped.
+        chunk = max(self.config.list_chunk, limit + 1) if filtering or not limit else limit + 1
         last_key = items_last_key = ""
         while True:
             rv_raw, keys, values = self._range([self._rv_key, objects, order], [lo, hi, chunk])
