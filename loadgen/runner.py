@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
+import subprocess
 import sys
 import tempfile
 import threading
@@ -114,6 +116,9 @@ def run_scenario(path: Path, cfg: Config, seed: int | None = None, output: str |
         with LocalCluster(cfg) as cluster:
             assert cluster.core is not None
             summary = _drive(cluster.core, scenario)
+            if cluster.api_url:
+                summary["kubectl"] = _show_with_kubectl(cluster.write_kubeconfig(Path(tmp) / "kubeconfig"),
+                                                        scenario.workload.pods)
     _print_summary(summary)
     if output:
         Path(output).write_text(json.dumps(summary, indent=2))
@@ -167,6 +172,25 @@ def _drive(core: ServerCore, scenario: Scenario) -> dict[str, Any]:
     }
 
 
+def _show_with_kubectl(kubeconfig: Path, pods: int) -> dict[str, Any]:
+    """Read the cluster back the way a user would: the real kubectl against kemu's API server."""
+    kubectl = shutil.which("kubectl")
+    if kubectl is None:
+        return {"available": False}
+
+    def run(*args: str) -> tuple[list[str], float]:
+        t = time.perf_counter()
+        out = subprocess.run([kubectl, "--kubeconfig", str(kubeconfig), *args], capture_output=True, text=True,
+                             timeout=300, check=True).stdout
+        return out.splitlines(), time.perf_counter() - t
+
+    nodes, _ = run("get", "nodes", "--no-headers")
+    listed, seconds = run("get", "pods", "-A", "--no-headers", "--chunk-size=0")
+    sample, _ = run("get", "pods", "-n", "load-0", "-o", "wide", f"--chunk-size={min(pods, 500) or 1}")
+    return {"available": True, "nodes": len(nodes), "pods": len(listed), "getPodsSeconds": round(seconds, 2),
+            "sample": sample[:4]}
+
+
 def _count_errors(results: list[Any]) -> int:
     errs = [r for r in results if isinstance(r, StatusError)]
     for e in errs[:3]:
@@ -185,4 +209,10 @@ def _print_summary(s: dict[str, Any]) -> None:
     print(f"  list          {s['list']['items']} pods in {s['list']['seconds']} s "
           f"at resourceVersion {s['list']['resourceVersion']}")
     print(f"  pending       {s['pending']} pods (no scheduler runs yet)")
+    k = s.get("kubectl") or {}
+    if k.get("available"):
+        print(f"  kubectl       get nodes: {k['nodes']} nodes; get pods -A: {k['pods']} pods in "
+              f"{k['getPodsSeconds']} s; get pods -n load-0 -o wide:")
+        for line in k["sample"]:
+            print(f"                  {line}")
     print(f"  result        {'OK' if w['complete'] else 'WATCH INCOMPLETE'} in {s['wallSeconds']} s")
