@@ -5,21 +5,19 @@ Request bodies (upstream ``runtime/serializer`` + ``handlers/rest.go``
 
 * at most 3 MiB (upstream ``maxRequestBodyBytes``), else 413;
 * ``application/json`` (or no ``Content-Type``) and ``application/yaml`` decode
-  to an object; ``application/vnd.kubernetes.protobuf`` and anything else is
-  415. kemu speaks no protobuf. kubectl sends JSON for ``apply``, ``edit``,
-  ``replace``, ``patch``, ``label``, ``scale``, ``delete``, ``run`` and every
-  read, but client-go's typed clientsets send protobuf bodies for built-in
-  kinds since 1.31 (kubernetes#125314), so typed creates such as ``kubectl
-  create namespace`` get this 415 (its message names the workaround) and
-  client-go programs must set ``ContentType: application/json``;
+  to an object; so does ``application/vnd.kubernetes.protobuf``, through
+  :mod:`emulator.apiserver.protobuf` (client-go's typed clientsets send it for
+  built-in kinds since 1.31, kubernetes#125314: ``kubectl create namespace``,
+  ``kubectl create deployment``...); anything else is 415;
 * bodies are parsed from raw bytes with orjson, never through pydantic.
 
 Responses: :func:`negotiate` reads ``Accept`` the way upstream's
 ``negotiation.NegotiateOutputMediaType`` does, in the client's order of
 preference: ``as=Table`` (``meta.k8s.io`` v1 or v1beta1), ``as=PartialObjectMetadata``
 / ``PartialObjectMetadataList``, ``as=APIGroupDiscoveryList`` (aggregated
-discovery, ``apidiscovery.k8s.io`` v2 or v2beta1), plain JSON, YAML. Only
-protobuf (or nothing kemu knows) is 406.
+discovery, ``apidiscovery.k8s.io`` v2 or v2beta1), plain JSON, YAML. Responses are never
+protobuf (clients that send it accept JSON back): asking only for protobuf (or
+for nothing kemu knows) is 406.
 """
 
 from __future__ import annotations
@@ -32,6 +30,7 @@ import orjson
 import yaml
 
 from emulator.api import errors
+from emulator.apiserver import protobuf
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 JSON = "application/json"
@@ -114,7 +113,7 @@ def media_type(content_type: str | None) -> str:
 
 
 def decode_object(body: bytes, content_type: str | None, kind_name: str) -> Any:
-    """Decode a create/update body: JSON or YAML; 415 for other media types, 400 when malformed."""
+    """Decode a create/update body: JSON, YAML or protobuf; 415 for other media types, 400 when malformed."""
     media = media_type(content_type)
     if media in ("", JSON, "*/*"):
         try:
@@ -130,12 +129,7 @@ def decode_object(body: bytes, content_type: str | None, kind_name: str) -> Any:
             raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind_name}): "
                                      f"error converting YAML to JSON: {e}") from None
     if media == PROTOBUF:
-        # client-go's typed clientsets send protobuf for built-in kinds since 1.31 (kubernetes#125314), so
-        # typed `kubectl create namespace|configmap|deployment ...` lands here; say what works instead.
-        raise errors.StatusError(415, "UnsupportedMediaType", (
-            f"the body of the request was in an unknown format: {content_type}; kemu accepts application/json "
-            "and application/yaml only (for `kubectl create <kind> ...`, pipe `--dry-run=client -o yaml` "
-            "into `kubectl apply -f -`)"))
+        return protobuf.decode(body, kind_name)
     raise errors.unsupported_media_type(content_type or "")
 
 
@@ -144,6 +138,8 @@ def decode_options(body: bytes, content_type: str | None, what: str) -> dict[str
     if not body.strip():
         return {}
     media = media_type(content_type)
+    if media == PROTOBUF:
+        return protobuf.decode(body, what)
     if media not in ("", JSON, "*/*", YAML):
         raise errors.unsupported_media_type(content_type or "")
     try:

@@ -509,7 +509,8 @@ class Handlers:
             scale = scale_of(kind, current)
             if patch_media is not None:
                 sent = patch.apply_patch(kind, scale, call.body, patch_media)
-            replicas = (sent.get("spec") or {}).get("replicas")
+            # ScaleSpec.replicas is `omitempty` upstream: a client scaling to 0 sends no field at all.
+            replicas = (sent.get("spec") or {}).get("replicas", 0)
             if not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0:
                 raise errors.invalid("Scale", info.name, [errors.Cause(
                     "spec.replicas", f"Invalid value: {orjson.dumps(replicas).decode()}: must be greater than or "

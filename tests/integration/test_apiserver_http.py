@@ -111,9 +111,12 @@ def test_oversize_body_is_413_and_stores_nothing(http: httpx.Client, core: Serve
 
 def test_unsupported_content_type_is_415_and_stores_nothing(http: httpx.Client, core: ServerCore) -> None:
     rv = core.store.current_rv()
-    for ctype in ("application/vnd.kubernetes.protobuf", "text/plain"):
-        r = http.post("/api/v1/namespaces/default/pods", content=pod_json("p"), headers={"Content-Type": ctype})
-        assert status_of(r, 415)["reason"] == "UnsupportedMediaType"
+    r = http.post("/api/v1/namespaces/default/pods", content=pod_json("p"), headers={"Content-Type": "text/plain"})
+    assert status_of(r, 415)["reason"] == "UnsupportedMediaType"
+    # Protobuf is decoded (emulator.apiserver.protobuf): JSON bytes labelled protobuf are a bad request.
+    r = http.post("/api/v1/namespaces/default/pods", content=pod_json("p"),
+                  headers={"Content-Type": "application/vnd.kubernetes.protobuf"})
+    assert "does not appear to be a protobuf message" in status_of(r, 400)["message"]
     # A patch type that is not a patch type is 415 too.
     r = http.patch("/api/v1/namespaces/default/pods/p", content=b"{}", headers=JSON)
     assert status_of(r, 415)["reason"] == "UnsupportedMediaType"
@@ -370,6 +373,11 @@ def test_scale_subresource_get_put_patch(http: httpx.Client, core: ServerCore) -
     assert stored["spec"]["replicas"] == 7 and stored["metadata"]["generation"] == 3
     # The earlier Scale carries a stale resourceVersion now.
     assert status_of(http.put(url, content=orjson.dumps(scale), headers=JSON), 409)
+    # Scaling to zero as a Go client does: ScaleSpec.replicas is omitempty, so the field is absent.
+    current = http.get(url).json()
+    r = http.put(url, content=orjson.dumps({**current, "spec": {}}), headers=JSON)
+    assert r.status_code == 200 and r.json()["spec"]["replicas"] == 0
+    assert core.get(DEPLOYMENT, "default", "web")["spec"]["replicas"] == 0
 
 
 def test_status_subresource_only_changes_status(http: httpx.Client, core: ServerCore) -> None:

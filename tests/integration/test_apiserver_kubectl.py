@@ -20,7 +20,7 @@ from pathlib import Path
 import orjson
 import pytest
 
-from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, EVENT, LIMITRANGE, NAMESPACE, NODE, PDB, POD, PRIORITYCLASS
+from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, EVENT, LIMITRANGE, NODE, PDB, POD, PRIORITYCLASS
 from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
@@ -340,11 +340,3 @@ def test_errors_reach_kubectl_as_upstream_messages(kubectl: Kubectl, core: Serve
     assert invalid.returncode == 1 and 'The Pod "Bad_Name" is invalid' in invalid.stderr
     assert core.list(POD).items == []
 
-
-def test_typed_create_sends_protobuf_and_is_told_the_workaround(kubectl: Kubectl, core: ServerCore) -> None:
-    # client-go's typed clientsets send protobuf bodies since 1.31; kemu decodes JSON/YAML only.
-    refused = kubectl("create", "namespace", "team-a", ok=False)
-    assert refused.returncode == 1 and "--dry-run=client -o yaml" in refused.stderr
-    generated = kubectl("create", "namespace", "team-a", "--dry-run=client", "-o", "yaml").stdout
-    assert kubectl("apply", "-f", "-", stdin=generated).stdout.strip() == "namespace/team-a created"
-    assert core.get(NAMESPACE, None, "team-a")["status"]["phase"] == "Active"
