@@ -20,10 +20,13 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emulator.api.errors import StatusError
 from emulator.config import Config, ConfigError, kemu_home
+
+if TYPE_CHECKING:
+    from emulator.cluster import KubeletRunnerFactory, SchedulerRunnerFactory
 
 
 class CLIError(Exception):
@@ -33,7 +36,48 @@ class CLIError(Exception):
 def _config(args: argparse.Namespace) -> Config:
     return Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
                        node_shards=getattr(args, "node_shards", None), api_host=getattr(args, "api_host", None),
-                       api_port=getattr(args, "api_port", None), api_workers=getattr(args, "api_workers", None))
+                       api_port=getattr(args, "api_port", None), api_workers=getattr(args, "api_workers", None),
+                       controller_managers=getattr(args, "controller_managers", None),
+                       nodes=getattr(args, "nodes", None), kubelet_shards=getattr(args, "kubelet_shards", None),
+                       node_pools=_read_pools(getattr(args, "node_pools", None)),
+                       ray_address=getattr(args, "ray_address", None),
+                       schedulers=getattr(args, "schedulers", None),
+                       scheduler_config=getattr(args, "scheduler_config", None))
+
+
+def _read_pools(path: str | None) -> list[dict[str, Any]] | None:
+    """A node pool file: a YAML list of pools, or a mapping with a ``node_pools`` list."""
+    if path is None:
+        return None
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).read_text())
+    except OSError as e:
+        raise CLIError(f"cannot read node pool file {path}: {e.strerror}") from None
+    except yaml.YAMLError as e:
+        raise CLIError(f"node pool file {path} is not valid YAML: {e}") from None
+    if isinstance(data, dict):
+        data = data.get("node_pools")
+    if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):
+        raise CLIError(f"node pool file {path} must hold a list of node pools (or a node_pools: list)")
+    return data
+
+
+def _add_kubelet_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--nodes", type=int, help="emulated nodes to run (a pool named node-00000...; default 0)")
+    p.add_argument("--node-pools", help="YAML file of node pools (name, count, instance_type, capacity, zones, "
+                                        "labels, taints, images)")
+    p.add_argument("--kubelet-shards", type=int, help="kubelet shard actors (default: one per 1,250 nodes; "
+                                                      "0: none)")
+    p.add_argument("--ray-address", help="join this Ray cluster instead of starting a local one")
+
+
+def _add_scheduler_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--schedulers", type=int, help="competing scheduler replicas (default: 1 when there are nodes; "
+                                                  "0: none); they split pending pods and bind optimistically")
+    p.add_argument("--scheduler-config", help="KubeSchedulerConfiguration (kubescheduler.config.k8s.io/v1) YAML "
+                                              "the schedulers run (profiles, plugins, pluginConfig, ...)")
 
 
 def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
@@ -46,6 +90,8 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-port", type=int, help="port of the Kubernetes API server (default 6443, or a free one "
                                                 "if 6443 is taken; 0: a free one)")
     p.add_argument("--api-workers", type=int, help="API server worker processes (default 1)")
+    p.add_argument("--controller-managers", type=int, help="controller managers to run; they elect one leader "
+                                                           "through a Lease (default 1; 0: no controllers)")
 
 
 def cmd_up(args: argparse.Namespace) -> int:
@@ -59,7 +105,8 @@ def cmd_up(args: argparse.Namespace) -> int:
     cfg = _config(args)
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    cluster = LocalCluster(cfg)
+    cluster = LocalCluster(cfg, kubelets=getattr(args, "kubelets", None),
+                           schedulers=getattr(args, "scheduler_runner", None))
     try:
         cluster.start()
         state = cluster.state()
@@ -72,6 +119,12 @@ def cmd_up(args: argparse.Namespace) -> int:
         if state.api_url:
             print(f"Kubernetes API at {state.api_url}; kubeconfig: {state.kubeconfig}\n"
                   f"  export KUBECONFIG={state.kubeconfig}", flush=True)
+        if cluster.kubelets is not None:
+            reports = cluster.kubelets.health()
+            print(f"kubelets: {len(reports)} shard actor(s) running {sum(r['nodes'] for r in reports)} nodes",
+                  flush=True)
+        if cluster.schedulers is not None:
+            print(f"schedulers: {len(cluster.schedulers.health())} competing replica(s)", flush=True)
         with contextlib.suppress(KeyboardInterrupt):
             stop.wait()
     finally:
@@ -86,8 +139,11 @@ def cmd_up(args: argparse.Namespace) -> int:
 def _detach(args: argparse.Namespace) -> int:
     from emulator.cluster import ClusterState
 
-    argv = [sys.executable, "-m", "emulator.cli", "up"]
-    for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers"):
+    # Re-run the program that was started (``actors.cli`` under the ``kemu`` command: it brings the kubelets).
+    argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
+    for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
+                 "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
+                 "scheduler_config"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
@@ -185,6 +241,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_cluster_flags(up)
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready; stop with kemu down")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness with --detach")
+    _add_kubelet_flags(up)
+    _add_scheduler_flags(up)
     up.set_defaults(fn=cmd_up)
 
     status = sub.add_parser("status", help="report on the detached cluster")
@@ -207,8 +265,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, kubelets: KubeletRunnerFactory | None = None,
+         module: str = "emulator.cli", schedulers: SchedulerRunnerFactory | None = None) -> int:
+    """Run the CLI. ``kubelets`` runs kubelet shards (``emulator`` cannot: they are Ray actors, and
+    ``emulator`` never imports Ray); ``module`` is what ``up --detach`` re-runs. The ``kemu`` command
+    is ``actors.cli.main``, which passes both."""
     args = build_parser().parse_args(argv)
+    args.kubelets = kubelets
+    args.scheduler_runner = schedulers  # None: LocalCluster runs the schedulers in-process
+    args.module = module
     try:
         return int(args.fn(args) or 0)
     except (CLIError, ConfigError) as e:

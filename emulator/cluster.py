@@ -4,8 +4,12 @@
 given), the store with its bootstrap objects, and the Kubernetes HTTP API
 server (:mod:`emulator.apiserver`, a child process running uvicorn, with a
 fresh bearer token; :meth:`LocalCluster.write_kubeconfig` writes the
-kubeconfig ``kemu up`` hands to kubectl); later components (kubelet shards,
-schedulers, controllers) are added to :meth:`LocalCluster.start` and stopped
+kubeconfig ``kemu up`` hands to kubectl), and ``controller_managers``
+controller managers (leader-elected; :mod:`emulator.controllers.manager`);
+kubelet shards when there are nodes to run (through a runner the caller
+injects - ``emulator`` never imports Ray; the ``kemu`` entry point in
+``actors/cli.py`` passes :func:`actors.launcher.kubelet_runner`); later
+components (schedulers) are added to :meth:`LocalCluster.start` and stopped
 in reverse order by :meth:`LocalCluster.stop`.
 
 A detached cluster is the foreground ``kemu up`` running in a background
@@ -19,19 +23,20 @@ import json
 import os
 import signal
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from emulator.clock import SystemClock
-from emulator.config import Config, kemu_home
+from emulator.config import Config, ConfigError, kemu_home
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig, wait_for_redis
 from emulator.store.store import Store, StoreConfig
 
 if TYPE_CHECKING:
     from emulator.apiserver.process import ApiServerProcess
-    from emulator.controllers.loop import ControllerLoop
+    from emulator.controllers.manager import ControllerManager
 
 
 @dataclass
@@ -82,9 +87,77 @@ def pid_alive(pid: int) -> bool:
 DEFAULT_API_PORT = 6443  # kube-apiserver's customary secure port
 
 
+@dataclass(frozen=True)
+class KubeletLaunch:
+    """What a kubelet runner needs from the cluster: Redis, the settings, one reading of the cluster clock."""
+
+    redis_url: str
+    config: Config
+    clock_start: float  # cluster time ...
+    clock_wall: float  # ... at this wall time (every process derives the same cluster time from the pair)
+
+
+class KubeletRunner(Protocol):
+    """Runs the kubelet shards somewhere (``actors.launcher.KubeletLauncher`` runs them as Ray actors)."""
+
+    def start(self, timeout: float = ...) -> list[dict[str, Any]]: ...
+
+    def health(self, timeout: float = ...) -> list[dict[str, Any]]: ...
+
+    def stop(self, timeout: float = ...) -> None: ...
+
+
+# ``emulator`` never imports Ray or ``actors`` (an import contract): whoever composes the program
+# (the ``kemu`` entry point, ``actors/cli.py``) hands LocalCluster a factory for the runner.
+KubeletRunnerFactory = Callable[[KubeletLaunch], KubeletRunner]
+# Schedulers the same way (``actors.scheduler.scheduler_runner`` runs them as Ray actors); the launch
+# facts they need are the kubelets' (Redis, settings, one clock reading), so they share KubeletLaunch.
+SchedulerRunner = KubeletRunner
+SchedulerRunnerFactory = Callable[[KubeletLaunch], SchedulerRunner]
+
+
+class InProcessSchedulers:
+    """The scheduler runner when none is injected: the replicas as threads of this process (one host).
+
+    Fine for tests and small clusters; the ``kemu`` entry point runs them as Ray actors instead, each
+    with its own process (and core).
+    """
+
+    def __init__(self, launch: KubeletLaunch) -> None:
+        self.launch = launch
+        self.host: Any = None
+
+    def start(self, timeout: float = 120.0) -> list[dict[str, Any]]:
+        from emulator.scheduler.scheduler import SchedulerOptions
+        from emulator.scheduler_host import HostSettings, SchedulerHost
+
+        cfg = self.launch.config
+        n = cfg.scheduler_count()
+        settings = HostSettings(self.launch.redis_url, cfg.prefix, config_path=cfg.scheduler_config,
+                                clock_speed=cfg.clock_speed,
+                                clock_start=self.launch.clock_start + (time.time() - self.launch.clock_wall)
+                                * cfg.clock_speed)
+        self.host = SchedulerHost(settings, [SchedulerOptions(name=f"kemu-scheduler-{i}", replica=i, replicas=n,
+                                                              seed=i) for i in range(n)]).start(timeout)
+        return self.health()
+
+    def health(self, timeout: float = 30.0) -> list[dict[str, Any]]:
+        return self.host.stats() if self.host is not None else []
+
+    def stop(self, timeout: float = 30.0) -> None:
+        if self.host is not None:
+            self.host.stop()
+            self.host = None
+
+
 class LocalCluster:
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, *, kubelets: KubeletRunnerFactory | None = None,
+                 schedulers: SchedulerRunnerFactory | None = None) -> None:
         self.config = config
+        self._kubelet_factory = kubelets
+        self.kubelets: KubeletRunner | None = None
+        self._scheduler_factory = schedulers
+        self.schedulers: SchedulerRunner | None = None
         self.redis: EmbeddedRedis | None = None
         self.redis_url: str | None = None
         self.store: Store | None = None
@@ -92,7 +165,7 @@ class LocalCluster:
         self.api: ApiServerProcess | None = None
         self.api_url: str | None = None
         self.api_token: str | None = None
-        self.controllers: list[ControllerLoop] = []
+        self.controller_managers: list[ControllerManager] = []
 
     def start(self) -> ServerCore:
         cfg = self.config
@@ -113,7 +186,37 @@ class LocalCluster:
             except BaseException:
                 self.stop()
                 raise
+        if cfg.wants_kubelets():
+            try:
+                self._start_kubelets()
+            except BaseException:
+                self.stop()
+                raise
+        if cfg.scheduler_count():
+            try:
+                self._start_schedulers()
+            except BaseException:
+                self.stop()
+                raise
         return self.core
+
+    def _start_schedulers(self) -> None:
+        """``scheduler_count()`` competing scheduler replicas, through the injected runner (Ray actors under
+        ``kemu``) or in this process."""
+        assert self.redis_url is not None and self.core is not None
+        factory = self._scheduler_factory or InProcessSchedulers
+        self.schedulers = factory(KubeletLaunch(self.redis_url, self.config, self.core.clock.now(), time.time()))
+        self.schedulers.start()
+
+    def _start_kubelets(self) -> None:
+        """Kubelet shards for the configured nodes, through the injected runner (Ray actors under ``kemu``)."""
+        if self._kubelet_factory is None:
+            raise ConfigError("kubelet shards run as Ray actors: start kemu through its `kemu` command "
+                              "(actors/cli.py), or pass LocalCluster a kubelet runner")
+        assert self.redis_url is not None and self.core is not None
+        self.kubelets = self._kubelet_factory(KubeletLaunch(self.redis_url, self.config, self.core.clock.now(),
+                                                            time.time()))
+        self.kubelets.start()
 
     def _start_api_server(self) -> None:
         """The HTTP API server as a child process (its own GIL), sharing Redis and the cluster clock."""
@@ -145,19 +248,28 @@ class LocalCluster:
         return kubeconfig.write(path or kubeconfig.default_path(), self.api_url, self.api_token)
 
     def _start_controllers(self) -> None:
-        """Garbage collector and disruption controller, each a loop thread (until the controller manager lands)."""
-        from emulator.controllers.disruption import DisruptionController
-        from emulator.controllers.garbagecollector import GarbageCollector
-        from emulator.controllers.loop import ControllerLoop
+        """``controller_managers`` controller managers (garbage collector, disruption, ReplicaSet, Deployment ...).
+
+        They elect one leader through the ``kube-system/kube-controller-manager`` Lease; the
+        others stand by and take over if it stops renewing (see :mod:`emulator.controllers.manager`).
+        """
+        from emulator.controllers.manager import ControllerManager, ManagerConfig
 
         assert self.core is not None
-        self.controllers = [ControllerLoop("garbage-collector", GarbageCollector(self.core), 0.2).start(),
-                            ControllerLoop("disruption", DisruptionController(self.core), 1.0).start()]
+        config = ManagerConfig.from_dict(self.config.controller_manager)
+        self.controller_managers = [ControllerManager(self.core, config).start()
+                                    for _ in range(self.config.controller_managers)]
 
     def stop(self) -> None:
-        for loop in reversed(self.controllers):
-            loop.stop()
-        self.controllers = []
+        if self.schedulers is not None:
+            self.schedulers.stop()
+            self.schedulers = None
+        if self.kubelets is not None:
+            self.kubelets.stop()
+            self.kubelets = None
+        for manager in reversed(self.controller_managers):
+            manager.stop()
+        self.controller_managers = []
         if self.api is not None:
             self.api.stop()
             self.api = None

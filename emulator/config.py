@@ -46,6 +46,32 @@ class Config:
     api_workers: int = 1
     # 401 for requests without the token; None: required exactly when api_host is not loopback.
     api_require_token: bool | None = None
+    # Controller managers (emulator.controllers.manager) LocalCluster runs in-process; they elect one
+    # leader through a Lease, the others stand by. 0 runs no controllers.
+    controller_managers: int = 1
+    # ManagerConfig settings (controllers: ["*", "-garbagecollector"], lease_duration, options ...).
+    controller_manager: dict[str, Any] = field(default_factory=dict)
+    # Kubelet shards (emulator.kubelet.shard), run as Ray actors when kemu is started through its
+    # entry point (actors/cli.py): `nodes` pool nodes named node-00000... of `instance_type`, plus
+    # `node_pools` (mappings: name, count, instance_type, capacity, zones, labels, taints, images;
+    # see emulator.kubelet.nodes.NodePool). `kubelet_shards`: None = one per 1,250 nodes, and none
+    # without nodes; 0 = none; K = exactly K (at most node_shards). `kubelet`: KubeletShardConfig
+    # settings (tick_interval, kube_reserved, eviction_hard, image_sizes, events ...).
+    nodes: int = 0
+    instance_type: str | None = None
+    node_pools: list[dict[str, Any]] = field(default_factory=list)
+    kubelet_shards: int | None = None
+    kubelet: dict[str, Any] = field(default_factory=dict)
+    # Join this Ray cluster instead of starting a local one; CPUs of the local one (default 2).
+    ray_address: str | None = None
+    ray_num_cpus: int | None = None
+    # Schedulers (emulator.scheduler): `schedulers` competing replicas of the profiles in
+    # `scheduler_config` (a KubeSchedulerConfiguration YAML file; None: upstream's default profile); they
+    # split the pending pods by uid hash and all place onto all nodes. None = one when kubelet shards run
+    # (there are nodes to schedule onto), else none; 0 = none. Under the `kemu` entry point they are Ray
+    # actors (actors/scheduler.py); a LocalCluster given no scheduler runner hosts them in-process.
+    schedulers: int | None = None
+    scheduler_config: str | None = None
 
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:
@@ -74,7 +100,81 @@ class Config:
             raise ConfigError("api_port must be a TCP port number (0 picks a free one)")
         if cfg.api_workers < 1:
             raise ConfigError("api_workers must be at least 1")
+        if cfg.controller_managers < 0:
+            raise ConfigError("controller_managers must not be negative")
+        if not isinstance(cfg.controller_manager, dict):
+            raise ConfigError("controller_manager must be a mapping of controller manager settings")
+        from emulator.controllers.manager import ManagerConfig
+
+        try:
+            ManagerConfig.from_dict(cfg.controller_manager)
+        except (TypeError, ValueError) as e:
+            raise ConfigError(f"controller_manager: {e}") from None
+        _check_kubelets(cfg)
+        _check_schedulers(cfg)
         return cfg
+
+    def scheduler_count(self) -> int:
+        """How many scheduler replicas LocalCluster runs (``schedulers``, or one when there are kubelets)."""
+        if self.schedulers is not None:
+            return self.schedulers
+        return 1 if self.wants_kubelets() else 0
+
+    def wants_kubelets(self) -> bool:
+        """Whether LocalCluster should run kubelet shards (explicitly asked for, or nodes to run)."""
+        if self.kubelet_shards is not None:
+            return self.kubelet_shards > 0
+        return self.nodes > 0 or any(int(p.get("count", 0)) for p in self.node_pools)
+
+
+def _check_schedulers(cfg: Config) -> None:
+    """``schedulers`` is a count; ``scheduler_config`` must load (its own errors name the field)."""
+    if cfg.schedulers is not None:
+        try:
+            count = int(cfg.schedulers)
+        except (TypeError, ValueError):
+            raise ConfigError(f"schedulers: cannot use {cfg.schedulers!r} as int") from None
+        if count < 0:
+            raise ConfigError("schedulers must not be negative")
+        object.__setattr__(cfg, "schedulers", count)
+    if cfg.scheduler_config is not None:
+        from emulator.scheduler import in_tree_registry
+        from emulator.scheduler.config import SchedulerConfigError, load_configuration
+
+        try:
+            load_configuration(cfg.scheduler_config, validate_registry=in_tree_registry())
+        except SchedulerConfigError as e:
+            raise ConfigError(f"scheduler_config {cfg.scheduler_config}: {e}") from None
+
+
+def _check_kubelets(cfg: Config) -> None:
+    """The kubelet keys: types and ranges here, pool and kubelet settings by the kubelet's own parser."""
+    if cfg.nodes < 0:
+        raise ConfigError("nodes must not be negative")
+    if cfg.kubelet_shards is not None:
+        try:
+            shards = int(cfg.kubelet_shards)
+        except (TypeError, ValueError):
+            raise ConfigError(f"kubelet_shards: cannot use {cfg.kubelet_shards!r} as int") from None
+        if not 0 <= shards <= cfg.node_shards:
+            raise ConfigError(f"kubelet_shards must be between 0 and node_shards ({cfg.node_shards})")
+        object.__setattr__(cfg, "kubelet_shards", shards)
+    if not isinstance(cfg.node_pools, list) or not all(isinstance(p, dict) for p in cfg.node_pools):
+        raise ConfigError("node_pools must be a list of node pool mappings")
+    if not isinstance(cfg.kubelet, dict):
+        raise ConfigError("kubelet must be a mapping of kubelet settings")
+    if cfg.nodes or cfg.node_pools or cfg.kubelet or cfg.instance_type:
+        from emulator.kubelet.nodes import NodeConfigError
+        from emulator.kubelet.shard import kubelet_shard_config
+
+        pools = list(cfg.node_pools)
+        if cfg.nodes:
+            pools.append({"name": "node", "count": cfg.nodes,
+                          **({"instance_type": cfg.instance_type} if cfg.instance_type else {})})
+        try:
+            kubelet_shard_config(cfg.kubelet, pools)
+        except (NodeConfigError, TypeError, ValueError) as e:
+            raise ConfigError(str(e)) from None
 
 
 def _read_file(path: Path) -> dict[str, Any]:

@@ -111,3 +111,7 @@ DEPLOYMENT = register(Kind("apps", "v1", "Deployment", "deployments", True, ("st
 REPLICASET = register(Kind("apps", "v1", "ReplicaSet", "replicasets", True, ("status", "scale"), ("rs",), ("all",)))
 DAEMONSET = register(Kind("apps", "v1", "DaemonSet", "daemonsets", True, ("status",), ("ds",), ("all",)))
 RUNTIMECLASS = register(Kind("node.k8s.io", "v1", "RuntimeClass", "runtimeclasses", False))
+PERSISTENTVOLUME = register(Kind("", "v1", "PersistentVolume", "persistentvolumes", False, ("status",), ("pv",)))
+PERSISTENTVOLUMECLAIM = register(Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("status",),
+                                      ("pvc",)))
+STORAGECLASS = register(Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, (), ("sc",)))

@@ -39,7 +39,10 @@ left for the next pass, as upstream requeues it without the fail-safe.
 
 Driving: :meth:`DisruptionController.sync_once` syncs every PDB (pods are listed
 once per namespace per pass); :meth:`DisruptionController.sync` one PDB. The
-cluster clock is injected; it times the ``disruptedPods`` expiry.
+cluster clock is injected; it times the ``disruptedPods`` expiry. The controller
+manager runs :class:`DisruptionQueueController` instead: the same sync, driven
+by informer events through a work queue and reading pods, ReplicaSets and
+Deployments from the informer caches rather than listing per pass.
 
 Simplifications: no events (NoPods, UnmanagedPods, CalculateExpectedPodCountFailed);
 no stale ``DisruptionTarget`` condition clean-up on pods; StatefulSets and
@@ -56,6 +59,8 @@ from typing import Any
 from emulator.api import errors, pdb
 from emulator.api.kinds import DEPLOYMENT, PDB, POD, REPLICASET, Kind, all_kinds
 from emulator.clock import Clock, parse_rfc3339, rfc3339
+from emulator.controllers.runtime import Controller, ControllerContext, meta_key, object_of
+from emulator.informers import ResourceEventHandlerFuncs
 from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
@@ -348,3 +353,100 @@ def _count_healthy(pods: list[Obj], disrupted: dict[str, str], now: float) -> in
         if pdb.is_pod_ready(pod):
             healthy += 1
     return healthy
+
+
+# ----------------------------------------------------------------------------- informer-driven mode
+
+
+class _CacheLookup(_Lookup):
+    """Controller lookups from informer caches (ReplicaSets, Deployments), the store for any other kind."""
+
+    def __init__(self, core: ServerCore, caches: dict[str, Any]) -> None:
+        super().__init__(core)
+        self._caches = caches
+
+    def get(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+        cache = self._caches.get(kind.resource)
+        if cache is None:
+            return super().get(kind, namespace, name)
+        return cache.indexer.get_by_key(f"{namespace}/{name}" if kind.namespaced else name)
+
+
+class DisruptionQueueController(Controller):
+    """The disruption controller on informers and a work queue (what the controller manager runs).
+
+    Upstream's event wiring (``disruption.go`` ``addPod``/``updatePod``/``deletePod``, PDB
+    handlers): a PDB event queues that PDB; a pod event queues the PDBs of the pod's
+    namespace whose selector matches it; a change of a ReplicaSet's or Deployment's
+    ``spec.replicas`` queues the PDBs of its namespace (their expected scale moved). A
+    reconcile is :meth:`DisruptionController._sync` over the cached PDB and the namespace's
+    cached pods — no list per pass. Entries of ``disruptedPods`` expire after two minutes of
+    cluster time: the PDB is requeued for that moment (upstream's recheck queue).
+    """
+
+    def __init__(self, ctx: ControllerContext, *, workers: int = 1) -> None:
+        super().__init__("disruption", ctx, workers=workers)
+        self.sync = DisruptionController(ctx.core, ctx.clock)
+        self.pdb_informer = self.watch(ctx.informers.informer_for(PDB))
+        self.pod_informer = self.watch(ctx.informers.informer_for(POD))
+        self.rs_informer = self.watch(ctx.informers.informer_for(REPLICASET))
+        self.deploy_informer = self.watch(ctx.informers.informer_for(DEPLOYMENT))
+        self.pdb_informer.add_event_handler(ResourceEventHandlerFuncs(
+            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
+            delete=self._delete_pdb))
+        self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(
+            add=lambda pod, _initial: self._pod_changed(pod), update=self._update_pod,
+            delete=lambda pod: self._pod_changed(object_of(pod))))
+        scale_handler = ResourceEventHandlerFuncs(update=self._scale_changed)
+        self.rs_informer.add_event_handler(scale_handler)
+        self.deploy_informer.add_event_handler(scale_handler)
+
+    def _delete_pdb(self, obj: Any) -> None:
+        budget = object_of(obj)
+        key = getattr(obj, "key", None) or (meta_key(budget) if budget is not None else None)
+        if key:
+            self.enqueue_key(key)
+
+    def _budgets_in(self, namespace: str) -> list[Obj]:
+        return self.pdb_informer.indexer.by_index("namespace", namespace)
+
+    def _pod_changed(self, pod: Obj | None) -> None:
+        if pod is None:
+            return
+        for budget in self._budgets_in((pod.get("metadata") or {}).get("namespace") or ""):
+            if pdb.budget_matches(budget, pod):
+                self.enqueue(budget)
+
+    def _update_pod(self, old: Obj, new: Obj) -> None:
+        if old["metadata"].get("resourceVersion") == new["metadata"].get("resourceVersion"):
+            return
+        self._pod_changed(new)
+        if (old["metadata"].get("labels") or {}) != (new["metadata"].get("labels") or {}):
+            self._pod_changed(old)  # budgets that stopped covering it
+
+    def _scale_changed(self, old: Obj, new: Obj) -> None:
+        if (old.get("spec") or {}).get("replicas") == (new.get("spec") or {}).get("replicas"):
+            return
+        for budget in self._budgets_in(new["metadata"].get("namespace") or ""):
+            self.enqueue(budget)
+
+    def reconcile(self, key: str) -> float | None:
+        budget = self.pdb_informer.indexer.get_by_key(key)
+        if budget is None:
+            return None
+        namespace = budget["metadata"]["namespace"]
+        pods = self.pod_informer.indexer.by_index("namespace", namespace)
+        lookup = _CacheLookup(self.core, {REPLICASET.resource: self.rs_informer,
+                                          DEPLOYMENT.resource: self.deploy_informer})
+        self.sync._sync(budget, pods, lookup)
+        # Requeue when the oldest disruptedPods entry expires (upstream's recheck queue).
+        recorded = (budget.get("status") or {}).get("disruptedPods") or {}
+        if recorded:
+            expiry = min(parse_rfc3339(t) for t in recorded.values()) + pdb.DELETION_TIMEOUT_SECONDS
+            return max(0.0, expiry - self.clock.now()) + 1.0
+        return None
+
+
+def new_controller(ctx: ControllerContext) -> DisruptionQueueController:
+    """The controller manager's constructor for this controller."""
+    return DisruptionQueueController(ctx)

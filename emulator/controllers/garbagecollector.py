@@ -497,3 +497,20 @@ def _unblocked(meta: Obj) -> Obj | None:
     meta["ownerReferences"] = [{**r, "blockOwnerDeletion": False} if r.get("blockOwnerDeletion") else r
                                for r in refs]
     return meta
+
+
+def new_controller(ctx: Any) -> Any:
+    """The controller manager's constructor: the collector in a loop thread (a ``ControllerLoop``).
+
+    The collector is driven by its Redis stream, not by informers, so it runs as a periodic
+    ``sync_once`` whose read blocks up to 100 ms for new entries. Every manager uses the same
+    consumer name: leader election makes sure only one reads at a time, and a new leader then
+    re-reads the entries its crashed predecessor left pending at once, with no claim timeout.
+    ``ctx`` is a :class:`~emulator.controllers.runtime.ControllerContext`.
+    """
+    from emulator.controllers.loop import ControllerLoop
+
+    gc = GarbageCollector(ctx.core, consumer=str(ctx.option("gc_consumer", "kube-controller-manager")),
+                          clock=ctx.clock)
+    return ControllerLoop("garbagecollector", lambda: gc.sync_once(block_ms=100),
+                          float(ctx.option("gc_period", 0.05)))

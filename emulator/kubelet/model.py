@@ -210,13 +210,15 @@ class KubeletModel:
         self._pods: dict[str, _Pod] = {}
         self._pod_rows: list[_Pod | None] = []
         self._free_pod_rows: list[int] = []
-        self.p_active = np.zeros(0, dtype=bool)
-        self.p_node = np.zeros(0, dtype=np.int64)
-        self.p_priority = np.zeros(0, dtype=np.int64)
-        self.p_critical = np.zeros(0, dtype=bool)
-        self.p_policy = np.zeros(0, dtype=np.int8)
-        self.p_disk_limit = np.zeros(0)
-        self._p_disk_limit_text: list[str] = []
+        # Never empty: free container rows point at pod row 0, so an eviction round on nodes
+        # without any pod yet must still be able to index it.
+        self.p_active = np.zeros(64, dtype=bool)
+        self.p_node = np.zeros(64, dtype=np.int64)
+        self.p_priority = np.zeros(64, dtype=np.int64)
+        self.p_critical = np.zeros(64, dtype=bool)
+        self.p_policy = np.zeros(64, dtype=np.int8)
+        self.p_disk_limit = np.zeros(64)
+        self._p_disk_limit_text: list[str] = [""] * 64
         # -- nodes
         self._node_index: dict[str, int] = {}
         self._node_names: list[str] = []

@@ -757,6 +757,12 @@ class SchedulingQueue:
         summary = f"activeQ:{len(active)}; backoffQ:{len(backoff)}; unschedulablePods:{len(unschedulable)}"
         return active + backoff + unschedulable + flying, summary
 
+    @property
+    def in_flight(self) -> int:
+        """Pods popped and not yet reported back."""
+        with self._cond:
+            return len(self._in_flight)
+
     def __len__(self) -> int:
         with self._cond:
             return len(self._active) + len(self._backoff) + len(self._unschedulable) + len(self._in_flight)

@@ -192,18 +192,16 @@ class ServerCore:
         still lands. Returns, per object, the stored object or its error (404 when gone).
         """
         out: list[Obj | errors.StatusError] = []
-        for obj, result in zip(objs, self.store.update_many(kind, objs), strict=True):
-            if isinstance(result, errors.StaleResourceVersion):
-                meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
-                try:
+        for obj, stored in zip(objs, self.store.update_many(kind, objs), strict=True):
+            result: Obj | errors.StatusError = stored
+            try:
+                if isinstance(stored, errors.StaleResourceVersion):
+                    meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k != "resourceVersion"}
                     result = self.update(kind, {**obj, "metadata": meta}, subresource=subresource)
-                except errors.StatusError as e:
-                    result = e
-            elif not isinstance(result, errors.StatusError):
-                try:
-                    result = self._finish_if_released(kind, result)
-                except errors.StatusError as e:
-                    result = e
+                elif not isinstance(stored, errors.StatusError):
+                    result = self._finish_if_released(kind, stored)
+            except errors.StatusError as e:
+                result = e
             out.append(result)
         return out
 

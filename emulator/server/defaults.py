@@ -144,6 +144,26 @@ def _daemon_set(obj: Obj) -> None:
     _template(obj)
 
 
+def _persistent_volume(obj: Obj) -> None:
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
+    spec.setdefault("volumeMode", "Filesystem")
+    # Upstream defaults the phase to Pending and its PV controller moves it on within a moment; kemu has no
+    # PV controller yet, so a new PV starts where that controller would put it: Available, or Bound when
+    # it is created pre-bound to a claim.
+    obj.setdefault("status", {}).setdefault("phase", "Bound" if spec.get("claimRef") else "Available")
+
+
+def _persistent_volume_claim(obj: Obj) -> None:
+    obj.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+    obj.setdefault("status", {}).setdefault("phase", "Pending")
+
+
+def _storage_class(obj: Obj) -> None:
+    obj.setdefault("reclaimPolicy", "Delete")
+    obj.setdefault("volumeBindingMode", "Immediate")
+
+
 DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "pods": _pod,
     "namespaces": _namespace,
@@ -152,6 +172,9 @@ DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "deployments.apps": _deployment,
     "replicasets.apps": _replica_set,
     "daemonsets.apps": _daemon_set,
+    "persistentvolumes": _persistent_volume,
+    "persistentvolumeclaims": _persistent_volume_claim,
+    "storageclasses.storage.k8s.io": _storage_class,
 }
 
 

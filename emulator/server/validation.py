@@ -27,6 +27,9 @@ Design
   ``deployments/replicasets/          selector vs template labels, template pod spec,
   daemonsets.apps``                   strategies; selector immutable
   ``configmaps``                      data/binaryData keys, total size
+  ``persistentvolumes``,              access modes, capacity, reclaim policy, volume mode,
+  ``persistentvolumeclaims``          node affinity; a claim's spec is frozen once created
+  ``storageclasses.storage.k8s.io``   provisioner, policies, allowed topologies; mostly immutable
   ``events``, ``leases...``           ObjectMeta only
   ==================================  ===========================================================
 
@@ -1556,6 +1559,135 @@ def _validate_configmap(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
             _forbidden(causes, "binaryData", "field is immutable when `immutable` is set")
 
 
+# --------------------------------------------------------------------------------------------
+# Storage: core/validation ValidatePersistentVolume(Claim)(Update) and storage/validation
+# ValidateStorageClass(Update), for the fields the scheduler's volume plugins read. Volume
+# sources (hostPath, csi, ...) are not checked: kemu attaches no volumes.
+# --------------------------------------------------------------------------------------------
+
+_ACCESS_MODES = ("ReadOnlyMany", "ReadWriteMany", "ReadWriteOnce", "ReadWriteOncePod")
+_VOLUME_MODES = ("Block", "Filesystem")
+_PV_RECLAIM_POLICIES = ("Delete", "Recycle", "Retain")
+_SC_RECLAIM_POLICIES = ("Delete", "Retain")
+_BINDING_MODES = ("Immediate", "WaitForFirstConsumer")
+
+
+def _check_access_modes(causes: list[Cause], path: str, modes: Any) -> None:
+    items = _list_at(causes, path, modes)
+    if not items:
+        _required(causes, path, "at least 1 access mode is required")
+        return
+    for mode in items:
+        if mode not in _ACCESS_MODES:
+            _not_supported(causes, path, mode, _ACCESS_MODES)
+    if "ReadWriteOncePod" in items and len(items) > 1:
+        _forbidden(causes, path, "may not use ReadWriteOncePod with other access modes")
+
+
+def _check_positive_quantity(causes: list[Cause], path: str, value: Any) -> None:
+    q = validate_quantity(value, path, causes)
+    if q is not None and q.sign() <= 0:
+        _invalid(causes, path, str(q), NOT_POSITIVE)
+
+
+def _check_storage_class_name(causes: list[Cause], path: str, name: Any) -> None:
+    if name:
+        for msg in dns1123_subdomain_errors(name) if isinstance(name, str) else ["must be a string"]:
+            _invalid(causes, path, name, msg)
+
+
+def _validate_persistent_volume(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    spec = _dict_at(causes, "spec", obj.get("spec"))
+    _check_access_modes(causes, "spec.accessModes", spec.get("accessModes"))
+    capacity = _dict_at(causes, "spec.capacity", spec.get("capacity"))
+    if not capacity:
+        _required(causes, "spec.capacity")
+    elif "storage" not in capacity or len(capacity) > 1:
+        _not_supported(causes, "spec.capacity", ", ".join(sorted(capacity)), ("storage",))
+    else:
+        _check_positive_quantity(causes, "spec.capacity[storage]", capacity["storage"])
+    _check_enum(causes, "spec.persistentVolumeReclaimPolicy", spec.get("persistentVolumeReclaimPolicy"),
+                _PV_RECLAIM_POLICIES)
+    _check_enum(causes, "spec.volumeMode", spec.get("volumeMode"), _VOLUME_MODES)
+    _check_storage_class_name(causes, "spec.storageClassName", spec.get("storageClassName"))
+    affinity = spec.get("nodeAffinity")
+    if affinity is not None:
+        required = _dict_at(causes, "spec.nodeAffinity", affinity).get("required")
+        if required is None:
+            _required(causes, "spec.nodeAffinity.required", "must specify required node constraints")
+        else:
+            path = "spec.nodeAffinity.required.nodeSelectorTerms"
+            terms = _list_at(causes, path, _dict_at(causes, path, required).get("nodeSelectorTerms"))
+            if not terms:
+                _required(causes, path, "must have at least one node selector term")
+            for i, term in enumerate(terms):
+                _check_node_selector_term(causes, f"{path}[{i}]", term, strict_values=True)
+
+
+def _validate_persistent_volume_claim(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    spec = _dict_at(causes, "spec", obj.get("spec"))
+    _check_access_modes(causes, "spec.accessModes", spec.get("accessModes"))
+    if spec.get("selector") is not None:
+        _check_label_selector(causes, "spec.selector", spec["selector"])
+    requests = _dict_at(causes, "spec.resources.requests",
+                        _dict_at(causes, "spec.resources", spec.get("resources")).get("requests"))
+    if "storage" not in requests:
+        _required(causes, "spec.resources[storage]")
+    else:
+        _check_positive_quantity(causes, "spec.resources[storage]", requests["storage"])
+    _check_storage_class_name(causes, "spec.storageClassName", spec.get("storageClassName"))
+    _check_enum(causes, "spec.volumeMode", spec.get("volumeMode"), _VOLUME_MODES)
+    if old is None:
+        return
+    # ValidatePersistentVolumeClaimUpdate: the spec is frozen, except the binder setting volumeName once
+    # and a bound claim's storage request (expansion).
+    old_spec = dict(old.get("spec") or {})
+    new_spec = dict(spec)
+    if not old_spec.get("volumeName"):
+        old_spec["volumeName"] = new_spec.get("volumeName")
+    if ((obj.get("status") or {}).get("phase") or "") == "Bound":
+        for fixed in (old_spec, new_spec):
+            resources = dict(fixed.get("resources") or {})
+            resources["requests"] = {k: v for k, v in (resources.get("requests") or {}).items() if k != "storage"}
+            fixed["resources"] = resources
+    if old_spec != new_spec:
+        _forbidden(causes, "spec", "spec is immutable after creation except resources.requests and "
+                                   "volumeAttributesClassName for bound claims")
+
+
+def _validate_storage_class(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    provisioner = obj.get("provisioner")
+    if not provisioner:
+        _required(causes, "provisioner")
+    elif isinstance(provisioner, str):
+        for msg in qualified_name_errors(provisioner):
+            _invalid(causes, "provisioner", provisioner, msg)
+    else:
+        _wrong_type(causes, "provisioner", provisioner, "a string")
+    _check_enum(causes, "reclaimPolicy", obj.get("reclaimPolicy"), _SC_RECLAIM_POLICIES)
+    _check_enum(causes, "volumeBindingMode", obj.get("volumeBindingMode"), _BINDING_MODES)
+    for i, term in enumerate(_list_at(causes, "allowedTopologies", obj.get("allowedTopologies"))):
+        path = f"allowedTopologies[{i}].matchLabelExpressions"
+        expressions = _list_at(causes, path, _dict_at(causes, f"allowedTopologies[{i}]", term).get(
+            "matchLabelExpressions"))
+        if not expressions:
+            _required(causes, path, "must have at least one label expression")
+        for j, raw_expr in enumerate(expressions):
+            expr = _dict_at(causes, f"{path}[{j}]", raw_expr)
+            _check_label_name(causes, f"{path}[{j}].key", expr.get("key", ""))
+            if not _list_at(causes, f"{path}[{j}].values", expr.get("values")):
+                _required(causes, f"{path}[{j}].values", "must specify as least one value")
+    if old is None:
+        return
+    for fld, detail in (("parameters", "updates to parameters are forbidden."),
+                        ("provisioner", "updates to provisioner are forbidden."),
+                        ("reclaimPolicy", "updates to reclaimPolicy are forbidden.")):
+        if obj.get(fld) != old.get(fld):
+            _forbidden(causes, fld, detail)
+    if obj.get("volumeBindingMode") != old.get("volumeBindingMode"):
+        _invalid(causes, "volumeBindingMode", obj.get("volumeBindingMode"), FIELD_IMMUTABLE)
+
+
 def _metadata_only(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
     """Kinds whose bodies kemu does not constrain beyond ObjectMeta (Event, Lease)."""
 
@@ -1572,6 +1704,9 @@ VALIDATORS: dict[str, Validator] = {
     "replicasets.apps": _validate_replica_set,
     "daemonsets.apps": _validate_daemon_set,
     "configmaps": _validate_configmap,
+    "persistentvolumes": _validate_persistent_volume,
+    "persistentvolumeclaims": _validate_persistent_volume_claim,
+    "storageclasses.storage.k8s.io": _validate_storage_class,
     "events": _metadata_only,
     "leases.coordination.k8s.io": _metadata_only,
 }

@@ -307,13 +307,16 @@ def test_local_cluster_runs_the_collector_in_the_background(redis_url: str, tmp_
     cluster = LocalCluster(Config(data_dir=tmp_path / "data", redis_url=redis_url, api_enabled=False))
     core = cluster.start()
     try:
-        assert [loop.name for loop in cluster.controllers] == ["garbage-collector", "disruption"]
+        [manager] = cluster.controller_managers
+        assert manager.wait_active(20)
+        assert "garbagecollector" in manager.controllers() and "disruption" in manager.controllers()
         w.web_chain(core, 2)
         core.delete(DEPLOYMENT, "default", "web")
         deadline = time.monotonic() + 20
+        gc_loop = manager.controllers()["garbagecollector"]
         while exists(core, POD, "web-0") or exists(core, POD, "web-1") or exists(core, REPLICASET, "web-rs"):
             assert time.monotonic() < deadline, "the background collector did not cascade the deletion"
-            cluster.controllers[0].wait_passes(1, timeout=5)
+            gc_loop.wait_passes(1, timeout=5)
     finally:
         cluster.stop()
-    assert cluster.controllers == []
+    assert cluster.controller_managers == []

@@ -9,8 +9,8 @@ enable more plugins or disable (``"*"`` = all) multi-point ones there,
 :func:`default_plugins` is upstream's default multi-point list and weights
 (``pkg/scheduler/apis/config/v1/default_plugins.go``, v1.32+: the in-tree
 cloud volume-limit plugins are gone); :meth:`Profile.default` keeps the ones a
-registry provides, since volume, topology-spread, inter-pod-affinity,
-preemption and binding plugins are not ported yet.
+registry provides (VolumeRestrictions, NodeVolumeLimits and DefaultBinder are
+not in the in-tree registry yet, so they drop out).
 """
 
 from __future__ import annotations

@@ -1,9 +1,18 @@
 """In-tree scheduler plugins, one module per plugin (upstream ``pkg/scheduler/framework/plugins``).
 
-:func:`in_tree_registry` maps each plugin name to its constructor. Ported so
-far: PrioritySort, SchedulingGates, NodeUnschedulable, NodeName, NodePorts,
-NodeResourcesFit, NodeResourcesBalancedAllocation, NodeAffinity,
-TaintToleration, ImageLocality.
+:func:`in_tree_factories` maps each plugin name to its constructor
+(``new(args, handle)``). Ported: PrioritySort, SchedulingGates,
+NodeUnschedulable, NodeName, NodePorts, NodeResourcesFit,
+NodeResourcesBalancedAllocation, NodeAffinity, TaintToleration,
+ImageLocality, PodTopologySpread, InterPodAffinity, VolumeBinding,
+VolumeZone, DefaultPreemption. The example research plugins of
+:mod:`.examples` (GPUBinPack) are registered too, so a configuration can
+enable them by name; they are in no default profile.
+
+Shared modules (not plugins): :mod:`.helper` (normalisation, tolerations,
+node selector terms), :mod:`.resource_allocation` (resource scorers),
+:mod:`.listers` (read-only access to Services, PDBs, PVs...),
+:mod:`.pod_index` (incrementally maintained per-node pod tables).
 """
 
 from __future__ import annotations
@@ -12,17 +21,23 @@ from collections.abc import Callable
 from typing import Any
 
 from emulator.scheduler.plugins import (
+    default_preemption,
     image_locality,
+    inter_pod_affinity,
     node_affinity,
     node_name,
     node_ports,
     node_resources_balanced_allocation,
     node_resources_fit,
     node_unschedulable,
+    pod_topology_spread,
     priority_sort,
     scheduling_gates,
     taint_toleration,
+    volume_binding,
+    volume_zone,
 )
+from emulator.scheduler.plugins.examples import gpu_binpack
 
 __all__ = ["in_tree_factories"]
 
@@ -30,5 +45,7 @@ __all__ = ["in_tree_factories"]
 def in_tree_factories() -> dict[str, Callable[..., Any]]:
     """Plugin name -> constructor for every in-tree plugin (feed it to ``Registry``)."""
     modules = (priority_sort, scheduling_gates, node_unschedulable, node_name, node_ports, node_resources_fit,
-               node_resources_balanced_allocation, node_affinity, taint_toleration, image_locality)
+               node_resources_balanced_allocation, node_affinity, taint_toleration, image_locality,
+               pod_topology_spread, inter_pod_affinity, volume_binding, volume_zone, default_preemption,
+               gpu_binpack)
     return {module.NAME: module.new for module in modules}

@@ -48,22 +48,30 @@ def test_profile_percentage_overrides_global():
 
 
 def test_default_profile_order_and_weights():
+    # Upstream's default profile (default_plugins.go) with every ported plugin, in upstream's order per point.
     fw = new_framework()
-    names = {point: [p.name for p in fw.plugins_at(point)] for point in ("preEnqueue", "queueSort", "preFilter",
-                                                                        "filter", "preScore", "score")}
+    names = {point: [p.name for p in fw.plugins_at(point)] for point in (
+        "preEnqueue", "queueSort", "preFilter", "filter", "postFilter", "preScore", "score", "reserve", "preBind")}
     assert names == {
         "preEnqueue": ["SchedulingGates"],
         "queueSort": ["PrioritySort"],
-        "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit"],
+        "preFilter": ["NodeAffinity", "NodePorts", "NodeResourcesFit", "VolumeBinding", "VolumeZone",
+                      "PodTopologySpread", "InterPodAffinity"],
         "filter": ["NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity", "NodePorts",
-                   "NodeResourcesFit"],
-        "preScore": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
-                     "ImageLocality"],
-        "score": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "NodeResourcesBalancedAllocation",
-                  "ImageLocality"],
+                   "NodeResourcesFit", "VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity"],
+        "postFilter": ["DefaultPreemption"],
+        "preScore": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+                     "NodeResourcesBalancedAllocation", "ImageLocality"],
+        "score": ["TaintToleration", "NodeAffinity", "NodeResourcesFit", "PodTopologySpread", "InterPodAffinity",
+                  "NodeResourcesBalancedAllocation", "ImageLocality"],
+        "reserve": ["VolumeBinding"],
+        "preBind": ["VolumeBinding"],
     }
     assert fw.score_weights == {"TaintToleration": 3, "NodeAffinity": 2, "NodeResourcesFit": 1,
+                                "PodTopologySpread": 2, "InterPodAffinity": 2,
                                 "NodeResourcesBalancedAllocation": 1, "ImageLocality": 1}
+    # Example research plugins are registered (a configuration can name them) but not enabled by default.
+    assert "GPUBinPack" in in_tree_registry() and "GPUBinPack" not in fw.plugins
 
 
 def test_profile_overrides_disables_and_errors():
@@ -74,11 +82,12 @@ def test_profile_overrides_disables_and_errors():
     fw = Framework(registry, profile)
     # A plugin in both multiPoint and the point's own set comes first, with the point's weight.
     assert [p.name for p in fw.plugins_at("score")] == ["ImageLocality", "NodeAffinity", "NodeResourcesFit",
+                                                        "PodTopologySpread", "InterPodAffinity",
                                                         "NodeResourcesBalancedAllocation"]
     assert fw.score_weights["ImageLocality"] == 5
     assert [p.name for p in fw.plugins_at("filter")] == ["NodeResourcesFit"]
     with pytest.raises(ValueError, match="does not exist"):
-        Framework(registry, Profile(multi_point=PluginSet([PluginRef("PodTopologySpread")])))
+        Framework(registry, Profile(multi_point=PluginSet([PluginRef("NoSuchPlugin")])))
     with pytest.raises(ValueError, match="does not extend"):
         Framework(registry, Profile(points={"score": PluginSet([PluginRef("NodeName")])}))
     registry.register("OtherSort", lambda args, handle: type("S", (), {"name": "OtherSort",
@@ -180,6 +189,11 @@ def test_seeded_frameworks_place_identically():
 # -- FitError --------------------------------------------------------------------------------------------------
 
 
+def not_helpful(n: int) -> str:
+    """What DefaultPreemption appends when no node failed with a status preemption could fix."""
+    return f" preemption: 0/{n} nodes are available: {n} Preemption is not helpful for scheduling."
+
+
 def test_fit_error_histogram_is_sorted_as_strings():
     nodes = [sched_node(f"small{i}", cpu="1") for i in range(10)]
     nodes += [sched_node(f"tainted{i}", taints=[taint("k", "v")]) for i in range(2)]
@@ -187,8 +201,9 @@ def test_fit_error_histogram_is_sorted_as_strings():
     result = new_framework().schedule_one(req_pod("p", "2", "2Gi"), Snapshot.build(nodes))
     assert isinstance(result, FitError)
     # "10 ..." sorts before "2 ..." as Go's sort.Strings does; "full" lacks cpu (no: 2 cpu fit) and memory.
+    # Every node is UnschedulableAndUnresolvable, so DefaultPreemption adds upstream's "not helpful" text.
     assert str(result) == ("0/13 nodes are available: 1 Insufficient memory, 10 Insufficient cpu, "
-                           "2 node(s) had untolerated taint {k: v}.")
+                           "2 node(s) had untolerated taint {k: v}." + not_helpful(13))
     assert result.diagnosis.unschedulable_plugins == {"TaintToleration", "NodeResourcesFit"}
     assert result.num_all_nodes == 13
 
@@ -196,7 +211,7 @@ def test_fit_error_histogram_is_sorted_as_strings():
 def test_fit_error_counts_every_reason_of_a_node():
     nodes = [sched_node("a", cpu="1", memory="1Gi"), sched_node("b", cpu="1", memory="8Gi")]
     result = new_framework().schedule_one(req_pod("p", "2", "2Gi"), Snapshot.build(nodes))
-    assert str(result) == "0/2 nodes are available: 1 Insufficient memory, 2 Insufficient cpu."
+    assert str(result) == "0/2 nodes are available: 1 Insufficient memory, 2 Insufficient cpu." + not_helpful(2)
     statuses = dict(result.diagnosis.node_to_status.items())
     assert statuses["a"].reasons == ["Insufficient cpu", "Insufficient memory"]
     assert statuses["a"].code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -215,12 +230,12 @@ def test_fit_error_with_pre_filter_messages():
         {"matchFields": [{"key": "metadata.name", "operator": "In", "values": ["a"]},
                          {"key": "metadata.name", "operator": "In", "values": ["b"]}]}]}}}
     result = fw.schedule_one(req_pod("p", affinity=conflict), snapshot)
-    assert str(result) == "0/3 nodes are available: pod affinity terms conflict."
+    assert str(result) == "0/3 nodes are available: pod affinity terms conflict." + not_helpful(3)
     assert result.diagnosis.unschedulable_plugins == {"NodeAffinity"}
 
     result = fw.schedule_one(req_pod("q", "2", affinity=pinned("a")), snapshot)
     assert str(result) == ("0/3 nodes are available: 1 Insufficient cpu, "
-                           "2 node(s) didn't satisfy plugin(s) [NodeAffinity].")
+                           "2 node(s) didn't satisfy plugin(s) [NodeAffinity]." + not_helpful(3))
     ok = fw.schedule_one(req_pod("r", "2", affinity=pinned("a", "c", "zz")), snapshot)
     assert isinstance(ok, ScheduleResult) and ok.node == "c" and ok.evaluated == 2
 
@@ -244,14 +259,16 @@ class NotHelpful:
 def test_post_filter_message_ends_the_fit_error():
     registry = in_tree_registry()
     registry.register("NotHelpful", lambda args, handle: NotHelpful())
-    profile = Profile.default(registry)
+    profile = Profile.default(registry, points={"postFilter": PluginSet(disabled=["DefaultPreemption"])})
     profile.multi_point.enabled.append(PluginRef("NotHelpful"))
     fw = Framework(registry, profile)
-    result = fw.schedule_one(req_pod("p", tolerations=[]),
-                             Snapshot.build([sched_node("a", taints=[taint("node-role.kubernetes.io/control-plane")])]))
-    assert str(result) == ("0/1 nodes are available: 1 node(s) had untolerated taint "
-                           "{node-role.kubernetes.io/control-plane: }. preemption: 0/1 nodes are available: "
-                           "1 Preemption is not helpful for scheduling.")
+    snapshot = Snapshot.build([sched_node("a", taints=[taint("node-role.kubernetes.io/control-plane")])])
+    expected = ("0/1 nodes are available: 1 node(s) had untolerated taint "
+                "{node-role.kubernetes.io/control-plane: }. preemption: 0/1 nodes are available: "
+                "1 Preemption is not helpful for scheduling.")
+    assert str(fw.schedule_one(req_pod("p", tolerations=[]), snapshot)) == expected
+    # The real DefaultPreemption of the default profile says exactly the same.
+    assert str(new_framework().schedule_one(req_pod("p", tolerations=[]), snapshot)) == expected
 
 
 # -- plugins without vectorised forms, plugin failures -------------------------------------------------------------
@@ -329,10 +346,12 @@ def test_pre_filter_skip_turns_the_filter_off():
     snapshot = Snapshot.build([sched_node("a")])
     _, status, _ = fw.run_pre_filter_plugins(state, PodInfo.of(req_pod("p")), snapshot)
     assert status is None
-    assert state.skip_filter_plugins == {"NodeAffinity", "NodePorts"}
+    # No selector, ports, claims, spread constraints or affinity: those PreFilters answer Skip.
+    assert state.skip_filter_plugins == {"NodeAffinity", "NodePorts", "VolumeBinding", "VolumeZone",
+                                         "PodTopologySpread", "InterPodAffinity"}
     wants_port = pod("q", containers=[res_container(host_ports=[("", "TCP", 80)])], nodeSelector={"a": "b"})
     fw.run_pre_filter_plugins(state, PodInfo.of(wants_port), snapshot)
-    assert state.skip_filter_plugins == frozenset()
+    assert state.skip_filter_plugins == {"VolumeBinding", "VolumeZone", "PodTopologySpread", "InterPodAffinity"}
 
 
 def test_pre_score_skip_turns_the_score_off():
@@ -341,7 +360,8 @@ def test_pre_score_skip_turns_the_score_off():
     snapshot = Snapshot.build([sched_node("a"), sched_node("b")])
     nodes = np.arange(2)
     assert fw.run_pre_score_plugins(state, PodInfo.of(req_pod("p")), snapshot, nodes) is None
-    assert state.skip_score_plugins == {"NodeAffinity", "NodeResourcesBalancedAllocation"}
+    assert state.skip_score_plugins == {"NodeAffinity", "NodeResourcesBalancedAllocation", "PodTopologySpread",
+                                        "InterPodAffinity"}
     scores = fw.run_score_plugins(state, PodInfo.of(req_pod("p")), snapshot, nodes)
     assert set(scores.plugin_scores) == {"TaintToleration", "NodeResourcesFit", "ImageLocality"}
     # Empty nodes, default requests 100m/200Mi of 8 cpu/32Gi: least allocated (98 + 99) // 2 = 98;

@@ -194,7 +194,8 @@ def test_hypothetical_node_respects_taints_and_selectors():
     result = framework.schedule_one(gpu_pod, snapshot.add_node(tainted))
     assert isinstance(result, FitError)
     assert str(result) == ("0/2 nodes are available: 1 node(s) didn't match Pod's node affinity/selector, "
-                           "1 node(s) had untolerated taint {nvidia.com/gpu: true}.")
+                           "1 node(s) had untolerated taint {nvidia.com/gpu: true}. preemption: 0/2 nodes are "
+                           "available: 2 Preemption is not helpful for scheduling.")
     tolerant = {**gpu_pod, "spec": {**gpu_pod["spec"], "tolerations": [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
     result = framework.schedule_one(tolerant, snapshot.add_node(tainted))
@@ -214,4 +215,5 @@ def test_node_memo_is_shared_by_forks_and_dropped_by_add_node():
     assert grown.node_memo(("test",), lambda: 3) == 3
     result = framework.schedule_one(req_pod("q", "100"), grown)  # too big everywhere: every node reports
     assert str(result) == ("0/3 nodes are available: 1 Insufficient cpu, "
-                           "2 node(s) had untolerated taint {k: v}.")
+                           "2 node(s) had untolerated taint {k: v}. preemption: 0/3 nodes are available: "
+                           "3 Preemption is not helpful for scheduling.")

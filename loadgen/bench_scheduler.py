@@ -1,0 +1,364 @@
+"""Scheduler benchmark: upstream scheduler_perf's SchedulingBasic, with 1..N competing schedulers.
+
+    .venv/bin/python -m loadgen.bench_scheduler [--nodes 5000] [--init-pods 1000] [--pods 10000]
+        [--schedulers 1,2] [--mode process|ray|thread] [--bind-workers 4] [--json out.json]
+
+The workload is ``test/integration/scheduler_perf/misc/performance-config.yaml``'s
+SchedulingBasic ``5000Nodes_10000Pods`` re-created: ``--nodes`` nodes of
+``node-default.yaml`` (4 cpu, 32Gi, 110 pods), ``--init-pods`` pods of
+``pod-default.yaml`` (100m cpu, 500Mi) scheduled first and not measured, then
+``--pods`` measured pods created as fast as the store takes them (batches
+of 500) while the schedulers run. Upstream's CI floor for this workload is
+680 pods/s.
+
+For each scheduler count in ``--schedulers`` the run starts from an empty
+store (its own embedded Redis, or ``--redis-url``), brings the schedulers up
+-- each in its own process (``--mode process``, plain Python), in a Ray actor
+(``--mode ray``), or all in this process (``--mode thread``) -- as replicas
+of the default profile that split the pods by uid hash (see
+:mod:`emulator.scheduler.scheduler`), and measures:
+
+* **throughput**: measured pods / seconds from the first measured create to
+  the last measured bind (the store's count of bound pods is polled every
+  20 ms), and the median of per-second samples as scheduler_perf reports;
+* **attempt latency** p50 / p99: ``scheduler_scheduling_attempt_duration_seconds``
+  of the successful attempts (cycle + bind), from every scheduler's raw
+  samples;
+* **SLI duration** p99: ``scheduler_pod_scheduling_sli_duration_seconds``, queue
+  entry to bind (it includes the time a pod waits behind the others);
+* **conflict fraction**: bind conflicts / successful binds, over all
+  schedulers (Omega's definition);
+* **busyness**: the fraction of the measured interval each scheduler's
+  scheduling thread spent in scheduling cycles (the rest it waited for pods).
+
+Numbers are for the machine the benchmark runs on; every scheduler shares
+its cores with Redis and the pod creator.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import multiprocessing
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from emulator.api.kinds import NODE, POD
+from emulator.scheduler.scheduler import SchedulerOptions
+from emulator.scheduler_host import HostSettings, SchedulerHost
+from emulator.server.core import ServerCore
+from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
+from emulator.store.store import Store, StoreConfig
+
+PREFIX = "kemu:"
+NAMESPACE = "default"
+
+
+def node_default(i: int) -> dict[str, Any]:
+    """scheduler_perf ``templates/node-default.yaml``."""
+    capacity = {"pods": "110", "cpu": "4", "memory": "32Gi"}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": f"scheduler-perf-{i:05d}"}, "spec": {},
+            "status": {"capacity": capacity, "allocatable": dict(capacity),
+                       "conditions": [{"type": "Ready", "status": "True"}], "phase": "Running"}}
+
+
+def pod_default(name: str) -> dict[str, Any]:
+    """scheduler_perf ``templates/pod-default.yaml``."""
+    resources = {"cpu": "100m", "memory": "500Mi"}
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": NAMESPACE},
+            "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
+                                     "ports": [{"containerPort": 80}],
+                                     "resources": {"limits": dict(resources), "requests": dict(resources)}}]}}
+
+
+def percentile(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))]
+
+
+# -- scheduler runners ------------------------------------------------------------------------------------------
+
+
+def replica_options(n: int, *, bind_workers: int = 1, bind_linger: float | None = None) -> list[SchedulerOptions]:
+    """``n`` competing replicas of the default profile, keeping latency samples."""
+    linger = SchedulerOptions().bind_linger if bind_linger is None else bind_linger
+    return [SchedulerOptions(name=f"kemu-scheduler-{i}", replica=i, replicas=n, bind_workers=bind_workers,
+                             keep_samples=True, seed=i, bind_linger=linger) for i in range(n)]
+
+
+def _child(conn: Any, settings: HostSettings, options: SchedulerOptions) -> None:
+    """A scheduler process: start a host, report readiness, answer stats requests until told to stop."""
+    host = SchedulerHost(settings, [options])
+    try:
+        host.start()
+        conn.send(("ready", None))
+        while True:
+            command = conn.recv()
+            if command == "stats":
+                conn.send(("stats", (host.stats(), host.samples())))
+            elif command == "consistency":
+                conn.send(("consistency", host.consistency()))
+            elif command == "stop":
+                break
+    except Exception as e:
+        conn.send(("error", repr(e)))
+        raise
+    finally:
+        host.stop()
+
+
+class ProcessSchedulers:
+    """Each scheduler in a child process of its own (spawned: a clean interpreter, its own GIL).
+
+    ``config`` is a KubeSchedulerConfiguration document every replica runs. Also used by the tests.
+    """
+
+    def __init__(self, url: str, options: list[SchedulerOptions], config: dict[str, Any] | None = None) -> None:
+        ctx = multiprocessing.get_context("spawn")
+        self.conns = []
+        self.procs = []
+        for opts in options:
+            parent, child = ctx.Pipe()
+            proc = ctx.Process(target=_child, args=(child, HostSettings(url, PREFIX, config=config, tune_gc=True),
+                                                    opts), daemon=True)
+            proc.start()
+            self.conns.append(parent)
+            self.procs.append(proc)
+        for conn in self.conns:
+            kind, payload = conn.recv()
+            if kind != "ready":
+                raise RuntimeError(f"scheduler process failed: {payload}")
+
+    def _ask(self, command: str) -> list[Any]:
+        for conn in self.conns:
+            conn.send(command)
+        return [conn.recv()[1] for conn in self.conns]
+
+    def stats(self) -> tuple[list[dict[str, Any]], list[dict[str, list[float]]]]:
+        stats, samples = [], []
+        for st, sm in self._ask("stats"):
+            stats.extend(st)
+            samples.extend(sm)
+        return stats, samples
+
+    def consistency(self) -> list[dict[str, Any]]:
+        return [c for cs in self._ask("consistency") for c in cs]
+
+    def stop(self) -> None:
+        for conn in self.conns:
+            conn.send("stop")
+        for proc in self.procs:
+            proc.join(30)
+
+
+class ThreadSchedulers:
+    """Every scheduler in this process (one host: shared informers, one GIL)."""
+
+    def __init__(self, url: str, options: list[SchedulerOptions], config: dict[str, Any] | None = None) -> None:
+        self.host = SchedulerHost(HostSettings(url, PREFIX, config=config), options).start()
+
+    def stats(self) -> tuple[list[dict[str, Any]], list[dict[str, list[float]]]]:
+        return self.host.stats(), self.host.samples()
+
+    def consistency(self) -> list[dict[str, Any]]:
+        return self.host.consistency()
+
+    def stop(self) -> None:
+        self.host.stop()
+
+
+class RaySchedulers:
+    """Each scheduler in a Ray actor (``actors.scheduler``)."""
+
+    def __init__(self, url: str, options: list[SchedulerOptions], config: dict[str, Any] | None = None) -> None:
+        import ray
+
+        from actors.scheduler import start_scheduler_actors
+
+        self.ray = ray
+        self.actors = start_scheduler_actors(url, len(options), prefix=PREFIX, config=config,
+                                             bind_workers=options[0].bind_workers, keep_samples=True,
+                                             bind_linger=options[0].bind_linger)
+
+    def stats(self) -> tuple[list[dict[str, Any]], list[dict[str, list[float]]]]:
+        stats, samples = [], []
+        for st, sm in self.ray.get([a.stats_and_samples.remote() for a in self.actors]):
+            stats.extend(st)
+            samples.extend(sm)
+        return stats, samples
+
+    def consistency(self) -> list[dict[str, Any]]:
+        return [c for cs in self.ray.get([a.consistency.remote() for a in self.actors]) for c in cs]
+
+    def stop(self) -> None:
+        from actors.scheduler import stop_scheduler_actors
+
+        stop_scheduler_actors(self.actors)
+
+
+RUNNERS = {"process": ProcessSchedulers, "thread": ThreadSchedulers, "ray": RaySchedulers}
+
+
+# -- the workload ---------------------------------------------------------------------------------------------
+
+
+def _create(core: ServerCore, bodies: list[dict[str, Any]], kind: Any = POD, batch: int = 500) -> None:
+    for start in range(0, len(bodies), batch):
+        for result in core.create_many(kind, bodies[start:start + batch]):
+            if not isinstance(result, dict):
+                raise RuntimeError(f"create failed: {result}")
+
+
+def _redis_cpu(store: Store) -> float:
+    info = store.redis.info("cpu")
+    return float(info["used_cpu_sys"]) + float(info["used_cpu_user"])
+
+
+def _wait_bound(store: Store, target: int, timeout: float, samples: list[tuple[float, int]] | None = None) -> float:
+    """Poll the store's count of bound pods until it reaches ``target``; the time it did (perf_counter)."""
+    deadline = time.perf_counter() + timeout
+    key = f"{PREFIX}acct"
+    while True:
+        bound = int(store.redis.hlen(key))
+        now = time.perf_counter()
+        if samples is not None:
+            samples.append((now, bound))
+        if bound >= target:
+            return now
+        if now > deadline:
+            raise TimeoutError(f"only {bound} of {target} pods bound after {timeout:g} s")
+        time.sleep(0.02)  # polling a counter in Redis: the benchmark must not add a watcher's load
+
+
+def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    store = Store.connect(url, StoreConfig(prefix=PREFIX))
+    store.redis.flushdb()
+    store = Store.connect(url, StoreConfig(prefix=PREFIX))
+    core = ServerCore(store)
+    core.bootstrap()
+    _create(core, [node_default(i) for i in range(args.nodes)], NODE)
+    runner = RUNNERS[args.mode](url, replica_options(n, bind_workers=args.bind_workers,
+                                                     bind_linger=args.bind_linger))
+    try:
+        _create(core, [pod_default(f"init-{i:06d}") for i in range(args.init_pods)])
+        _wait_bound(store, args.init_pods, args.timeout)
+        base_stats, _ = runner.stats()
+        bodies = [pod_default(f"pod-{i:06d}") for i in range(args.pods)]
+        samples: list[tuple[float, int]] = []
+        redis_cpu0 = _redis_cpu(store)
+        bench_cpu0 = time.process_time()
+        start = time.perf_counter()
+        _create(core, bodies)
+        created = time.perf_counter()
+        end = _wait_bound(store, args.init_pods + args.pods, args.timeout, samples)
+        bench_cpu = time.process_time() - bench_cpu0
+        redis_cpu = _redis_cpu(store) - redis_cpu0
+        stats, raw = runner.stats()
+        consistency = runner.consistency() if args.check else []
+    finally:
+        runner.stop()
+        store.close()
+    elapsed = end - start
+    attempts = [x for r in raw for x in r["attempt_seconds"]][args.init_pods:] if n == 1 else \
+        [x for r in raw for x in r["attempt_seconds"]]
+    slis = [x for r in raw for x in r["sli_seconds"]]
+    scheduled = sum(s["scheduled"] for s in stats) - sum(s["scheduled"] for s in base_stats)
+    conflicts = sum(s["conflicts"] for s in stats) - sum(s["conflicts"] for s in base_stats)
+    busy = [(s["busy_seconds"] - b["busy_seconds"]) / elapsed for s, b in zip(stats, base_stats, strict=True)]
+    per_second = []
+    for (t0, c0), (t1, c1) in itertools.pairwise(samples):
+        if t1 > t0:
+            per_second.append((c1 - c0) / (t1 - t0))
+    # scheduler_perf samples throughput once a second; do the same over the polled counts.
+    second_rates = []
+    mark_t, mark_c = start, args.init_pods
+    for t, c in samples:
+        if t - mark_t >= 1.0:
+            second_rates.append((c - mark_c) / (t - mark_t))
+            mark_t, mark_c = t, c
+    return {
+        "schedulers": n, "mode": args.mode, "nodes": args.nodes, "init_pods": args.init_pods, "pods": args.pods,
+        "seconds": round(elapsed, 3), "create_seconds": round(created - start, 3),
+        "throughput_pods_per_s": round(args.pods / elapsed, 1),
+        "throughput_median_per_second_sample": round(statistics.median(second_rates), 1) if second_rates else None,
+        "attempt_p50_ms": round(percentile(attempts, 50) * 1e3, 2),
+        "attempt_p99_ms": round(percentile(attempts, 99) * 1e3, 2),
+        "sli_p99_s": round(percentile(slis[-args.pods:], 99), 3),
+        "scheduled": scheduled, "conflicts": conflicts,
+        "conflict_fraction": round(conflicts / scheduled, 4) if scheduled else None,
+        "busyness": [round(b, 3) for b in busy],
+        "cpu_seconds": {"redis": round(redis_cpu, 2), "pod_creator": round(bench_cpu, 2),
+                        "schedulers": [round(s["process_cpu_seconds"] - b["process_cpu_seconds"], 2)
+                                       for s, b in zip(stats, base_stats, strict=True)],
+                        "scheduler_threads": [
+                            {k: round(v - b.get("thread_cpu_seconds", {}).get(k, 0.0), 2)
+                             for k, v in s.get("thread_cpu_seconds", {}).items() if v - b.get(
+                                 "thread_cpu_seconds", {}).get(k, 0.0) >= 0.01}
+                            for s, b in zip(stats, base_stats, strict=True)]},
+        "per_scheduler": [{k: v for k, v in s.items() if k in ("name", "scheduled", "conflicts", "attempts")}
+                          for s in stats],
+        "consistent": all(not any(v for k, v in c.items() if k != "name") for c in consistency) if consistency
+        else None,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--nodes", type=int, default=5000)
+    parser.add_argument("--init-pods", type=int, default=1000)
+    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--schedulers", default="1,2", help="comma-separated scheduler counts, one run each")
+    parser.add_argument("--mode", choices=sorted(RUNNERS), default="process")
+    parser.add_argument("--bind-workers", type=int, default=1, help="bind threads per scheduler (each binds "
+                                                                    "batches in one round trip)")
+    parser.add_argument("--bind-linger", type=float, default=SchedulerOptions().bind_linger,
+                        help="seconds a bind thread waits for more pods to batch (default %(default)s)")
+    parser.add_argument("--timeout", type=float, default=300.0)
+    parser.add_argument("--check", action="store_true", help="compare every cache with the store afterwards")
+    parser.add_argument("--redis-url", help="use this Redis (it is flushed!) instead of an embedded one")
+    parser.add_argument("--json", help="also write the results to this file")
+    args = parser.parse_args(argv)
+    counts = [int(x) for x in args.schedulers.split(",") if x]
+    if args.mode == "ray":
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+    server = None
+    url = args.redis_url
+    if url is None:
+        server = EmbeddedRedis(RedisServerConfig(data_dir=Path(tempfile.mkdtemp(prefix="kemu-bench-sched-"))))
+        url = server.start()
+    results = []
+    try:
+        for n in counts:
+            result = run_once(url, n, args)
+            results.append(result)
+            print(json.dumps(result), flush=True)
+    finally:
+        if server is not None:
+            server.stop()
+    base = next((r for r in results if r["schedulers"] == 1), None)
+    if base is not None:
+        for r in results:
+            r["speedup_vs_1"] = round(r["throughput_pods_per_s"] / base["throughput_pods_per_s"], 2)
+    print(f"\nSchedulingBasic {args.nodes} nodes, {args.init_pods} initial + {args.pods} measured pods, "
+          f"mode {args.mode}, {os.cpu_count()} cores")
+    print(f"{'sched':>5} {'pods/s':>8} {'x1':>5} {'p50 ms':>8} {'p99 ms':>8} {'SLI p99 s':>9} {'conflicts':>9} "
+          f"{'fraction':>8}  busyness")
+    for r in results:
+        print(f"{r['schedulers']:>5} {r['throughput_pods_per_s']:>8} {r.get('speedup_vs_1', ''):>5} "
+              f"{r['attempt_p50_ms']:>8} {r['attempt_p99_ms']:>8} {r['sli_p99_s']:>9} {r['conflicts']:>9} "
+              f"{r['conflict_fraction']:>8}  {r['busyness']}")
+    if args.json:
+        Path(args.json).write_text(json.dumps({"results": results, "args": vars(args)}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,342 @@
+"""The scheduling loop against an in-memory client: ownership, bind conflicts, PostFilter execution, Permit.
+
+The integration tests run the same loop against the real store; here a fake client makes the store's
+answers (a 409 on the first bind, say) exact and the clock manual.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from prometheus_client import REGISTRY
+
+from emulator.api import errors
+from emulator.api.kinds import EVENT, POD
+from emulator.clock import ManualClock
+from emulator.scheduler import in_tree_registry
+from emulator.scheduler.config import parse_configuration
+from emulator.scheduler.framework.interface import Code, NominatingInfo, PostFilterResult, Status
+from emulator.scheduler.framework.types import PodInfo
+from emulator.scheduler.scheduler import Scheduler, SchedulerOptions, owner_replica
+from tests.builders import req_pod, sched_node
+
+Obj = dict[str, Any]
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.002)  # waiting on other threads' effects, with a deadline
+
+
+class FakeClient:
+    """Pods in a dict; ``refuse`` maps pod name -> the 409 messages its next binds get."""
+
+    def __init__(self) -> None:
+        self.pods: dict[str, Obj] = {}
+        self.events: list[Obj] = []
+        self.deleted: list[str] = []
+        self.refuse: dict[str, list[str]] = {}
+        self.binds = 0
+        self.lock = threading.Lock()
+
+    def add(self, pod: Obj) -> Obj:
+        pod["metadata"].setdefault("uid", f"uid-{pod['metadata']['name']}")
+        pod["metadata"]["resourceVersion"] = "1"
+        self.pods[pod["metadata"]["name"]] = pod
+        return pod
+
+    def bind(self, namespace: str, name: str, node_name: str, *, annotations: Any = None, uid: str = "") -> Obj:
+        with self.lock:
+            self.binds += 1
+            refusals = self.refuse.get(name)
+            if refusals:
+                raise errors.conflict("pods/binding", name, refusals.pop(0))
+            pod = self.pods[name]
+            if pod["spec"].get("nodeName"):
+                raise errors.conflict("pods/binding", name, f'pod {name} is already assigned to node "x"')
+            pod = {**pod, "spec": {**pod["spec"], "nodeName": node_name}}
+            self.pods[name] = pod
+            return pod
+
+    def get(self, kind: Any, namespace: str | None, name: str) -> Obj:
+        if name not in self.pods:
+            raise errors.not_found("pods", name)
+        return self.pods[name]
+
+    def list(self, kind: Any, namespace: str | None = None) -> Any:
+        @dataclass
+        class Result:
+            items: list[Obj]
+
+        return Result(list(self.pods.values()) if kind is POD else [])
+
+    def update_status(self, kind: Any, body: Obj) -> Obj:
+        with self.lock:
+            name = body["metadata"]["name"]
+            pod = {**self.pods[name], "status": body["status"]}
+            self.pods[name] = pod
+            return pod
+
+    def create_many(self, kind: Any, bodies: list[Obj]) -> list[Obj]:
+        assert kind is EVENT
+        with self.lock:
+            self.events.extend(bodies)
+        return bodies
+
+    def delete(self, kind: Any, namespace: str | None, name: str, **options: Any) -> Obj:
+        with self.lock:
+            self.deleted.append(name)
+            return self.pods.pop(name)
+
+
+def _scheduler(client: FakeClient, doc: dict[str, Any] | None = None, registry: Any = None,
+               **options: Any) -> Scheduler:
+    registry = registry if registry is not None else in_tree_registry()
+    config = parse_configuration(doc or {}, validate_registry=registry)
+    name = options.pop("name", f"test-{id(client)}")
+    sched = Scheduler(client, config, registry=registry, clock=ManualClock(),
+                      options=SchedulerOptions(name=name, bind_linger=0, **options))
+    for i in range(2):
+        sched.on_node_add(sched_node(f"n{i}", cpu="2", memory="8Gi"))
+    return sched
+
+
+def _pending(client: FakeClient, name: str, cpu: str = "1", **spec: Any) -> Obj:
+    return client.add(req_pod(name, cpu, "1Gi", **spec))
+
+
+def test_unknown_scheduler_name_is_left_alone():
+    client = FakeClient()
+    sched = _scheduler(client)
+    sched.on_pod_add(_pending(client, "mine"))
+    sched.on_pod_add(_pending(client, "theirs", schedulerName="someone-else"))
+    assert sched.queue.get("default/mine") is not None and sched.queue.get("default/theirs") is None
+
+
+def test_replicas_split_the_pods_and_each_pod_has_one_owner():
+    client = FakeClient()
+    replicas = [_scheduler(client, replica=i, replicas=3, name=f"split-{i}") for i in range(3)]
+    pods = [_pending(client, f"p{i}") for i in range(60)]
+    for pod in pods:
+        for sched in replicas:
+            sched.on_pod_add(pod)
+    owners = [[sched.queue.get(f"default/p{i}") is not None for sched in replicas] for i in range(60)]
+    assert all(sum(row) == 1 for row in owners)
+    assert all(any(row[r] for row in owners) for r in range(3))  # every replica got a share
+    assert [row.index(True) for row in owners] == [owner_replica(p, 3) for p in pods]
+
+
+def test_bind_conflict_forgets_requeues_with_backoff_and_retries_to_success():
+    client = FakeClient()
+    sched = _scheduler(client, name="conflict-test")
+    pod = _pending(client, "p")
+    client.refuse["p"] = ["node n0 has no room for the pod: Insufficient cpu"]
+    sched.on_pod_add(pod)
+    sched.start()
+    try:
+        wait_for(lambda: sched.snapshot_stats()["conflicts"] == 1, what="a conflict")
+        wait_for(lambda: sched.queue.counts()["backoff"] == 1, what="the pod to back off")
+        assert sched.cache.get("default/p") is None  # the assumption was forgotten
+        sched.clock.advance(1.0)  # first backoff: 1 s
+        wait_for(lambda: client.pods["p"]["spec"].get("nodeName") is not None, what="the retry to bind")
+        wait_for(lambda: sched.snapshot_stats()["scheduled"] == 1)
+        assert sched.wait_for_idle(5)
+    finally:
+        sched.stop()
+    assert client.binds == 2
+    assert REGISTRY.get_sample_value("scheduler_bind_conflicts_total", {"scheduler": "conflict-test"}) == 1
+    assert REGISTRY.get_sample_value("scheduler_assumed_forgotten_total",
+                                     {"scheduler": "conflict-test", "reason": "bind_conflict"}) == 1
+    assert REGISTRY.get_sample_value("scheduler_pod_scheduling_attempts_count", {"scheduler": "conflict-test"}) == 1
+    assert REGISTRY.get_sample_value("scheduler_pod_scheduling_attempts_sum", {"scheduler": "conflict-test"}) == 2
+    reasons = [e["reason"] for e in client.events]
+    assert reasons.count("Scheduled") == 1 and reasons.count("FailedScheduling") == 1
+
+
+def test_pod_bound_by_someone_else_is_dropped_not_retried():
+    client = FakeClient()
+    sched = _scheduler(client)
+    pod = _pending(client, "p")
+    client.refuse["p"] = ['pod p is already assigned to node "n1"']
+    sched.on_pod_add(pod)
+    sched.start()
+    try:
+        wait_for(lambda: sched.snapshot_stats()["dropped"] == 1, what="the drop")
+        assert len(sched.queue) == 0 and sched.cache.get("default/p") is None
+    finally:
+        sched.stop()
+
+
+def test_unschedulable_pod_gets_condition_and_event_once():
+    client = FakeClient()
+    sched = _scheduler(client)
+    pod = _pending(client, "big", cpu="3")
+    sched.on_pod_add(pod)
+    sched.start()
+    try:
+        wait_for(lambda: any(e["reason"] == "FailedScheduling" for e in client.events), what="FailedScheduling")
+        cond = next(c for c in client.pods["big"]["status"]["conditions"] if c["type"] == "PodScheduled")
+        assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
+        assert cond["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
+        # Failing the same way again writes nothing new (upstream updatePod only writes a changed condition).
+        sched.queue.activate([client.pods["big"]])
+        wait_for(lambda: sched.snapshot_stats()["unschedulable"] == 2)
+        assert sched.wait_for_idle(5)
+        assert sum(e["reason"] == "FailedScheduling" for e in client.events) == 1
+    finally:
+        sched.stop()
+
+
+# -- PostFilter execution and Permit ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Result(PostFilterResult):
+    victims: tuple[PodInfo, ...] = ()
+
+
+class _EvictEverything:
+    """A PostFilter that nominates n0 and names every pod there as a victim (the loop must carry it out)."""
+
+    name = "EvictEverything"
+
+    def post_filter(self, state: Any, pod: PodInfo, snapshot: Any, node_to_status: Any) -> Any:
+        index = snapshot.index_of("n0")
+        victims = tuple(snapshot.pods_on(index))
+        return _Result(NominatingInfo("n0", override=True), victims), Status(Code.SUCCESS)
+
+
+class _HoldAtPermit:
+    name = "HoldAtPermit"
+
+    def permit(self, state: Any, pod: PodInfo, node: str) -> tuple[Status, float]:
+        return Status(Code.WAIT), 30.0
+
+
+def test_post_filter_result_is_executed_victims_deleted_and_pod_nominated():
+    client = FakeClient()
+    registry = in_tree_registry()
+    registry.register("EvictEverything", lambda args, handle: _EvictEverything())
+    sched = _scheduler(client, {"profiles": [{"plugins": {"postFilter": {
+        "disabled": [{"name": "*"}], "enabled": [{"name": "EvictEverything"}]}}}]}, registry)
+    victim = client.add(req_pod("victim", "2", "1Gi", node="n0"))
+    sched.on_pod_add(victim)
+    sched.on_pod_add(client.add(req_pod("filler", "2", "1Gi", node="n1")))
+    sched.on_pod_add(_pending(client, "preemptor", cpu="2"))
+    sched.start()
+    try:
+        wait_for(lambda: "victim" in client.deleted, what="the victim's deletion")
+        wait_for(lambda: client.pods["preemptor"]["status"].get("nominatedNodeName") == "n0")
+        assert "filler" not in client.deleted
+        wait_for(lambda: any(e["reason"] == "Preempted" and e["involvedObject"]["name"] == "victim"
+                             for e in client.events), what="the Preempted event")
+        assert sched.queue.nominated_node(client.pods["preemptor"]) == "n0"
+        assert REGISTRY.get_sample_value("scheduler_preemption_victims_sum", {"scheduler": sched.name}) == 1
+    finally:
+        sched.stop()
+
+
+def test_permit_wait_holds_the_pod_until_allowed():
+    client = FakeClient()
+    registry = in_tree_registry()
+    registry.register("HoldAtPermit", lambda args, handle: _HoldAtPermit())
+    sched = _scheduler(client, {"profiles": [{"plugins": {"permit": {"enabled": [{"name": "HoldAtPermit"}]}}}]},
+                       registry)
+    pod = _pending(client, "held")
+    sched.on_pod_add(pod)
+    sched.start()
+    try:
+        wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None, what="the pod to wait")
+        assert client.binds == 0 and sched.cache.is_assumed("default/held")
+        fwk = sched.frameworks["default-scheduler"]
+        seen: list[str] = []
+        fwk.iterate_over_waiting_pods(lambda wp: seen.append(wp.info.name))
+        assert seen == ["held"]
+        sched.get_waiting_pod(pod["metadata"]["uid"]).allow("HoldAtPermit")  # type: ignore[union-attr]
+        wait_for(lambda: client.pods["held"]["spec"].get("nodeName") is not None, what="the bind")
+    finally:
+        sched.stop()
+
+
+def test_permit_rejection_unreserves_and_requeues():
+    client = FakeClient()
+    registry = in_tree_registry()
+    registry.register("HoldAtPermit", lambda args, handle: _HoldAtPermit())
+    sched = _scheduler(client, {"profiles": [{"plugins": {"permit": {"enabled": [{"name": "HoldAtPermit"}]}}}]},
+                       registry)
+    pod = _pending(client, "held")
+    sched.on_pod_add(pod)
+    sched.start()
+    try:
+        wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None)
+        assert sched.frameworks["default-scheduler"].reject_waiting_pod(pod["metadata"]["uid"])
+        # Rejected without a plugin name (upstream RejectWaitingPod): nothing to wait for, so it backs off.
+        wait_for(lambda: sched.queue.counts()["backoff"] == 1, what="the rejected pod back in the queue")
+        wait_for(lambda: sched.cache.get("default/held") is None, what="the assumption forgotten")
+        assert client.binds == 0
+    finally:
+        sched.stop()
+
+
+def test_metrics_carry_upstream_names_and_the_scheduler_label():
+    client = FakeClient()
+    sched = _scheduler(client, name="metrics-test", plugin_metrics_sample_percent=100)
+    sched.on_pod_add(_pending(client, "p"))
+    sched.on_pod_add(_pending(client, "too-big", cpu="9"))
+    sched.start()
+    try:
+        wait_for(lambda: sched.snapshot_stats()["attempts"] == 2)
+        assert sched.wait_for_idle(5)
+    finally:
+        sched.stop()
+    get = REGISTRY.get_sample_value
+    labels = {"profile": "default-scheduler", "scheduler": "metrics-test"}
+    assert get("scheduler_schedule_attempts_total", {"result": "scheduled", **labels}) == 1
+    assert get("scheduler_schedule_attempts_total", {"result": "unschedulable", **labels}) == 1
+    assert get("scheduler_scheduling_attempt_duration_seconds_count", {"result": "scheduled", **labels}) == 1
+    assert get("scheduler_pod_scheduling_sli_duration_seconds_count", {"attempts": "1",
+                                                                       "scheduler": "metrics-test"}) == 1
+    assert get("scheduler_framework_extension_point_duration_seconds_count",
+               {"extension_point": "Filter", "status": "Success", **labels}) == 1
+    assert get("scheduler_framework_extension_point_duration_seconds_count",
+               {"extension_point": "Bind", "status": "Success", **labels}) == 1
+    assert get("scheduler_plugin_execution_duration_seconds_count",
+               {"plugin": "NodeResourcesFit", "extension_point": "Filter", "status": "Success",
+                "scheduler": "metrics-test"}) == 2
+    assert get("scheduler_preemption_attempts_total", {"scheduler": "metrics-test"}) == 1
+
+
+def test_pending_pods_gauge_is_read_at_scrape_time():
+    client = FakeClient()
+    sched = _scheduler(client, name="gauge-test")
+    for i in range(3):
+        sched.on_pod_add(_pending(client, f"p{i}"))
+    assert REGISTRY.get_sample_value("scheduler_pending_pods", {"queue": "active", "scheduler": "gauge-test"}) == 3
+    assert REGISTRY.get_sample_value("scheduler_cache_size", {"type": "nodes", "scheduler": "gauge-test"}) is not None
+
+
+@pytest.mark.parametrize("bad", [{"replica": 2, "replicas": 2}, {"replicas": 0}, {"bind_workers": 0}])
+def test_bad_options_are_refused(bad):
+    with pytest.raises(ValueError):
+        SchedulerOptions(**bad)
+
+
+def test_node_events_reach_cache_and_queue():
+    client = FakeClient()
+    sched = _scheduler(client)
+    sched.on_pod_add(_pending(client, "big", cpu="4"))
+    assert sched.schedule_next()  # no 4-cpu node yet: unschedulable
+    assert sched.queue.counts()["unschedulable"] == 1
+    sched.clock.advance(5)  # past its backoff
+    sched.on_node_add(sched_node("huge", cpu="8", memory="16Gi"))
+    assert sched.queue.counts()["active"] == 1  # NodeAdd moved it back
+    assert sched.schedule_next()
+    assert sched.cache.get("default/big").node == "huge"  # type: ignore[union-attr]
