@@ -9,7 +9,10 @@ only decides where it runs and when it ticks:
   time), starts the shard (its informers live in this actor's process, with
   the process's one watch multiplexer) and a **tick thread**: one tick per
   ``tick_interval`` of cluster time, i.e. ``tick_interval / speed`` wall
-  seconds, catching up at once when a tick overran. It also serves this
+  seconds, catching up at once when a tick overran - and a **heartbeat
+  thread** renewing the node leases every tick interval on its own, so a tick
+  busy with thousands of new pods never delays a heartbeat (upstream the
+  lease controller is its own goroutine too). It also serves this
   process's ``/metrics`` and registers the scrape target in Redis.
 * Actor methods (``ready``, ``health``, ``stop``) run on Ray's method thread
   and only read counters, so a health check never waits for a tick.
@@ -99,6 +102,8 @@ class KubeletShardActor:
                 {"job": "kemu-kubelet", "shard": str(spec.shard_index)}, prefix=spec.prefix).start()
         self._thread = threading.Thread(target=self._run, name=f"kubelet-shard-{spec.shard_index}", daemon=True)
         self._thread.start()
+        self._heartbeat = threading.Thread(target=self._beat, name=f"kubelet-lease-{spec.shard_index}", daemon=True)
+        self._heartbeat.start()
 
     def _run(self) -> None:
         next_at = time.monotonic()
@@ -116,6 +121,16 @@ class KubeletShardActor:
                 next_at = time.monotonic()  # overran: tick again at once, do not try to catch up tick by tick
                 continue
             self._stop.wait(delay)
+
+    def _beat(self) -> None:
+        """Lease renewals on their own thread: a tick busy with thousands of new pods must not delay them."""
+        while not self._stop.wait(self._interval):
+            try:
+                self.shard.heartbeat()
+            except Exception as e:
+                self._errors += 1
+                self._last_error = f"heartbeat: {type(e).__name__}: {e}"
+                log.exception("kubelet shard %d: heartbeat failed", self.spec.shard_index)
 
     def ready(self) -> dict[str, Any]:
         """Returns once the shard has ticked at least once (its nodes are registered): the health report."""
@@ -135,6 +150,7 @@ class KubeletShardActor:
     def stop(self) -> bool:
         self._stop.set()
         self._thread.join(30)
+        self._heartbeat.join(30)
         if self._target is not None:
             self._target.stop()
         self.shard.stop()

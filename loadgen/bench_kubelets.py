@@ -108,20 +108,29 @@ def cpu_seconds(pids: list[int]) -> dict[int, float]:
     return out
 
 
-def memory(pids: list[int]) -> tuple[int, int]:
-    """(RSS, PSS) in bytes summed over ``pids``."""
+def memory(pids: list[int]) -> tuple[int, int, dict[str, int]]:
+    """(RSS, PSS) in bytes summed over ``pids``, and PSS by process name (for the report)."""
     rss = pss = 0
+    by_name: dict[str, int] = {}
     for pid in pids:
         try:
+            mine = 0
             with open(f"/proc/{pid}/smaps_rollup") as f:
                 for line in f:
                     if line.startswith("Rss:"):
                         rss += int(line.split()[1]) * 1024
                     elif line.startswith("Pss:"):
-                        pss += int(line.split()[1]) * 1024
+                        mine = int(line.split()[1]) * 1024
+                        pss += mine
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = f.read().split(b"\0")
         except OSError:
             continue
-    return rss, pss
+        name = os.path.basename(argv[0].decode(errors="replace")) or str(pid)
+        if name.startswith("python") and len(argv) > 1:
+            name = " ".join(a.decode(errors="replace") for a in argv[1:3])[:60]
+        by_name[name] = by_name.get(name, 0) + mine
+    return rss, pss, by_name
 
 
 # ------------------------------------------------------------------------------------ pods
@@ -234,7 +243,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         pids2 = process_tree()
         cpu1, w1 = cpu_seconds(pids2), time.time()
         busy = sum(cpu1[p] - cpu0[p] for p in cpu1 if p in cpu0)
-        rss, pss = memory(pids2)
+        rss, pss, by_name = memory(pids2)
+        result["pss_by_process_mib"] = {k: round(v / 2**20) for k, v in sorted(by_name.items(), key=lambda kv: -kv[1])}
         result["steady_cpu_cores"] = round(busy / (w1 - w0), 3)
         result["steady_rss_gib"] = round(rss / 2**30, 3)
         result["steady_pss_gib"] = round(pss / 2**30, 3)

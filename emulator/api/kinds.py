@@ -115,3 +115,4 @@ PERSISTENTVOLUME = register(Kind("", "v1", "PersistentVolume", "persistentvolume
 PERSISTENTVOLUMECLAIM = register(Kind("", "v1", "PersistentVolumeClaim", "persistentvolumeclaims", True, ("status",),
                                       ("pvc",)))
 STORAGECLASS = register(Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, (), ("sc",)))
+JOB = register(Kind("batch", "v1", "Job", "jobs", True, ("status",), (), ("all",)))

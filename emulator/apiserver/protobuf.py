@@ -419,6 +419,18 @@ SCHEMA: dict[str, str] = {
         "8 nodePublishSecretRef SecretReference, 9 controllerExpandSecretRef SecretReference, "
         "10 nodeExpandSecretRef SecretReference"),
     "SecretReference": "1 name str, 2 namespace str",
+    # batch/v1 (api batch/v1/generated.proto; pod failure / success policies not modelled)
+    "Job": "1 metadata ObjectMeta, 2 spec JobSpec, 3 status JobStatus",
+    "JobSpec": (
+        "1 parallelism i32!, 2 completions i32!, 3 activeDeadlineSeconds i64!, 4 selector LabelSelector, "
+        "5 manualSelector bool!, 6 template PodTemplateSpec, 7 backoffLimit i32!, 8 ttlSecondsAfterFinished i32!, "
+        "9 completionMode str!, 10 suspend bool!, 12 backoffLimitPerIndex i32!, 13 maxFailedIndexes i32!, "
+        "14 podReplacementPolicy str!, 15 managedBy str!"),
+    "JobStatus": (
+        "1 conditions []JobCondition, 2 startTime Time, 3 completionTime Time, 4 active i32, 5 succeeded i32, "
+        "6 failed i32, 7 completedIndexes str, 9 ready i32!, 10 failedIndexes str!, 11 terminating i32!"),
+    "JobCondition": (
+        "1 type str!, 2 status str!, 3 lastProbeTime Time, 4 lastTransitionTime Time, 5 reason str, 6 message str"),
     # apps/v1 (api apps/v1/generated.proto)
     "Deployment": "1 metadata ObjectMeta, 2 spec DeploymentSpec, 3 status DeploymentStatus",
     "ReplicaSet": "1 metadata ObjectMeta, 2 spec ReplicaSetSpec, 3 status ReplicaSetStatus",
@@ -485,7 +497,7 @@ SCHEMA: dict[str, str] = {
 # meta/v1 DeleteOptions is registered in every group version, so clients send it under theirs.
 TOP_LEVEL: dict[str, str] = {
     "Namespace": "v1", "Node": "v1", "Pod": "v1", "Event": "v1", "ConfigMap": "v1", "LimitRange": "v1",
-    "Binding": "v1", "Deployment": "apps/v1", "ReplicaSet": "apps/v1", "DaemonSet": "apps/v1",
+    "Binding": "v1", "Job": "batch/v1", "Deployment": "apps/v1", "ReplicaSet": "apps/v1", "DaemonSet": "apps/v1",
     "PodDisruptionBudget": "policy/v1", "Eviction": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1",
     "Lease": "coordination.k8s.io/v1", "RuntimeClass": "node.k8s.io/v1", "Scale": "autoscaling/v1",
     "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "StorageClass": "storage.k8s.io/v1",

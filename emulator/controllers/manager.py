@@ -67,6 +67,11 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "disruption": ControllerSpec("emulator.controllers.disruption"),
     "replicaset": ControllerSpec("emulator.controllers.replicaset"),
     "deployment": ControllerSpec("emulator.controllers.deployment"),
+    "job": ControllerSpec("emulator.controllers.job"),
+    "ttl-after-finished": ControllerSpec("emulator.controllers.ttlafterfinished"),
+    "daemonset": ControllerSpec("emulator.controllers.daemonset"),
+    "nodelifecycle": ControllerSpec("emulator.controllers.nodelifecycle"),
+    "taint-eviction-controller": ControllerSpec("emulator.controllers.tainteviction"),
 }
 
 

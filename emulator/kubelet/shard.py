@@ -124,7 +124,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -141,7 +141,7 @@ from emulator.kubelet import nodes as nd
 from emulator.kubelet import usage
 from emulator.kubelet.events import EventRecorder, ObjectRef, node_ref
 from emulator.kubelet.model import KubeletConfig, KubeletModel, TickReport
-from emulator.kubelet.profiles import ProfileError, ProfileLibrary, parse_duration
+from emulator.kubelet.profiles import PROFILE_ANNOTATION, PodBehaviour, ProfileError, ProfileLibrary, parse_duration
 from emulator.scheduler.plugins.helper import RequiredNodeAffinity, find_untolerated_taint, taint_of
 from emulator.server.core import ServerCore
 
@@ -427,7 +427,9 @@ class KubeletShard:
         cfg = self.config
         if profiles is None:
             profiles = ProfileLibrary.load(*cfg.profile_paths, default=cfg.model.default_profile)
-        self.model = KubeletModel(cfg.model, profiles)
+        self.profiles = profiles
+        self._resolved = _ResolveCache(profiles)
+        self.model = KubeletModel(cfg.model, cast(ProfileLibrary, self._resolved))
         self.store_shards = [s for s in range(store.node_shards) if s % shards == shard_index]
         self.selector: LabelSelector = parse_label_selector(cfg.node_selector)
         self._eviction_hard = ev.parse_thresholds(cfg.model.eviction_hard, hard=True)
@@ -450,6 +452,9 @@ class KubeletShard:
         self._timed: list[tuple[float, int, str]] = []  # (next_at, seq, uid): pulls and init containers
         self._kills: list[tuple[float, int, str]] = []  # (kill at, seq, uid): terminating pods
         self._seq = 0
+        # Leases are renewed by heartbeat(), which the shell may also call from its own thread (so a
+        # long tick never delays them): everything lease-related is touched under this lock.
+        self._lease_lock = threading.RLock()
         self._lease_heap: list[tuple[float, str]] = []
         self._status_heap: list[tuple[float, str]] = []
         self._leases: dict[str, Obj] = {}  # leases found at start, by node name
@@ -567,7 +572,7 @@ class KubeletShard:
         self._now = now
         self._register_pool_nodes(now)
         self._drain(now)
-        self._flush_leases(now)  # heartbeats first: never behind this tick's pod work
+        self.heartbeat(now)  # first: never behind this tick's pod work
         self._admit_incoming(now)
         self._advance_timed(now)
         report = self.model.tick(now)
@@ -736,17 +741,18 @@ class KubeletShard:
         node.conditions["Ready"] = (True, since("Ready", "True"))
         self._nodes[name] = node
         interval = self.config.renew_interval
-        lease = self._leases.pop(name, None)
-        if lease is not None:
-            node.lease = lease
-            renew = (lease.get("spec") or {}).get("renewTime")
-            last = parse_rfc3339(renew) if renew else now - interval
-            node.last_renew = last
-            node.lease_due = min(last + interval, now + interval * _phase_of(name))
-        else:
-            self._pending_leases.append(name)
-            node.lease_due = now + interval * (0.5 + 0.5 * _phase_of(name))
-        heapq.heappush(self._lease_heap, (node.lease_due, name))
+        with self._lease_lock:
+            lease = self._leases.pop(name, None)
+            if lease is not None:
+                node.lease = lease
+                renew = (lease.get("spec") or {}).get("renewTime")
+                last = parse_rfc3339(renew) if renew else now - interval
+                node.last_renew = last
+                node.lease_due = min(last + interval, now + interval * _phase_of(name))
+            else:
+                self._pending_leases.append(name)
+                node.lease_due = now + interval * (0.5 + 0.5 * _phase_of(name))
+            heapq.heappush(self._lease_heap, (node.lease_due, name))
         # First status write right away (conditions, heartbeat), then on the update cadence.
         node.status_due = now
         node.dirty = True
@@ -879,9 +885,9 @@ class KubeletShard:
     def _parse_behaviour(self, rec: _Pod, node: _Node) -> None:
         """Check the pod's behaviour annotations now (admission), not when its containers are created."""
         annotations = (rec.obj.get("metadata") or {}).get("annotations") or {}
-        self.model.profiles.resolve(rec.obj, seed=self.model.config.seed,
-                                    default=(node.obj.get("metadata", {}).get("annotations") or {}).get(
-                                        "kemu.io/profile"))
+        node_default = ((node.obj.get("metadata") or {}).get("annotations") or {}).get(PROFILE_ANNOTATION)
+        behaviour = self.profiles.resolve(rec.obj, seed=self.model.config.seed, default=node_default)
+        self._resolved.keep(behaviour)  # the model resolves it again when the containers are created
         text = annotations.get(TERMINATION_DELAY_ANNOTATION)
         rec.termination_delay = parse_duration(text) if text else self._termination_delay
         for c in rec.init:
@@ -1280,6 +1286,7 @@ class KubeletShard:
 
     def _forget_pod(self, rec: _Pod) -> None:
         """The pod was deleted from the store."""
+        self._resolved.drop(rec.uid)
         if rec.in_model:
             self.model.remove_pod(rec.uid)
             rec.in_model = False
@@ -1594,7 +1601,20 @@ class KubeletShard:
                 "spec": {"holderIdentity": node.name, "leaseDurationSeconds": self.config.lease_duration_seconds,
                          "renewTime": micro_time(now)}}
 
-    def _flush_leases(self, now: float) -> None:
+    def heartbeat(self, now: float | None = None) -> int:
+        """Create missing leases and renew the ones due (``pkg/kubelet/nodelease``); returns renewals written.
+
+        :meth:`tick` calls it first thing; a shell may also call it from a thread of its own every
+        second or so, so that heartbeats keep their period while a tick is busy with thousands of
+        pods (upstream the lease controller is its own goroutine). Safe to call concurrently with
+        :meth:`tick`.
+        """
+        if not self._started:
+            return 0
+        with self._lease_lock:
+            return self._flush_leases(self.clock.now() if now is None else now)
+
+    def _flush_leases(self, now: float) -> int:
         interval = self.config.renew_interval
         st = self.stats
         creates: list[_Node] = []
@@ -1657,6 +1677,7 @@ class KubeletShard:
                 st.lease_renewals += 1
         if renewals:
             km.LEASE_RENEWALS.labels(str(self.index)).inc(len(renewals))
+        return len(renewals)
 
     # ----------------------------------------------------------------------------------------- events
 
@@ -1741,6 +1762,33 @@ class KubeletShard:
                 "restored": st.restored, "registered": st.registered, "adopted": st.adopted,
                 "podStatusWrites": st.pod_status_writes, "nodeStatusWrites": st.node_status_writes,
                 "events": st.events_written, "eventsDropped": st.events_dropped, "inbox": len(self._inbox)}
+
+
+class _ResolveCache:
+    """The model's profile library, reusing the resolution admission already did for a pod.
+
+    Resolving a pod's behaviour (annotations, profile, seeded draws) costs ~0.1 ms; admission
+    does it to reject bad annotations, and the model does it again when the containers are
+    created. The model only calls ``resolve`` and ``get``, so this stands in for the library.
+    """
+
+    def __init__(self, library: ProfileLibrary) -> None:
+        self.library = library
+        self._kept: dict[str, PodBehaviour] = {}
+
+    def keep(self, behaviour: PodBehaviour) -> None:
+        self._kept[behaviour.uid] = behaviour
+
+    def drop(self, uid: str) -> None:
+        self._kept.pop(uid, None)
+
+    def resolve(self, pod: Mapping[str, Any], *, seed: int, default: str | None = None) -> PodBehaviour:
+        uid = str((pod.get("metadata") or {}).get("uid") or "")
+        kept = self._kept.pop(uid, None)
+        return kept if kept is not None else self.library.resolve(pod, seed=seed, default=default)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.library, name)
 
 
 class _Handler:

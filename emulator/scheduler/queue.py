@@ -56,6 +56,7 @@ import heapq
 import itertools
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -357,6 +358,7 @@ class SchedulingQueue:
         self._active = _Heap(key_of)
         self._backoff = _Heap(lambda qp: (qp.backoff_expiration or 0.0, qp.seq))
         self._unschedulable: dict[str, QueuedPod] = {}
+        self._rejectors: Counter[str] = Counter()  # rejecting plugin -> pods in the pool it rejected
         self._in_flight: dict[str, QueuedPod] = {}
         self._seq = itertools.count()
         self._cycle = 0
@@ -384,6 +386,35 @@ class SchedulingQueue:
                     UNSCHEDULABLE: len(self._unschedulable) - gated, GATED: gated}
 
     # ------------------------------------------------------------------ helpers (lock held)
+    def _pool_add(self, qp: QueuedPod) -> None:
+        """Into the unschedulable pool, counting its rejecting plugins (see :meth:`_anyone_interested`)."""
+        self._pool_remove(qp.key)
+        rejectors = frozenset(qp.unschedulable_plugins | qp.pending_plugins)
+        qp.extra["rejectors"] = rejectors
+        self._rejectors.update(rejectors)
+        self._unschedulable[qp.key] = qp
+
+    def _pool_remove(self, key: str) -> QueuedPod | None:
+        qp = self._unschedulable.pop(key, None)
+        if qp is not None:
+            self._rejectors.subtract(qp.extra.pop("rejectors", ()))
+        return qp
+
+    def _anyone_interested(self, event: str) -> bool:
+        """Whether some pod in the pool was rejected by a plugin that cares about ``event``.
+
+        Bound-pod events arrive at the scheduling rate; without this check each one would walk the whole
+        unschedulable pool (upstream pre-filters the same way, by plugin and cross-topology terms).
+        """
+        if event in WILDCARD_EVENTS:
+            return bool(self._unschedulable)
+        for plugin, n in self._rejectors.items():
+            if n > 0:
+                events = self.plugin_events.get(plugin)
+                if events is None or event in events:
+                    return True
+        return False
+
     def _new(self, pod: Obj, info: PodInfo | None = None) -> QueuedPod:
         return QueuedPod(info if info is not None else PodInfo(pod), timestamp=self.clock.now(), seq=next(self._seq))
 
@@ -424,13 +455,13 @@ class SchedulingQueue:
         if qp.gated:
             if key in self._active or key in self._backoff or key in self._unschedulable:
                 return False
-            self._unschedulable[key] = qp
+            self._pool_add(qp)
             self._count(GATED, event)
             return False
         if qp.initial_attempt_timestamp is None:
             qp.initial_attempt_timestamp = self.clock.now()
             qp.initial_attempt_wall = time.perf_counter()
-        self._unschedulable.pop(key, None)
+        self._pool_remove(key)
         self._backoff.remove(key)
         self._active.push(qp)
         self._count(ACTIVE, event)
@@ -439,7 +470,7 @@ class SchedulingQueue:
         return True
 
     def _move_to_backoff(self, qp: QueuedPod, event: str) -> None:
-        self._unschedulable.pop(qp.key, None)
+        self._pool_remove(qp.key)
         self.backoff_expiration(qp)
         self._backoff.push(qp)
         self._count(BACKOFF, event)
@@ -510,7 +541,7 @@ class SchedulingQueue:
             self._update_nominated(qp.pod_info)
             if changed:
                 # The update may have made it schedulable (or removed its gates): retry, after its backoff.
-                del self._unschedulable[key]
+                self._pool_remove(key)
                 if self._backing_off(qp):
                     self._move_to_backoff(qp, UNSCHEDULED_POD_UPDATE)
                 elif self._move_to_active(qp, UNSCHEDULED_POD_UPDATE):
@@ -526,7 +557,7 @@ class SchedulingQueue:
             self._delete_nominated(key)
             if self._active.remove(key) is not None or self._backoff.remove(key) is not None:
                 return
-            if self._unschedulable.pop(key, None) is not None:
+            if self._pool_remove(key) is not None:
                 return
             flying = self._in_flight.get(key)
             if flying is not None:
@@ -538,7 +569,7 @@ class SchedulingQueue:
             moved = False
             for pod in pods:
                 key = pod_key(pod)
-                qp = self._unschedulable.pop(key, None) or self._backoff.remove(key)
+                qp = self._pool_remove(key) or self._backoff.remove(key)
                 if qp is not None:
                     moved = self._move_to_active(qp, FORCE_ACTIVATE) or moved
                 elif key in self._in_flight:
@@ -550,6 +581,9 @@ class SchedulingQueue:
     def move_all_to_active_or_backoff(self, event: str, pre_check: Callable[[Obj], bool] | None = None) -> int:
         """Move the unschedulable pods ``event`` may help (``MoveAllToActiveOrBackoffQueue``); how many moved."""
         with self._cond:
+            if not self._anyone_interested(event):
+                self._move_request_cycle = self._cycle
+                return 0
             return self._move_locked(event, list(self._unschedulable.values()), pre_check)
 
     def _move_locked(self, event: str, candidates: list[QueuedPod], pre_check: Callable[[Obj], bool] | None) -> int:
@@ -564,7 +598,7 @@ class SchedulingQueue:
                     continue
             if not self._worth_requeuing(qp, event):
                 continue
-            del self._unschedulable[qp.key]
+            self._pool_remove(qp.key)
             moved += 1
             activated = self._requeue(qp, event) or activated
         self._move_request_cycle = self._cycle
@@ -642,7 +676,7 @@ class SchedulingQueue:
             if not rejectors or qp.moved_while_in_flight or self._move_request_cycle >= cycle:
                 self._move_to_backoff(qp, SCHEDULE_ATTEMPT_FAILURE)
                 return BACKOFF
-            self._unschedulable[key] = qp
+            self._pool_add(qp)
             self._count(UNSCHEDULABLE, SCHEDULE_ATTEMPT_FAILURE)
             return UNSCHEDULABLE
 

@@ -144,6 +144,30 @@ def _daemon_set(obj: Obj) -> None:
     _template(obj)
 
 
+def _job(obj: Obj) -> None:
+    """batch/v1 defaults and the generated selector (pkg/registry/batch/job/strategy.go ``generateSelector``).
+
+    Without ``manualSelector`` the server selects by the Job's own uid and labels the template
+    with ``batch.kubernetes.io/controller-uid`` / ``batch.kubernetes.io/job-name`` and their legacy
+    twins ``controller-uid`` / ``job-name``; the uid exists here because metadata is defaulted first.
+    """
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("parallelism", 1)
+    spec.setdefault("backoffLimit", 6)
+    spec.setdefault("completionMode", "NonIndexed")
+    spec.setdefault("suspend", False)
+    meta = obj.get("metadata") or {}
+    uid, name = meta.get("uid"), meta.get("name")
+    if uid and name and not spec.get("manualSelector") and not spec.get("selector"):
+        spec["selector"] = {"matchLabels": {"batch.kubernetes.io/controller-uid": uid}}
+        tmeta = spec.setdefault("template", {}).setdefault("metadata", {})
+        labels = tmeta.setdefault("labels", {})
+        for key, value in (("batch.kubernetes.io/controller-uid", uid), ("batch.kubernetes.io/job-name", name),
+                           ("controller-uid", uid), ("job-name", name)):
+            labels.setdefault(key, value)
+    _template(obj)
+
+
 def _persistent_volume(obj: Obj) -> None:
     spec = obj.setdefault("spec", {})
     spec.setdefault("persistentVolumeReclaimPolicy", "Retain")
@@ -172,6 +196,7 @@ DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "deployments.apps": _deployment,
     "replicasets.apps": _replica_set,
     "daemonsets.apps": _daemon_set,
+    "jobs.batch": _job,
     "persistentvolumes": _persistent_volume,
     "persistentvolumeclaims": _persistent_volume_claim,
     "storageclasses.storage.k8s.io": _storage_class,

@@ -1522,6 +1522,50 @@ def _validate_daemon_set(obj: Obj, old: Obj | None, causes: list[Cause]) -> None
             _not_supported(causes, "spec.updateStrategy", stype, ("RollingUpdate", "OnDelete"))
 
 
+def _validate_job(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    """A minimal ``ValidateJob`` (pkg/apis/batch/validation): counters, restartPolicy, pod template."""
+    spec = _dict_at(causes, "spec", obj.get("spec"))
+    for name in ("parallelism", "completions", "backoffLimit", "activeDeadlineSeconds", "ttlSecondsAfterFinished"):
+        if spec.get(name) is not None:
+            _check_nonnegative(causes, f"spec.{name}", spec[name])
+    if spec.get("activeDeadlineSeconds") == 0:
+        _invalid(causes, "spec.activeDeadlineSeconds", 0, "must be greater than 0")
+    mode = spec.get("completionMode", "NonIndexed")
+    if mode not in ("NonIndexed", "Indexed"):
+        _not_supported(causes, "spec.completionMode", mode, ("NonIndexed", "Indexed"))
+    elif mode == "Indexed" and spec.get("completions") is None:
+        _required(causes, "spec.completions", "when completion mode is Indexed")
+    template = _dict_at(causes, "spec.template", spec.get("template"))
+    tspec = _dict_at(causes, "spec.template.spec", template.get("spec"))
+    _check_pod_spec(causes, "spec.template.spec", tspec, is_pod=False)
+    restart = tspec.get("restartPolicy")
+    if restart not in ("Never", "OnFailure"):
+        _not_supported(causes, "spec.template.spec.restartPolicy", restart, ("OnFailure", "Never"))
+    if spec.get("selector") is None:
+        _required(causes, "spec.selector")
+    if old is not None:
+        ospec = old.get("spec") or {}
+        for name in ("selector", "completionMode"):
+            if spec.get(name) != ospec.get(name):
+                _invalid(causes, f"spec.{name}", spec.get(name), FIELD_IMMUTABLE)
+
+
+def _validate_resource_quota(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    """``ValidateResourceQuota``: every hard amount a valid, non-negative quantity; known scopes."""
+    spec = _dict_at(causes, "spec", obj.get("spec"))
+    for rname, raw in (_dict_at(causes, "spec.hard", spec.get("hard") or {})).items():
+        parsed = _quantity(raw)
+        if isinstance(parsed, str):
+            _invalid(causes, f"spec.hard[{rname}]", raw, parsed)
+        elif parsed[0].sign() < 0:
+            _invalid(causes, f"spec.hard[{rname}]", raw, "must be greater than or equal to 0")
+    scopes = ("Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "PriorityClass",
+              "CrossNamespacePodAffinity")
+    for i, scope in enumerate(spec.get("scopes") or []):
+        if scope not in scopes:
+            _not_supported(causes, f"spec.scopes[{i}]", scope, scopes)
+
+
 # --------------------------------------------------------------------------------------------
 # ConfigMap: core/validation ValidateConfigMap. Event and Lease: ObjectMeta only.
 # --------------------------------------------------------------------------------------------
@@ -1703,6 +1747,8 @@ VALIDATORS: dict[str, Validator] = {
     "deployments.apps": _validate_deployment,
     "replicasets.apps": _validate_replica_set,
     "daemonsets.apps": _validate_daemon_set,
+    "jobs.batch": _validate_job,
+    "resourcequotas": _validate_resource_quota,
     "configmaps": _validate_configmap,
     "persistentvolumes": _validate_persistent_volume,
     "persistentvolumeclaims": _validate_persistent_volume_claim,

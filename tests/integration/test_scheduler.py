@@ -258,6 +258,9 @@ def test_two_scheduler_actors_race_to_fill_the_cluster_exactly(core, redis_url, 
     actors = start_scheduler_actors(redis_url, 2, config={"profiles": [BIN_PACKING]}, serve_metrics=False)
     try:
         _assert_exact_fit(_fill_exactly(core, nodes, per_node, timeout=90), nodes, per_node)
+        # The store commits a bind before the binder counts it: the Scheduled events come after the count.
+        wait_for(core, lambda: len([e for e in core.list(EVENT, "default").items if e["reason"] == "Scheduled"])
+                 == total, 30, "one Scheduled event per pod")
         stats = [s for batch in ray.get([a.stats.remote() for a in actors]) for s in batch]
         assert [s["name"] for s in stats] == ["kemu-scheduler-0", "kemu-scheduler-1"]
         assert sum(s["scheduled"] for s in stats) == total and all(s["scheduled"] for s in stats)
@@ -282,3 +285,19 @@ def test_local_cluster_runs_its_schedulers_in_process_without_a_runner(redis_url
         pods = _fill_exactly(core, 4, 10, timeout=30)
         _assert_exact_fit(pods, 4, 10)
     assert cluster.schedulers is None
+
+
+def test_kemu_entry_point_runs_schedulers_as_ray_actors(redis_url, tmp_path, local_ray):
+    from actors.cli import scheduler_runner
+    from actors.scheduler import SchedulerLauncher
+    from emulator.cluster import LocalCluster
+    from emulator.config import Config
+
+    cfg = Config(redis_url=redis_url, data_dir=tmp_path, api_enabled=False, controller_managers=0, schedulers=1)
+    with LocalCluster(cfg, schedulers=scheduler_runner) as cluster:
+        assert isinstance(cluster.schedulers, SchedulerLauncher)
+        core = cluster.core
+        assert core is not None
+        _create_nodes(core, 2, 5)
+        _assert_exact_fit(_fill_exactly(core, 2, 5, timeout=60), 2, 5)
+        assert [s["name"] for s in cluster.schedulers.health()] == ["kemu-scheduler-0"]

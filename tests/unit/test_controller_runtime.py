@@ -334,8 +334,10 @@ def test_last_revision_is_the_second_highest() -> None:
 
 # ----------------------------------------------------------------------------- manager configuration
 @pytest.mark.parametrize(("selection", "expected"), [
-    (("*",), ["garbagecollector", "disruption", "replicaset", "deployment"]),
-    (("*", "-garbagecollector"), ["disruption", "replicaset", "deployment"]),
+    (("*",), ["garbagecollector", "disruption", "replicaset", "deployment", "job", "ttl-after-finished",
+              "daemonset", "nodelifecycle", "taint-eviction-controller"]),
+    (("*", "-garbagecollector", "-nodelifecycle"), ["disruption", "replicaset", "deployment", "job",
+                                                    "ttl-after-finished", "daemonset", "taint-eviction-controller"]),
     (("replicaset",), ["replicaset"]),
     (("deployment", "replicaset"), ["replicaset", "deployment"]),
 ])

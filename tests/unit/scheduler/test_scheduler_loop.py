@@ -323,7 +323,7 @@ def test_pending_pods_gauge_is_read_at_scrape_time():
     assert REGISTRY.get_sample_value("scheduler_cache_size", {"type": "nodes", "scheduler": "gauge-test"}) is not None
 
 
-@pytest.mark.parametrize("bad", [{"replica": 2, "replicas": 2}, {"replicas": 0}, {"bind_workers": 0}])
+@pytest.mark.parametrize("bad", [{"replica": 2, "replicas": 2}, {"replicas": 0}, {"bind_workers": -1}])
 def test_bad_options_are_refused(bad):
     with pytest.raises(ValueError):
         SchedulerOptions(**bad)
@@ -340,3 +340,16 @@ def test_node_events_reach_cache_and_queue():
     assert sched.queue.counts()["active"] == 1  # NodeAdd moved it back
     assert sched.schedule_next()
     assert sched.cache.get("default/big").node == "huge"  # type: ignore[union-attr]
+
+
+def test_inline_binding_on_the_scheduling_thread():
+    client = FakeClient()
+    sched = _scheduler(client, bind_workers=0)
+    for i in range(5):
+        sched.on_pod_add(_pending(client, f"p{i}", cpu="500m"))
+    sched.start()
+    try:
+        wait_for(lambda: all(client.pods[f"p{i}"]["spec"].get("nodeName") for i in range(5)), what="all binds")
+        assert sched.wait_for_idle(5) and sched.snapshot_stats()["scheduled"] == 5
+    finally:
+        sched.stop()
