@@ -31,10 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulator.api import errors
-from emulator.api.errors import StatusError
-from emulator.api.kinds import POD
-from emulator.clock import SystemClock, rfc3339
+from emulator.clock import SystemClock
 from emulator.informers import SharedInformerFactory
 from emulator.scheduler import in_tree_registry
 from emulator.scheduler.config import SchedulerConfiguration, load_configuration, parse_configuration
@@ -44,7 +41,7 @@ from emulator.store.store import Store, StoreConfig
 
 log = logging.getLogger(__name__)
 
-__all__ = ["BatchBindingCore", "HostSettings", "SchedulerHost"]
+__all__ = ["HostSettings", "SchedulerHost"]
 
 
 def thread_cpu_seconds() -> dict[str, float]:
@@ -65,67 +62,6 @@ def thread_cpu_seconds() -> dict[str, float]:
         key = name.rstrip("0123456789").rstrip("-") or name
         out[key] = round(out.get(key, 0.0) + seconds, 3)
     return out
-
-
-class BatchBindingCore(ServerCore):
-    """``ServerCore`` plus :meth:`bind_many`: many binds in one pipelined store round trip.
-
-    A scheduler binding a thousand pods a second through ``ServerCore.bind``
-    pays two round trips and a decode per pod (read, then compare-and-set).
-    ``bind_many`` takes the pods as the caller's informer has them and writes
-    every binding in one pipeline, each still the store's atomic bind (the
-    commit script's room and port checks, ``bind=True``) guarded by the pod's
-    resourceVersion; a pod that changed since it was read is bound again
-    through ``ServerCore.bind`` (read, check, write), so the outcome is the
-    same as binding one by one. It relies on the store's commit internals
-    (``Store._commit_args``/``_commit``/``_result``, as ``Store.update_many``
-    does); it belongs in ``Store``/``ServerCore`` next to ``update_many`` and
-    lives here only so that the scheduler change touches no store code.
-    """
-
-    def bind_many(self, bindings: list[tuple[dict[str, Any], str]]) -> list[dict[str, Any] | StatusError]:
-        """Bind each (pod as last read, node name); per binding the bound pod or the StatusError ``bind`` raises."""
-        store = self.store
-        now = rfc3339(self.clock.now())
-        out: list[dict[str, Any] | StatusError | None] = [None] * len(bindings)
-        pending: list[tuple[int, dict[str, Any]]] = []
-        for i, (pod, node) in enumerate(bindings):
-            meta, spec = pod.get("metadata") or {}, pod.get("spec") or {}
-            name = meta.get("name") or ""
-            # The checks ServerCore.bind makes, on the caller's copy; the resourceVersion guard below makes
-            # them authoritative (a pod changed since is re-checked by ServerCore.bind).
-            if meta.get("deletionTimestamp"):
-                out[i] = errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned "
-                                         "to a host")
-            elif spec.get("nodeName"):
-                out[i] = errors.conflict("pods/binding", name, f'pod {name} is already assigned to node '
-                                         f'"{spec["nodeName"]}"')
-            else:
-                status = dict(pod.get("status") or {})
-                conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-                conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                                   "lastTransitionTime": now})
-                status["conditions"] = conditions
-                pending.append((i, {**pod, "spec": {**spec, "nodeName": node}, "status": status}))
-        if pending:
-            pipe = store.redis.pipeline(transaction=False)
-            for _, obj in pending:
-                keys, args = store._commit_args(POD, "u", obj, str(obj["metadata"].get("resourceVersion") or ""),
-                                                bind=True)
-                store._commit(keys, args, client=pipe)
-            for (i, obj), reply in zip(pending, pipe.execute(), strict=True):
-                try:
-                    out[i] = store._result(POD, obj, reply)
-                except errors.StaleResourceVersion:
-                    meta = obj["metadata"]
-                    try:
-                        out[i] = self.bind(meta.get("namespace") or "", meta["name"], obj["spec"]["nodeName"],
-                                           uid=meta.get("uid") or "")
-                    except StatusError as e:
-                        out[i] = e
-                except StatusError as e:
-                    out[i] = e
-        return out  # type: ignore[return-value]
 
 
 @dataclass
@@ -160,7 +96,7 @@ class SchedulerHost:
         self.settings = settings
         self.options = options
         self.store: Store | None = None
-        self.core: BatchBindingCore | None = None
+        self.core: ServerCore | None = None
         self.factory: SharedInformerFactory | None = None
         self.schedulers: list[Scheduler] = []
         self.metrics_address: str | None = None
@@ -180,7 +116,7 @@ class SchedulerHost:
         config = self.configuration()
         self.store = Store.connect(s.redis_url, StoreConfig(prefix=s.prefix))
         clock = SystemClock(s.clock_speed, s.clock_start)
-        self.core = BatchBindingCore(self.store, clock)
+        self.core = ServerCore(self.store, clock)
         self.factory = SharedInformerFactory(self.store, clock=clock)
         registry = in_tree_registry()
         self.schedulers = [

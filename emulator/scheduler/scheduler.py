@@ -39,7 +39,7 @@ scheduler serves stay pending untouched.
 the pod goes to a bind thread (upstream's binding-cycle goroutine), which
 waits ``bind_linger`` (5 ms) for company and binds the whole batch in one
 pipelined store round trip when the client offers ``bind_many``
-(``emulator.scheduler_host.BatchBindingCore``): ~40 us of Python per pod in
+(``ServerCore.bind_many``): ~40 us of Python per pod in
 batches against ~120 us for one ``bind`` (read, then compare-and-set), and one
 thread wake-up per batch instead of per pod. Each binding in the batch is
 still the store's own atomic, room-checked bind. ``bind_workers=0`` makes
@@ -150,7 +150,7 @@ class SchedulerClient(Protocol):
              uid: str = "") -> dict[str, Any]: ...
 
     # Optional: ``bind_many([(pod, node), ...])`` -> per binding the bound pod or its StatusError, in one round
-    # trip (emulator.scheduler_host.BatchBindingCore); without it each pod is bound with ``bind``.
+    # trip (ServerCore.bind_many); without it each pod is bound with ``bind``.
 
     def get(self, kind: Kind, namespace: str | None, name: str) -> dict[str, Any]: ...
 

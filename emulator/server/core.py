@@ -444,28 +444,36 @@ class ServerCore:
         optimistic-concurrency contract competing schedulers rely on.
         """
         now = rfc3339(self.clock.now())
+        return self.store.guaranteed_update(
+            POD, namespace, name, lambda pod: _assigned(pod, node_name, now, annotations, uid), bind=True)
 
-        def assign(pod: Obj) -> Obj:
-            meta = pod["metadata"]
-            if uid and meta.get("uid") != uid:
-                raise errors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: {uid}, "
-                                      f"UID in object meta: {meta.get('uid')}")
-            if meta.get("deletionTimestamp"):
-                raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to "
-                                      "a host")
-            if (pod.get("spec") or {}).get("nodeName"):
-                raise errors.conflict("pods/binding", name, f'pod {name} is already assigned to node '
-                                      f'"{pod["spec"]["nodeName"]}"')
-            if annotations:
-                meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
-            status = dict(pod.get("status") or {})
-            conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
-            conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None,
-                               "lastTransitionTime": now})
-            status["conditions"] = conditions
-            return {**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": node_name}, "status": status}
+    def bind_many(self, bindings: list[tuple[Obj, str]]) -> list[Obj | errors.StatusError]:
+        """Bind each (pod as the caller last read it, node name) in one pipelined round trip.
 
-        return self.store.guaranteed_update(POD, namespace, name, assign, bind=True)
+        Each write is the same atomic, room-checked bind as :meth:`bind`, guarded by the pod's
+        resourceVersion as read; a pod that changed since is bound again through :meth:`bind`
+        (read, check, write), so the outcome is what binding one by one would give. Per binding
+        the bound pod or the StatusError ``bind`` would raise.
+        """
+        now = rfc3339(self.clock.now())
+        out: list[Obj | errors.StatusError | None] = [None] * len(bindings)
+        pending: list[tuple[int, Obj]] = []
+        for i, (pod, node) in enumerate(bindings):
+            try:
+                pending.append((i, _assigned(pod, node, now)))
+            except errors.StatusError as e:
+                out[i] = e
+        results = self.store.update_many(POD, [obj for _, obj in pending], bind=True)
+        for (i, obj), result in zip(pending, results, strict=True):
+            out[i] = result
+            if isinstance(result, errors.StaleResourceVersion):
+                meta = obj["metadata"]
+                try:
+                    out[i] = self.bind(meta.get("namespace") or "", meta["name"], obj["spec"]["nodeName"],
+                                       uid=meta.get("uid") or "")
+                except errors.StatusError as e:
+                    out[i] = e
+        return [r for r in out if r is not None]
 
     # ------------------------------------------------------------- bootstrap
     def bootstrap(self) -> None:
@@ -518,6 +526,28 @@ def _gc_policy(finalizers: list[str], policy: str | None, orphan_dependents: boo
     if FINALIZER_FOREGROUND in finalizers:
         return False, True
     return FINALIZER_ORPHAN in finalizers, False
+
+
+def _assigned(pod: Obj, node_name: str, now: str, annotations: dict[str, str] | None = None,
+              uid: str = "") -> Obj:
+    """``pod`` bound to ``node_name`` (PodScheduled=True), or the 409 upstream's BindingREST gives."""
+    meta = pod["metadata"]
+    name = meta.get("name", "")
+    if uid and meta.get("uid") != uid:
+        raise errors.conflict("pods/binding", name, f"Precondition failed: UID in precondition: {uid}, "
+                              f"UID in object meta: {meta.get('uid')}")
+    if meta.get("deletionTimestamp"):
+        raise errors.conflict("pods/binding", name, f"pod {name} is being deleted, cannot be assigned to a host")
+    if (pod.get("spec") or {}).get("nodeName"):
+        raise errors.conflict("pods/binding", name, f'pod {name} is already assigned to node '
+                              f'"{pod["spec"]["nodeName"]}"')
+    if annotations:
+        meta = {**meta, "annotations": {**(meta.get("annotations") or {}), **annotations}}
+    status = dict(pod.get("status") or {})
+    conditions = [c for c in status.get("conditions") or [] if c.get("type") != "PodScheduled"]
+    conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
+    status["conditions"] = conditions
+    return {**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": node_name}, "status": status}
 
 
 def retry_on_conflict(fn: Callable[[], Obj], attempts: int = 16) -> Obj:

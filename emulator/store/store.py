@@ -245,8 +245,8 @@ class Store:
         keys, args = self._commit_args(kind, "u", obj, expected, bind=bind)
         return self._result(kind, obj, self._commit(keys, args))
 
-    def update_many(self, kind: Kind, objs: list[dict[str, Any]],
-                    expected_rvs: list[str] | None = None) -> list[dict[str, Any] | errors.StatusError]:
+    def update_many(self, kind: Kind, objs: list[dict[str, Any]], expected_rvs: list[str] | None = None, *,
+                    bind: bool = False) -> list[dict[str, Any] | errors.StatusError]:
         """Replace many objects in one pipelined round trip, each a compare-and-set of its own.
 
         ``expected_rvs[i]`` (default: each object's own ``metadata.resourceVersion``) is
@@ -254,7 +254,8 @@ class Store:
         (not one transaction), so each element of the result is the stored object or its error
         (409 when stale, 404 when gone) and one conflict never blocks the others. For writers
         that produce many small updates per period (kubelet shards: leases, node and pod
-        status), where one round trip per object would dominate. No bind checks here.
+        status), where one round trip per object would dominate; ``bind`` as in :meth:`update`
+        (a scheduler binding a batch of pods).
         """
         rvs = expected_rvs if expected_rvs is not None else [_rv_of(o) for o in objs]
         if len(rvs) != len(objs):
@@ -263,7 +264,7 @@ class Store:
         for obj, expected in zip(objs, rvs, strict=True):
             if not expected:
                 raise errors.internal("store update needs the expected resourceVersion")
-            keys, args = self._commit_args(kind, "u", obj, expected)
+            keys, args = self._commit_args(kind, "u", obj, expected, bind=bind)
             self._commit(keys, args, client=pipe)
         out: list[dict[str, Any] | errors.StatusError] = []
         for obj, reply in zip(objs, pipe.execute() if objs else [], strict=True):

@@ -493,3 +493,21 @@ def test_competing_binders_never_overcommit(core: ServerCore) -> None:
     assert _room(core, "n1")["cpu"] == 10_000
     bound = [p for p in core.list(POD).items if p["spec"].get("nodeName")]
     assert sorted(p["metadata"]["name"] for p in bound) == sorted(results)
+
+
+def test_bind_many_is_each_an_atomic_bind(core: ServerCore) -> None:
+    core.create(NODE, b.node("n1", cpu="3", memory="8Gi"))
+    pods = [core.create(POD, b.pod(f"p{i}", containers=[b.container(cpu="1")])) for i in range(5)]
+    # p1 changes after the caller read it: its binding is retried against the new version.
+    core.update(POD, {**pods[1], "metadata": {**pods[1]["metadata"], "labels": {"x": "y"}}})
+    bound_p0 = core.bind("default", "p0", "n1")
+    results = core.bind_many([(pods[0], "n1"), (pods[1], "n1"), (pods[2], "n1"), (pods[4], "nope")])
+    assert isinstance(results[0], errors.StatusError) and "already assigned" in results[0].message
+    assert [r["spec"]["nodeName"] for r in results[1:3]] == ["n1", "n1"]  # type: ignore[index]
+    assert results[1]["metadata"]["labels"] == {"x": "y"}  # type: ignore[index]
+    assert isinstance(results[3], errors.StatusError) and "no room" in results[3].message  # no such node
+    assert bound_p0["spec"]["nodeName"] == "n1"
+    assert _room(core, "n1") == {"cpu": 3000, "pods": 3}
+    with pytest.raises(errors.StatusError) as exc:  # and now the node is full
+        core.bind("default", "p3", "n1")
+    assert "Insufficient cpu" in exc.value.message
