@@ -8,6 +8,11 @@ multiplexer for the whole process), creates the :class:`Scheduler` instances
 it is asked for, waits for the informers to sync, starts them, and -- when
 asked -- serves ``/metrics`` and registers the scrape target in Redis.
 
+Custom plugins named in the configuration are loaded by the scheduler's
+configuration code (entry point or ``module:attribute``); ``extenders`` are
+called over one :class:`~emulator.extender_http.HttpxTransport` per host,
+which this module owns (the scheduler package may not import httpx).
+
 It is what runs inside a scheduler Ray actor (``actors/scheduler.py``), a
 scheduler child process (``loadgen/bench_scheduler.py``) and ``kemu up``'s
 local schedulers, so they all behave alike. Several schedulers in one host
@@ -32,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.clock import SystemClock
+from emulator.extender_http import HttpxTransport
 from emulator.informers import SharedInformerFactory
 from emulator.scheduler import in_tree_registry
 from emulator.scheduler.config import SchedulerConfiguration, load_configuration, parse_configuration
@@ -101,6 +107,7 @@ class SchedulerHost:
         self.schedulers: list[Scheduler] = []
         self.metrics_address: str | None = None
         self._targets: list[Any] = []
+        self._transport: HttpxTransport | None = None
 
     def configuration(self) -> SchedulerConfiguration:
         registry = in_tree_registry()
@@ -119,8 +126,12 @@ class SchedulerHost:
         self.core = ServerCore(self.store, clock)
         self.factory = SharedInformerFactory(self.store, clock=clock)
         registry = in_tree_registry()
+        if config.extenders:
+            # One pooled HTTP client for every scheduler of the host: extenders are called each cycle.
+            self._transport = HttpxTransport()
         self.schedulers = [
-            Scheduler(self.core, config, registry=registry, clock=clock, options=opts).attach(self.factory)
+            Scheduler(self.core, config, registry=registry, clock=clock, options=opts,
+                      extender_transport=self._transport).attach(self.factory)
             for opts in self.options]
         self.factory.start()
         deadline = time.monotonic() + sync_timeout
@@ -162,6 +173,9 @@ class SchedulerHost:
         if self.store is not None:
             self.store.close()
             self.store = None
+        if self._transport is not None:
+            self._transport.close()
+            self._transport = None
 
     def stats(self) -> list[dict[str, Any]]:
         threads = thread_cpu_seconds()

@@ -19,7 +19,9 @@ measures, on the machine it runs on:
    (cores busy, summed over every process of the emulator - this driver,
    Redis, the API server, Ray's own processes and the actors) and memory (RSS
    and PSS summed over the same processes; PSS does not double-count pages
-   shared between processes, such as Ray's object store);
+   shared between processes, such as Ray's object store), also without this
+   driver process, which is mostly the load generator (its creates and its
+   watch of every pod event);
 4. **leases on time** over the whole run: renewals the shards wrote late
    (more than two ticks after due), leases that expired (no renewal within
    leaseDurationSeconds: the node would go NotReady) and the longest gap
@@ -244,13 +246,19 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         cpu1, w1 = cpu_seconds(pids2), time.time()
         busy = sum(cpu1[p] - cpu0[p] for p in cpu1 if p in cpu0)
         rss, pss, by_name = memory(pids2)
+        # This process is the load generator (creates, watches) as much as the emulator: reported apart.
+        driver_rss, driver_pss, _ = memory([os.getpid()])
+        result["emulator_rss_gib"] = round((rss - driver_rss) / 2**30, 3)
+        result["emulator_pss_gib"] = round((pss - driver_pss) / 2**30, 3)
+        result["driver_pss_gib"] = round(driver_pss / 2**30, 3)
         result["pss_by_process_mib"] = {k: round(v / 2**20) for k, v in sorted(by_name.items(), key=lambda kv: -kv[1])}
         result["steady_cpu_cores"] = round(busy / (w1 - w0), 3)
         result["steady_rss_gib"] = round(rss / 2**30, 3)
         result["steady_pss_gib"] = round(pss / 2**30, 3)
         result["processes"] = len(pids2)
         print(f"steady {args.steady} s with {args.pods} pods: {busy / (w1 - w0):.2f} cores, RSS {rss / 2**30:.2f} "
-              f"GiB, PSS {pss / 2**30:.2f} GiB over {len(pids2)} processes", flush=True)
+              f"GiB, PSS {pss / 2**30:.2f} GiB over {len(pids2)} processes (without this driver: RSS "
+              f"{result['emulator_rss_gib']:.2f} GiB, PSS {result['emulator_pss_gib']:.2f} GiB)", flush=True)
 
         # Startup latency at a paced rate.
         latencies: list[float] = []

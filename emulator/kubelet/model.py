@@ -295,11 +295,15 @@ class KubeletModel:
         return idx
 
     def node_names(self) -> list[str]:
-        return [n for n in self._node_names if self.n_active[self._node_index[n]]]
+        return [n for i, n in enumerate(self._node_names) if self.n_active[i]]
 
     def remove_node(self, name: str) -> None:
-        """Forget a node and every pod on it (node indexes are never reused, so arrays stay aligned)."""
-        idx = self._node_index[name]
+        """Forget a node and every pod on it (node indexes are never reused, so arrays stay aligned).
+
+        The name is free again: a node deleted and created anew (``kubectl delete/apply``) is
+        added under a new index.
+        """
+        idx = self._node_index.pop(name)
         for pod in [p for p in self._pods.values() if p.node == idx]:
             self.remove_pod(pod.uid)
         self.n_active[idx] = False

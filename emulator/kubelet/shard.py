@@ -1665,9 +1665,14 @@ class KubeletShard:
             objs = []
             for node in chunk:
                 lease = node.lease or {}
-                objs.append({**lease, "spec": {**(lease.get("spec") or {}), "holderIdentity": node.name,
-                                               "leaseDurationSeconds": self.config.lease_duration_seconds,
-                                               "renewTime": micro_time(now)}})
+                renewed = {**lease, "spec": {**(lease.get("spec") or {}), "holderIdentity": node.name,
+                                             "leaseDurationSeconds": self.config.lease_duration_seconds,
+                                             "renewTime": micro_time(now)}}
+                owners = self._lease_body(node, now)["metadata"].get("ownerReferences")
+                if owners and (lease.get("metadata") or {}).get("ownerReferences") != owners:
+                    # The node was deleted and created again: the lease now belongs to the new one.
+                    renewed["metadata"] = {**(lease.get("metadata") or {}), "ownerReferences": owners}
+                objs.append(renewed)
             for node, result in zip(chunk, self.core.update_many(LEASE, objs), strict=True):
                 if isinstance(result, errors.StatusError):
                     node.lease = None  # gone (404) or broken: create it again

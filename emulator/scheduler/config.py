@@ -31,9 +31,27 @@ What upstream does in ``pkg/scheduler/apis/config/v1/defaults.go``
   ``leaderElection`` (competing kemu schedulers split pods by hash instead,
   see :mod:`emulator.scheduler.scheduler`), ``clientConnection``,
   ``healthzBindAddress``, ``metricsBindAddress``, ``enableProfiling``,
-  ``enableContentionProfiling``, ``delayCacheUntilActive``. ``extenders`` are
-  parsed into :attr:`SchedulerConfiguration.extenders` as given, for the
-  extender support to consume.
+  ``enableContentionProfiling``, ``delayCacheUntilActive``.
+* **Custom plugins.** A plugin name the registry lacks is resolved the way
+  :mod:`emulator.scheduler.plugin_api` documents -- an entry point of group
+  ``kemu.scheduler.plugins``, else an import path ``module:attribute`` --
+  at validation (so a typo is reported against its field) and again in
+  :func:`build_frameworks`, which registers it in a *copy* of the registry
+  (the caller's registry is never changed, so two schedulers built from
+  the same registry cannot collide on a name).
+* **Extenders.** ``extenders`` are kept in
+  :attr:`SchedulerConfiguration.extenders` as given (the camelCase
+  documents) and validated here (known fields, upstream's
+  ``validateExtenders`` rules). :func:`build_frameworks` turns them into
+  :class:`~emulator.scheduler.extender.HTTPExtender` s over an injected
+  ``transport`` and wires them into every profile
+  (:func:`~emulator.scheduler.extender.with_extenders_for_profiles`), as
+  upstream applies extenders to all profiles. The transport is injected
+  because this package must not import an HTTP client (an import
+  contract): :mod:`emulator.scheduler_host` passes
+  ``emulator.extender_http.HttpxTransport``. Building a configuration that
+  has extenders without a transport is an error rather than a scheduler
+  whose extenders silently fail every cycle.
 
 :func:`build_frameworks` turns a configuration into one
 :class:`~emulator.scheduler.framework.runtime.Framework` per profile.
@@ -49,6 +67,15 @@ from typing import Any
 
 import yaml
 
+from emulator.scheduler import plugin_api
+from emulator.scheduler.extender import (
+    ExtenderConfig,
+    HTTPExtender,
+    Transport,
+    parse_duration,
+    validate_extenders,
+    with_extenders_for_profiles,
+)
 from emulator.scheduler.framework.interface import EXTENSION_POINTS
 from emulator.scheduler.framework.profile import (
     DEFAULT_SCHEDULER_NAME,
@@ -57,6 +84,7 @@ from emulator.scheduler.framework.profile import (
     Profile,
     default_plugins,
 )
+from emulator.scheduler.framework.registry import Registry
 from emulator.scheduler.framework.runtime import Framework
 
 __all__ = [
@@ -68,6 +96,7 @@ __all__ = [
     "default_configuration",
     "load_configuration",
     "parse_configuration",
+    "resolve_registry",
 ]
 
 API_VERSION = "kubescheduler.config.k8s.io/v1"
@@ -81,6 +110,11 @@ _TOP_LEVEL = frozenset({
 })
 _PROFILE_FIELDS = frozenset({"schedulerName", "percentageOfNodesToScore", "plugins", "pluginConfig"})
 _POINTS = ("multiPoint", *EXTENSION_POINTS)
+# upstream config/v1 ``Extender``; ``tlsConfig`` is accepted (the transport's business, see extender_http).
+_EXTENDER_FIELDS = frozenset({
+    "urlPrefix", "filterVerb", "preemptVerb", "prioritizeVerb", "bindVerb", "weight", "enableHTTPS", "tlsConfig",
+    "httpTimeout", "nodeCacheCapable", "managedResources", "ignorable",
+})
 DEFAULT_PARALLELISM = 16
 
 
@@ -225,7 +259,24 @@ def _merge(default: PluginSet, custom: PluginSet) -> PluginSet:
     return PluginSet(enabled, [*custom.disabled, *default.disabled])
 
 
-def _profile(errors: _Errors, path: str, raw: Mapping[str, Any], available: set[str] | None) -> Profile:
+def _resolvable(name: str, cache: dict[str, str | None]) -> str | None:
+    """None when ``name`` designates a plugin outside the registry (entry point or import path), else why not.
+
+    Importing the plugin's module here is deliberate: a configuration naming a module that does not import is
+    reported at load time, against the field that names it, not on the first scheduling cycle.
+    """
+    if name not in cache:
+        try:
+            factory = plugin_api.load_factory(name)
+        except (ImportError, AttributeError, ValueError) as e:
+            cache[name] = f"plugin {name} cannot be loaded: {e}"
+        else:
+            cache[name] = None if factory is not None else f"plugin {name} does not exist in the registry"
+    return cache[name]
+
+
+def _profile(errors: _Errors, path: str, raw: Mapping[str, Any], available: set[str] | None,
+             resolved: dict[str, str | None] | None = None) -> Profile:
     errors.check_fields(path, raw, _PROFILE_FIELDS)
     name = raw.get("schedulerName", DEFAULT_SCHEDULER_NAME)
     if not isinstance(name, str) or not name:
@@ -242,9 +293,11 @@ def _profile(errors: _Errors, path: str, raw: Mapping[str, Any], available: set[
     custom = {point: _plugin_set(errors, f"{path}.plugins.{point}", plugins.get(point)) for point in _POINTS}
     for point, pset in custom.items():
         for i, ref in enumerate(pset.enabled):
-            if available is not None and ref.name not in available:
-                errors.invalid(f"{path}.plugins.{point}.enabled[{i}].name", ref.name,
-                               f"plugin {ref.name} does not exist in the registry")
+            if available is None or ref.name in available or ref.name == "*":
+                continue
+            problem = _resolvable(ref.name, resolved if resolved is not None else {})
+            if problem is not None:
+                errors.invalid(f"{path}.plugins.{point}.enabled[{i}].name", ref.name, problem)
     defaults = [ref for ref in default_plugins() if available is None or ref.name in available]
     multi_point = _merge(PluginSet(defaults), custom["multiPoint"])
     points = {point: _merge(PluginSet(), custom[point]) for point in EXTENSION_POINTS
@@ -311,19 +364,56 @@ def parse_configuration(doc: Mapping[str, Any] | None, *, available: Sequence[st
         errors.required("profiles")
     profiles: list[Profile] = []
     seen: set[str] = set()
+    resolved: dict[str, str | None] = {}
     for i, raw in enumerate(raw_profiles):
         path = f"profiles[{i}]"
-        profile = _profile(errors, path, _mapping(errors, path, raw), have)
+        profile = _profile(errors, path, _mapping(errors, path, raw), have, resolved)
         if profile.scheduler_name in seen:
             errors.duplicate(f"{path}.schedulerName", profile.scheduler_name)
         seen.add(profile.scheduler_name)
         profiles.append(profile)
-    extenders = [dict(e) for e in _list(errors, "extenders", doc.get("extenders")) if isinstance(e, Mapping)]
+    extenders = _extenders(errors, doc.get("extenders"))
     errors.raise_if_any()
     config = SchedulerConfiguration(profiles, parallelism, percentage, initial, maximum, extenders)
     if validate_registry is not None:
-        build_frameworks(config, validate_registry)
+        # The frameworks are built once and dropped: extenders get a transport that is never called.
+        build_frameworks(config, validate_registry, transport=_UnusedTransport())
     return config
+
+
+def _extenders(errors: _Errors, raw: Any) -> list[dict[str, Any]]:
+    """The ``extenders`` documents, checked field by field and with upstream's ``validateExtenders`` rules."""
+    out: list[dict[str, Any]] = []
+    parsed: list[ExtenderConfig] = []
+    for i, item in enumerate(_list(errors, "extenders", raw)):
+        path = f"extenders[{i}]"
+        entry = _mapping(errors, path, item)
+        errors.check_fields(path, entry, _EXTENDER_FIELDS)
+        if not isinstance(entry.get("urlPrefix"), str) or not entry.get("urlPrefix"):
+            errors.required(f"{path}.urlPrefix")
+        weight = entry.get("weight")
+        if weight is not None and (isinstance(weight, bool) or not isinstance(weight, int)):
+            errors.invalid(f"{path}.weight", weight, "must be an integer")
+            continue
+        try:
+            parse_duration(entry.get("httpTimeout"))
+        except ValueError as e:
+            errors.invalid(f"{path}.httpTimeout", entry.get("httpTimeout"), str(e))
+            continue
+        out.append(dict(entry))
+        parsed.append(ExtenderConfig.from_dict(entry))
+    try:
+        validate_extenders(parsed)
+    except ValueError as e:
+        errors.items.extend(str(e).split("; "))
+    return out
+
+
+class _UnusedTransport:
+    """The transport of frameworks built only to validate a configuration: they never run a cycle."""
+
+    def post(self, url: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+        raise RuntimeError(f"extender at {url} called from a framework built for validation only")
 
 
 def default_configuration(available: Sequence[str] | None = None) -> SchedulerConfiguration:
@@ -364,20 +454,64 @@ def _named(name: str, factory: Callable[..., Any]) -> Callable[..., Any]:
     return build
 
 
+def _enabled_names(profiles: Sequence[Profile]) -> list[str]:
+    names: dict[str, None] = {}
+    for profile in profiles:
+        for pset in (profile.multi_point, *profile.points.values()):
+            for ref in pset.enabled:
+                names.setdefault(ref.name)
+    return list(names)
+
+
+def resolve_registry(config: SchedulerConfiguration, registry: Mapping[str, Callable[..., Any]], *,
+                     transport: Transport | None = None) -> tuple[Registry, list[Profile]]:
+    """The registry and profiles a configuration runs with: custom plugins resolved, extenders wired in.
+
+    Neither ``registry`` nor ``config`` is modified. Plugins the registry
+    lacks are loaded with :func:`plugin_api.resolve_plugins` (entry point,
+    then ``module:attribute``); with ``extenders`` configured every profile
+    gets their Filter/Score/Bind plugins and DefaultPreemption their preempt
+    verbs, over ``transport`` (required then).
+    """
+    resolved = Registry(dict(registry))
+    missing = [name for name in _enabled_names(config.profiles) if name not in resolved and name != "*"]
+    try:
+        plugin_api.resolve_plugins(resolved, missing)
+    except (ImportError, AttributeError, ValueError) as e:
+        raise SchedulerConfigError([f"profiles.plugins: {e}"]) from e
+    if not config.extenders:
+        return resolved, list(config.profiles)
+    if transport is None:
+        raise SchedulerConfigError(["extenders: Invalid value: a transport is required to call extenders "
+                                    "(emulator.extender_http.HttpxTransport)"])
+    extenders = [HTTPExtender(ExtenderConfig.from_dict(raw), transport) for raw in config.extenders]
+    try:
+        return with_extenders_for_profiles(resolved, config.profiles, extenders)
+    except ValueError as e:
+        raise SchedulerConfigError(str(e).split("; ")) from e
+
+
 def build_frameworks(config: SchedulerConfiguration, registry: Mapping[str, Callable[..., Any]], *,
                      rng: random.Random | None = None,
                      framework_class: type[Framework] = Framework,
+                     transport: Transport | None = None,
+                     wrap: Callable[[Mapping[str, Callable[..., Any]]], Mapping[str, Callable[..., Any]]] | None = None,
                      **kwargs: Any) -> dict[str, Framework]:
     """One framework per profile, keyed by scheduler name; errors name the profile (and the plugin's args).
 
-    Every framework shares ``rng`` (a seeded one makes tie-breaking
-    repeatable); ``kwargs`` go to the framework class.
+    The registry is first completed by :func:`resolve_registry` (custom
+    plugins, extenders over ``transport``); ``wrap`` then decorates the
+    complete registry (the scheduler times every plugin, custom ones and
+    extenders included, this way). Every framework shares ``rng`` (a seeded
+    one makes tie-breaking repeatable); ``kwargs`` go to the framework class.
     """
     errors = _Errors()
     frameworks: dict[str, Framework] = {}
     rng = rng if rng is not None else random.Random()
-    wrapped = {name: _named(name, factory) for name, factory in registry.items()}
-    for i, profile in enumerate(config.profiles):
+    complete, profiles = resolve_registry(config, registry, transport=transport)
+    factories: Mapping[str, Callable[..., Any]] = wrap(complete) if wrap is not None else complete
+    wrapped = {name: _named(name, factory) for name, factory in factories.items()}
+    for i, profile in enumerate(profiles):
         path = f"profiles[{i}]"
         try:
             frameworks[profile.scheduler_name] = framework_class(
@@ -393,8 +527,8 @@ def build_frameworks(config: SchedulerConfiguration, registry: Mapping[str, Call
     errors.raise_if_any()
     sorts = {name: [p.name for p in fw.plugins_at("queueSort")] for name, fw in frameworks.items()}
     first = next(iter(sorts.values()), [])
-    first_args = config.profiles[0].plugin_config.get(first[0]) if first else None
-    for i, profile in enumerate(config.profiles[1:], start=1):
+    first_args = profiles[0].plugin_config.get(first[0]) if first else None
+    for i, profile in enumerate(profiles[1:], start=1):
         mine = sorts[profile.scheduler_name]
         if mine != first:
             errors.invalid(f"profiles[{i}].plugins.queueSort", ",".join(mine) or "none",

@@ -93,6 +93,7 @@ from emulator.clock import Clock, SystemClock, rfc3339
 from emulator.scheduler import metrics
 from emulator.scheduler.cache import DEFAULT_ASSUMED_POD_TTL, Cache, CacheDiff, PodState, compare_with_store
 from emulator.scheduler.config import SchedulerConfiguration, build_frameworks, default_configuration
+from emulator.scheduler.extender import Transport
 from emulator.scheduler.framework.interface import (
     Code,
     CycleState,
@@ -524,14 +525,18 @@ class Scheduler:
 
     ``client`` is the API (``ServerCore``); ``config`` the profiles (default:
     upstream's default profile over ``registry``, the in-tree plugins by
-    default). Wire informers with :meth:`attach` (or feed the ``on_*``
-    handlers yourself), then :meth:`start`; :meth:`schedule_one` runs a
+    default). Plugins the configuration names that ``registry`` lacks are
+    loaded by entry point or import path; its ``extenders`` are called over
+    ``extender_transport`` (required when there are any; this package
+    imports no HTTP client -- ``emulator.extender_http.HttpxTransport``).
+    Wire informers with :meth:`attach` (or feed the ``on_*`` handlers
+    yourself), then :meth:`start`; :meth:`schedule_one` runs a
     single cycle synchronously instead, for tests.
     """
 
     def __init__(self, client: SchedulerClient, config: SchedulerConfiguration | None = None, *,
                  registry: Mapping[str, Callable[..., Any]] | None = None, clock: Clock | None = None,
-                 options: SchedulerOptions | None = None) -> None:
+                 options: SchedulerOptions | None = None, extender_transport: Transport | None = None) -> None:
         if registry is None:
             from emulator.scheduler import in_tree_registry
 
@@ -544,8 +549,8 @@ class Scheduler:
         self.rng = random.Random(self.options.seed)
         self.listers = InformerLister()
         self.frameworks: dict[str, _Framework] = build_frameworks(  # type: ignore[assignment]
-            self.config, _timed_registry(registry, self.name), rng=self.rng, framework_class=_Framework,
-            scheduler=self)
+            self.config, registry, rng=self.rng, framework_class=_Framework, transport=extender_transport,
+            wrap=lambda complete: _timed_registry(complete, self.name), scheduler=self)
         first = next(iter(self.frameworks.values()))
         sorts = first.plugins_at("queueSort")
         self.queue = SchedulingQueue(

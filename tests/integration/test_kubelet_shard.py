@@ -168,6 +168,28 @@ def test_registers_pool_nodes_and_adopts_an_api_created_node(env: tuple[ServerCo
     assert shard.stats.registered == 3 and shard.stats.adopted == 1
 
 
+def test_a_node_deleted_and_created_again_is_run_again(env: tuple[ServerCore, ManualClock],
+                                                      shards: list[KubeletShard]) -> None:
+    core, clock = env
+    shard = start_shard(core, clock, shards)
+    core.create(NODE, b.node("kwok-1", cpu="2", memory="4Gi"))
+    step(shard, clock)
+    assert shard.nodes() == ["kwok-1"]
+    core.delete(NODE, None, "kwok-1")
+    step(shard, clock)
+    assert shard.nodes() == []
+    created = core.create(NODE, b.node("kwok-1", cpu="4", memory="8Gi"))
+    for _ in range(12):
+        step(shard, clock)
+    assert shard.nodes() == ["kwok-1"]
+    node = core.get(NODE, None, "kwok-1")
+    assert condition(node, "Ready")["status"] == "True" and node["status"]["capacity"]["cpu"] == "4"
+    lease = core.get(LEASE, "kube-node-lease", "kwok-1")
+    assert lease["metadata"]["ownerReferences"][0]["uid"] == created["metadata"]["uid"]
+    core.create(POD, pod(core, "again", node="kwok-1", cpu="3"))
+    run_until(shard, clock, lambda: is_ready(core, "again"), 10)  # the new capacity counts at admission
+
+
 def test_leases_are_renewed_every_ten_cluster_seconds(env: tuple[ServerCore, ManualClock],
                                                       shards: list[KubeletShard]) -> None:
     core, clock = env

@@ -31,7 +31,8 @@ tied node in turn replaces the choice with probability 1/k), as upstream's
 ``selectHost``; ties are visited in evaluation order and the draws come from
 the injected ``random.Random``, so a seed reproduces every choice.
 
-Not modelled yet: extenders, nominated pods of *other* pods
+Not modelled here: extenders (``extender.with_extenders`` makes them plugins),
+nominated pods of *other* pods
 (``RunFilterPluginsWithNominatedPods``' second pass), waiting pods for
 Permit, metrics, parallelism, and the OpportunisticBatching hint.
 """
