@@ -34,7 +34,7 @@ from starlette.responses import Response, StreamingResponse
 
 from emulator.api import errors
 from emulator.api.selectors import parse_field_selector, parse_label_selector
-from emulator.apiserver import content, discovery, routing
+from emulator.apiserver import aggregated, content, discovery, routing
 from emulator.apiserver.auth import TokenAuth
 from emulator.apiserver.handlers import Call, Handlers, Result, query_bool, query_int
 from emulator.apiserver.settings import ServerSettings
@@ -100,6 +100,11 @@ class ApiServer:
         try:
             path = request.url.path
             parts = [p for p in path.split("/") if p]
+            api = aggregated.find(parts)
+            if api is not None and len(parts) >= 4:  # a group served by a provider, not the store
+                answer = await run_in_threadpool(aggregated.serve, api, self.core.store, request.method, parts,
+                                                 request.query_params)
+                return _json(answer)
             # /api/v1, /apis/{group}, /apis/{group}/{version}: discovery, not resources.
             if request.method == "GET" and ((len(parts) == 2 and parts[0] == "api") or
                                             (len(parts) in (2, 3) and parts[0] == "apis")):

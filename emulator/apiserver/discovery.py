@@ -43,6 +43,7 @@ from typing import Any
 import orjson
 
 from emulator.api.kinds import Kind, all_kinds
+from emulator.apiserver.aggregated import AGGREGATED
 
 Obj = dict[str, Any]
 
@@ -85,6 +86,10 @@ def _group_versions() -> dict[str, list[str]]:
         versions = out.setdefault(k.group, [])
         if k.version not in versions:
             versions.append(k.version)
+    for api in AGGREGATED.values():  # groups served by a provider (metrics.k8s.io), listed like any other
+        versions = out.setdefault(api.group, [])
+        if api.version not in versions:
+            versions.append(api.version)
     return out
 
 
@@ -121,6 +126,9 @@ def api_group(group: str) -> Obj | None:
 
 
 def api_resource_list(group: str, version: str) -> Obj | None:
+    api = AGGREGATED.get(group)
+    if api is not None and api.version == version:
+        return dict(api.resource_list)
     kinds = _kinds_of(group, version)
     if not kinds:
         return None
@@ -164,14 +172,23 @@ def _aggregated_resource(k: Kind) -> Obj:
     return entry
 
 
+def _aggregated_resources(group: str, version: str) -> list[Obj]:
+    api = AGGREGATED.get(group)
+    if api is not None and api.version == version:
+        return [{"resource": r["name"], "responseKind": {"group": group, "version": version, "kind": r["kind"]},
+                 "scope": "Namespaced" if r["namespaced"] else "Cluster", "singularResource": r["name"].rstrip("s"),
+                 "verbs": list(r["verbs"])} for r in api.resources]
+    return [_aggregated_resource(k) for k in _kinds_of(group, version)]
+
+
 def aggregated(legacy: bool, version: str) -> Obj:
     """The APIGroupDiscoveryList of ``/api`` (``legacy``) or ``/apis``."""
     items = []
     for group, versions in sorted(_group_versions().items()):
         if (group == "") != legacy:
             continue
-        vdocs = [{"version": v, "resources": [_aggregated_resource(k) for k in _kinds_of(group, v)],
-                  "freshness": "Current"} for v in versions]
+        vdocs = [{"version": v, "resources": _aggregated_resources(group, v), "freshness": "Current"}
+                 for v in versions]
         meta: Obj = {"name": group, "creationTimestamp": None} if group else {"creationTimestamp": None}
         items.append({"metadata": meta, "versions": vdocs})
     return {"kind": "APIGroupDiscoveryList", "apiVersion": f"apidiscovery.k8s.io/{version}",

@@ -117,6 +117,11 @@ SCHEMA: dict[str, str] = {
     "ObjectReference": (
         "1 kind str, 2 namespace str, 3 name str, 4 uid str, 5 apiVersion str, 6 resourceVersion str, 7 fieldPath str"),
     "Binding": "1 metadata ObjectMeta, 2 target ObjectReference",
+    "ResourceQuota": "1 metadata ObjectMeta, 2 spec ResourceQuotaSpec, 3 status ResourceQuotaStatus",
+    "ResourceQuotaSpec": "1 hard {Quantity}, 2 scopes []str, 3 scopeSelector ScopeSelector",
+    "ResourceQuotaStatus": "1 hard {Quantity}, 2 used {Quantity}",
+    "ScopeSelector": "1 matchExpressions []ScopedResourceSelectorRequirement",
+    "ScopedResourceSelectorRequirement": "1 scopeName str!, 2 operator str!, 3 values []str",
     # core/v1: pods and their templates
     "Pod": "1 metadata ObjectMeta, 2 spec PodSpec, 3 status PodStatus",
     "PodTemplateSpec": "1 metadata ObjectMeta, 2 spec PodSpec",
@@ -501,6 +506,7 @@ TOP_LEVEL: dict[str, str] = {
     "PodDisruptionBudget": "policy/v1", "Eviction": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1",
     "Lease": "coordination.k8s.io/v1", "RuntimeClass": "node.k8s.io/v1", "Scale": "autoscaling/v1",
     "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "StorageClass": "storage.k8s.io/v1",
+    "ResourceQuota": "v1",
     "DeleteOptions": "",
 }
 

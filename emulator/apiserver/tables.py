@@ -394,7 +394,29 @@ def _event_cells(ev: Obj, now: float) -> list[Cell]:
             _name(ev)]
 
 
+def _resource_quota_cells(rq: Obj, now: float) -> list[Cell]:
+    """``printResourceQuota``: ``name: used/hard`` per ``status.hard`` name; ``limits.*`` in LIMIT, others REQUEST."""
+    status = rq.get("status") or {}
+    hard, used = status.get("hard") or {}, status.get("used") or {}
+    request: list[str] = []
+    limit: list[str] = []
+    for name in sorted(hard):
+        target = limit if name.split(".")[0] == "limits" and "." in name else request
+        target.append(f"{name}: {used.get(name, '0')}/{hard[name]}")
+    return [_name(rq), age(rq, now), ", ".join(request), ", ".join(limit)]
+
+
+RESOURCE_QUOTA_PRINTER = Printer((
+    NAME,
+    AGE,
+    Column("Request", description="Request represents a minimum amount of cpu/memory that a container may consume."),
+    Column("Limit", description="Limits control the maximum amount of cpu/memory that a container may use "
+                                "independent of contention on the node."),
+), _resource_quota_cells)
+
+
 PRINTERS: dict[str, Printer] = {
+    "resourcequotas": RESOURCE_QUOTA_PRINTER,
     "pods": POD_PRINTER,
     "nodes": NODE_PRINTER,
     "deployments.apps": DEPLOYMENT_PRINTER,

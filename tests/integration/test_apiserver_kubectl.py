@@ -340,3 +340,22 @@ def test_errors_reach_kubectl_as_upstream_messages(kubectl: Kubectl, core: Serve
     assert invalid.returncode == 1 and 'The Pod "Bad_Name" is invalid' in invalid.stderr
     assert core.list(POD).items == []
 
+
+
+def test_top_nodes_and_pods_read_the_kubelets_usage(kubectl: Kubectl, core: ServerCore) -> None:
+    from emulator.kubelet import usage
+
+    core.create(NODE, ready_node("n1"))
+    core.create(POD, b.pod("p", node="n1"))
+    pipe = core.store.redis.pipeline(transaction=False)
+    usage.write_snapshot(pipe, core.store.config.prefix, timestamp=time.time(), window=15.0,
+                         nodes={"n1": (250_000_000, 512 * 2**20)},
+                         pods={("default", "p"): [("app", 100_000_000, 64 * 2**20)]})
+    pipe.execute()
+    nodes = kubectl("top", "nodes").stdout.split("\n")[1].split()
+    assert nodes[:2] == ["n1", "250m"] and nodes[3] == "512Mi"
+    pods = kubectl("top", "pods").stdout.split("\n")[1].split()
+    assert pods == ["p", "100m", "64Mi"]
+    assert "metrics.k8s.io" in kubectl("api-versions").stdout
+    refused = kubectl("delete", "--raw", "/apis/metrics.k8s.io/v1beta1/nodes/n1", ok=False)
+    assert refused.returncode != 0 and "read-only" in refused.stderr
