@@ -323,11 +323,12 @@ def test_delete_and_wait_for_delete(kubectl: Kubectl, core: ServerCore) -> None:
 
 
 def test_api_resources(kubectl: Kubectl) -> None:
-    rows = lines_of(kubectl("api-resources").stdout)
-    assert rows["pods"] == ["pods", "po", "v1", "true", "Pod"]
-    assert rows["deployments"] == ["deployments", "deploy", "apps/v1", "true", "Deployment"]
-    assert rows["priorityclasses"] == ["priorityclasses", "pc", "scheduling.k8s.io/v1", "false", "PriorityClass"]
-    assert rows["leases"] == ["leases", "coordination.k8s.io/v1", "true", "Lease"]
+    rows = [line.split() for line in kubectl("api-resources").stdout.splitlines()[1:]]
+    assert ["pods", "po", "v1", "true", "Pod"] in rows
+    assert ["deployments", "deploy", "apps/v1", "true", "Deployment"] in rows
+    assert ["priorityclasses", "pc", "scheduling.k8s.io/v1", "false", "PriorityClass"] in rows
+    assert ["leases", "coordination.k8s.io/v1", "true", "Lease"] in rows
+    assert ["pods", "metrics.k8s.io/v1beta1", "true", "PodMetrics"] in rows  # the aggregated metrics API
 
 
 def test_errors_reach_kubectl_as_upstream_messages(kubectl: Kubectl, core: ServerCore) -> None:
