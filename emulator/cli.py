@@ -230,7 +230,9 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.api_port is None:
         # A run's API server takes any free port, so runs never clash with a `kemu up` on 6443.
         cfg = replace(cfg, api_port=0)
-    return run_scenario(Path(args.scenario), cfg, seed=args.seed, output=args.output)
+    # The injected runners: under `kemu` (actors/cli.py) kubelet shards and schedulers are Ray actors.
+    return run_scenario(Path(args.scenario), cfg, seed=args.seed, output=args.output,
+                        kubelets=getattr(args, "kubelets", None), schedulers=getattr(args, "scheduler_runner", None))
 
 
 def build_parser() -> argparse.ArgumentParser:

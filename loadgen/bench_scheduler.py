@@ -1,7 +1,31 @@
-"""Scheduler benchmark: upstream scheduler_perf's SchedulingBasic, with 1..N competing schedulers.
+"""Scheduler benchmark: upstream scheduler_perf's workloads re-created, with 1..N competing schedulers.
 
-    .venv/bin/python -m loadgen.bench_scheduler [--nodes 5000] [--init-pods 1000] [--pods 10000]
-        [--schedulers 1,2] [--mode process|ray|thread] [--bind-workers 4] [--json out.json]
+    .venv/bin/python -m loadgen.bench_scheduler [--workload SchedulingBasic] [--nodes 5000]
+        [--init-pods 1000] [--pods 10000] [--schedulers 1,2] [--mode process|ray|thread]
+        [--bind-workers 4] [--json out.json]
+
+``--workload`` picks one of :data:`WORKLOADS` (sizes default to the workload's own):
+
+* **SchedulingBasic** (default; described below): plain pods, 5,000 nodes.
+* **TopologySpreading**: 5,000 nodes in 3 zones (``topology.kubernetes.io/zone``);
+  the measured pods carry ``color: blue`` and a zone spread constraint over
+  ``color in (blue)`` with maxSkew 1, DoNotSchedule -- PodTopologySpread's
+  filter and score run on every pod, and every bind changes the next pod's
+  skew counts. Upstream's CI floor: 460 pods/s.
+* **PodAntiAffinity**: 5,000 nodes labelled by ``kubernetes.io/hostname``;
+  every pod (initial and measured) is in one label group (``color: green``)
+  with *required* anti-affinity to that group on the hostname -- one group
+  pod per node, and InterPodAffinity must account for every existing group
+  pod's term. Upstream's CI floor: 60 pods/s.
+* **Preemption**: 4-cpu nodes filled by low-priority pods (900m, four per
+  node), then high-priority pods of 900m that fit nowhere without evicting
+  one low-priority pod each (DefaultPreemption's dry runs over candidate
+  nodes, the victims' deletion, the nominated pod's second attempt). There
+  is no kubelet in the benchmark, so a stand-in thread finishes every
+  graceful deletion at once (delete with grace 0), as a kubelet would once
+  the containers stopped; completion is counted per measured pod (victims
+  leave the bound count, so it is not monotone). Defaults are scheduler_perf's
+  500-node PreemptionBasic size (2,000 low + 500 high pods).
 
 The workload is ``test/integration/scheduler_perf/misc/performance-config.yaml``'s
 SchedulingBasic ``5000Nodes_10000Pods`` re-created: ``--nodes`` nodes of
@@ -45,11 +69,15 @@ import os
 import statistics
 import sys
 import tempfile
+import threading
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from emulator.api.kinds import NODE, POD
+from emulator.api.errors import StatusError
+from emulator.api.kinds import NODE, POD, PRIORITYCLASS
 from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
@@ -75,6 +103,133 @@ def pod_default(name: str) -> dict[str, Any]:
             "spec": {"containers": [{"name": "pause", "image": "registry.k8s.io/pause:3.10.1",
                                      "ports": [{"containerPort": 80}],
                                      "resources": {"limits": dict(resources), "requests": dict(resources)}}]}}
+
+
+ZONE_KEY = "topology.kubernetes.io/zone"
+HOSTNAME_KEY = "kubernetes.io/hostname"
+
+
+def node_labelled(i: int) -> dict[str, Any]:
+    """``node-default`` with the labels a kubelet sets and scheduler_perf's ``labelNodePrepareStrategy`` adds:
+    hostname, and one of 3 zones round-robin (so zones differ in size by at most one node)."""
+    node = node_default(i)
+    name = node["metadata"]["name"]
+    node["metadata"]["labels"] = {HOSTNAME_KEY: name, ZONE_KEY: f"zone-{i % 3}"}
+    return node
+
+
+def pod_topology_spread(name: str) -> dict[str, Any]:
+    """scheduler_perf ``pod-with-topology-spreading.yaml``: a zone spread constraint over its own label group."""
+    pod = pod_default(name)
+    pod["metadata"]["labels"] = {"color": "blue"}
+    pod["spec"]["topologySpreadConstraints"] = [{
+        "maxSkew": 1, "topologyKey": ZONE_KEY, "whenUnsatisfiable": "DoNotSchedule",
+        "labelSelector": {"matchExpressions": [{"key": "color", "operator": "In", "values": ["blue"]}]}}]
+    return pod
+
+
+def pod_anti_affinity(name: str) -> dict[str, Any]:
+    """scheduler_perf ``pod-with-pod-anti-affinity.yaml``: required anti-affinity to its group per hostname."""
+    pod = pod_default(name)
+    pod["metadata"]["labels"] = {"color": "green"}
+    pod["spec"]["affinity"] = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [{
+        "labelSelector": {"matchExpressions": [{"key": "color", "operator": "In", "values": ["green"]}]},
+        "topologyKey": HOSTNAME_KEY}]}}
+    return pod
+
+
+def _prioritised(name: str, priority_class: str, cpu: str) -> dict[str, Any]:
+    pod = pod_default(name)
+    pod["spec"]["priorityClassName"] = priority_class
+    resources = pod["spec"]["containers"][0]["resources"]
+    resources["requests"]["cpu"] = resources["limits"]["cpu"] = cpu
+    return pod
+
+
+def pod_low_priority(name: str) -> dict[str, Any]:
+    """Fills nodes: four of these (3.6 cpu) on each 4-cpu node leave 400m free."""
+    return _prioritised(name, "low-priority", "900m")
+
+
+def pod_high_priority(name: str) -> dict[str, Any]:
+    """Needs 900m: fits nowhere on a filled cluster until one low-priority pod on its node is preempted."""
+    return _prioritised(name, "high-priority", "900m")
+
+
+def priority_class(name: str, value: int) -> dict[str, Any]:
+    return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
+            "value": value}
+
+
+@dataclass(frozen=True)
+class Workload:
+    """One scheduler_perf-style workload: how its nodes and pods look, and its default sizes.
+
+    ``preempts``: measured pods evict initial ones, so the run needs the
+    deletion-confirming stand-in kubelet and per-pod completion counting.
+    """
+
+    name: str
+    node: Callable[[int], dict[str, Any]]
+    init_pod: Callable[[str], dict[str, Any]]
+    pod: Callable[[str], dict[str, Any]]
+    nodes: int
+    init_pods: int
+    pods: int
+    setup: tuple[tuple[Any, dict[str, Any]], ...] = field(default=())
+    preempts: bool = False
+    floor: str = ""
+
+
+WORKLOADS: dict[str, Workload] = {w.name: w for w in (
+    Workload("SchedulingBasic", node_default, pod_default, pod_default, 5000, 1000, 10000,
+             floor="680-810 pods/s"),
+    Workload("TopologySpreading", node_labelled, pod_default, pod_topology_spread, 5000, 1000, 10000,
+             floor="460 pods/s"),
+    Workload("PodAntiAffinity", node_labelled, pod_anti_affinity, pod_anti_affinity, 5000, 1000, 1000,
+             floor="60 pods/s"),
+    Workload("Preemption", node_labelled, pod_low_priority, pod_high_priority, 500, 2000, 500,
+             setup=((PRIORITYCLASS, priority_class("low-priority", 100)),
+                    (PRIORITYCLASS, priority_class("high-priority", 1000))), preempts=True),
+)}
+
+
+class DeletionConfirmer:
+    """The kubelets' part of a graceful pod deletion: once a pod is marked for deletion, delete it with grace 0.
+
+    It follows the store's pod watch on a thread of its own, so a preemption
+    completes as fast as the scheduler drives it (a real kubelet would add
+    the containers' termination time, which is not what this measures).
+    """
+
+    def __init__(self, url: str) -> None:
+        # A connection of its own: the main thread keeps creating pods through the benchmark's.
+        self.core = ServerCore(Store.connect(url, StoreConfig(prefix=PREFIX)))
+        core = self.core
+        self.confirmed = 0
+        self._stop = threading.Event()
+        self._watch = core.store.watch(POD, core.store.current_rv())
+        self._thread = threading.Thread(target=self._run, name="deletion-confirmer", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for event in self._watch.next_batch(timeout=0.1):
+                meta = event.object.get("metadata") or {}
+                if event.type != "MODIFIED" or not meta.get("deletionTimestamp"):
+                    continue
+                try:
+                    self.core.delete(POD, meta.get("namespace"), meta["name"], grace_period_seconds=0)
+                    self.confirmed += 1
+                except StatusError as e:
+                    if e.code != 404:  # already gone: another event for the same deletion
+                        raise
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self._watch.close()
+        self.core.store.close()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -238,32 +393,64 @@ def _wait_bound(store: Store, target: int, timeout: float, samples: list[tuple[f
         time.sleep(0.02)  # polling a counter in Redis: the benchmark must not add a watcher's load
 
 
+def _wait_named(store: Store, names: list[str], timeout: float,
+                samples: list[tuple[float, int]] | None = None, offset: int = 0) -> float:
+    """Poll until every pod in ``names`` is bound (its accounting entry exists); the time it was (perf_counter).
+
+    For workloads whose bound count is not monotone (preemption deletes bound pods). ``samples`` get
+    ``offset`` + bound measured pods, comparable with :func:`_wait_bound`'s.
+    """
+    deadline = time.perf_counter() + timeout
+    fields = [f"pods|{NAMESPACE}/{name}" for name in names]
+    key = f"{PREFIX}acct"
+    while True:
+        bound = sum(v is not None for v in store.redis.hmget(key, fields))
+        now = time.perf_counter()
+        if samples is not None:
+            samples.append((now, offset + bound))
+        if bound >= len(names):
+            return now
+        if now > deadline:
+            raise TimeoutError(f"only {bound} of {len(names)} measured pods bound after {timeout:g} s")
+        time.sleep(0.05)  # one HMGET of every measured pod per poll: keep it rare next to the schedulers' load
+
+
 def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
+    workload = WORKLOADS[args.workload]
     store = Store.connect(url, StoreConfig(prefix=PREFIX))
     store.redis.flushdb()
     store = Store.connect(url, StoreConfig(prefix=PREFIX))
     core = ServerCore(store)
     core.bootstrap()
-    _create(core, [node_default(i) for i in range(args.nodes)], NODE)
+    for kind, body in workload.setup:
+        core.create(kind, body)
+    _create(core, [workload.node(i) for i in range(args.nodes)], NODE)
     runner = RUNNERS[args.mode](url, replica_options(n, bind_workers=args.bind_workers,
                                                      bind_linger=args.bind_linger))
+    confirmer = DeletionConfirmer(url) if workload.preempts else None
     try:
-        _create(core, [pod_default(f"init-{i:06d}") for i in range(args.init_pods)])
+        _create(core, [workload.init_pod(f"init-{i:06d}") for i in range(args.init_pods)])
         _wait_bound(store, args.init_pods, args.timeout)
         base_stats, _ = runner.stats()
-        bodies = [pod_default(f"pod-{i:06d}") for i in range(args.pods)]
+        bodies = [workload.pod(f"pod-{i:06d}") for i in range(args.pods)]
         samples: list[tuple[float, int]] = []
         redis_cpu0 = _redis_cpu(store)
         bench_cpu0 = time.process_time()
         start = time.perf_counter()
         _create(core, bodies)
         created = time.perf_counter()
-        end = _wait_bound(store, args.init_pods + args.pods, args.timeout, samples)
+        if workload.preempts:
+            end = _wait_named(store, [b["metadata"]["name"] for b in bodies], args.timeout, samples,
+                              offset=args.init_pods)
+        else:
+            end = _wait_bound(store, args.init_pods + args.pods, args.timeout, samples)
         bench_cpu = time.process_time() - bench_cpu0
         redis_cpu = _redis_cpu(store) - redis_cpu0
         stats, raw = runner.stats()
         consistency = runner.consistency() if args.check else []
     finally:
+        if confirmer is not None:
+            confirmer.stop()
         runner.stop()
         store.close()
     elapsed = end - start
@@ -285,7 +472,8 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
             second_rates.append((c - mark_c) / (t - mark_t))
             mark_t, mark_c = t, c
     return {
-        "schedulers": n, "mode": args.mode, "nodes": args.nodes, "init_pods": args.init_pods, "pods": args.pods,
+        "workload": workload.name, "schedulers": n, "mode": args.mode, "nodes": args.nodes,
+        "init_pods": args.init_pods, "pods": args.pods,
         "seconds": round(elapsed, 3), "create_seconds": round(created - start, 3),
         "throughput_pods_per_s": round(args.pods / elapsed, 1),
         "throughput_median_per_second_sample": round(statistics.median(second_rates), 1) if second_rates else None,
@@ -305,6 +493,7 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
                             for s, b in zip(stats, base_stats, strict=True)]},
         "per_scheduler": [{k: v for k, v in s.items() if k in ("name", "scheduled", "conflicts", "attempts")}
                           for s in stats],
+        "victims_deleted": confirmer.confirmed if confirmer is not None else 0,
         "consistent": all(not any(v for k, v in c.items() if k != "name") for c in consistency) if consistency
         else None,
     }
@@ -312,9 +501,10 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--nodes", type=int, default=5000)
-    parser.add_argument("--init-pods", type=int, default=1000)
-    parser.add_argument("--pods", type=int, default=10000)
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="SchedulingBasic")
+    parser.add_argument("--nodes", type=int, help="default: the workload's")
+    parser.add_argument("--init-pods", type=int, help="default: the workload's")
+    parser.add_argument("--pods", type=int, help="measured pods; default: the workload's")
     parser.add_argument("--schedulers", default="1,2", help="comma-separated scheduler counts, one run each")
     parser.add_argument("--mode", choices=sorted(RUNNERS), default="process")
     parser.add_argument("--bind-workers", type=int, default=1, help="bind threads per scheduler (each binds "
@@ -326,6 +516,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--redis-url", help="use this Redis (it is flushed!) instead of an embedded one")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
+    workload = WORKLOADS[args.workload]
+    args.nodes = workload.nodes if args.nodes is None else args.nodes
+    args.init_pods = workload.init_pods if args.init_pods is None else args.init_pods
+    args.pods = workload.pods if args.pods is None else args.pods
     counts = [int(x) for x in args.schedulers.split(",") if x]
     if args.mode == "ray":
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -347,8 +541,9 @@ def main(argv: list[str] | None = None) -> int:
     if base is not None:
         for r in results:
             r["speedup_vs_1"] = round(r["throughput_pods_per_s"] / base["throughput_pods_per_s"], 2)
-    print(f"\nSchedulingBasic {args.nodes} nodes, {args.init_pods} initial + {args.pods} measured pods, "
-          f"mode {args.mode}, {os.cpu_count()} cores")
+    floor = f", upstream CI floor {workload.floor} at 5,000 nodes" if workload.floor else ""
+    print(f"\n{workload.name} {args.nodes} nodes, {args.init_pods} initial + {args.pods} measured pods, "
+          f"mode {args.mode}, {os.cpu_count()} cores{floor}")
     print(f"{'sched':>5} {'pods/s':>8} {'x1':>5} {'p50 ms':>8} {'p99 ms':>8} {'SLI p99 s':>9} {'conflicts':>9} "
           f"{'fraction':>8}  busyness")
     for r in results:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import math
 import os
 import socket
 import subprocess
@@ -24,8 +26,9 @@ def kemu_env(tmp_path: Path) -> Iterator[dict[str, str]]:
                    check=False)
 
 
-def kemu(env: dict[str, str], *args: str, timeout: float = 90) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "emulator.cli", *args], env=env, capture_output=True, text=True,
+def kemu(env: dict[str, str], *args: str, timeout: float = 90,
+         module: str = "emulator.cli") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", module, *args], env=env, capture_output=True, text=True,
                           check=False, timeout=timeout)
 
 
@@ -104,19 +107,50 @@ def test_busy_redis_port_is_a_clear_error(kemu_env: dict[str, str]) -> None:
 
 
 def test_run_scenario_prints_summary_and_writes_json(kemu_env: dict[str, str], tmp_path: Path) -> None:
+    # Through the `kemu` entry point (actors.cli): kubelet shards and the scheduler run as Ray actors.
     scenario = tmp_path / "tiny.yaml"
-    scenario.write_text("name: tiny\nseed: 7\ncluster: {nodes: 5}\n"
-                        "workload: {namespaces: 2, pods: 300, batch: 50, cpu: [100m, 1], memory: [64Mi]}\n")
+    scenario.write_text("name: tiny\nseed: 7\n"
+                        "cluster: {nodes: 20, node_cpu: '8', node_memory: 32Gi, kubelet_shards: 1}\n"
+                        "schedulers: {count: 1}\n"
+                        "workload: {namespaces: 2, pods: 200, rate: 400, arrival: poisson, batch: 50,\n"
+                        "           cpu: [100m, 500m], memory: [64Mi, 256Mi], profile: [default, web],\n"
+                        "           priorities: [{name: hi, value: 100, weight: 1}, {name: lo, value: 0}],\n"
+                        "           settle_timeout: 30}\n")
     out = tmp_path / "summary.json"
-    result = kemu(kemu_env, "run", str(scenario), "--output", str(out))
-    assert result.returncode == 0, result.stderr
-    assert "pods created  300 of 300" in result.stdout
-    assert "300 ADDED events, 0 duplicates, 0 out of order" in result.stdout
-    import json
+    result = kemu(kemu_env, "run", str(scenario), "--output", str(out), module="actors.cli")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "200 of 200 created" in result.stdout
+    assert "scheduled 200, running 200, pending 0" in result.stdout
+    assert "200 ADDED, 0 duplicates, 0 out of order" in result.stdout
+    assert "result        OK" in result.stdout
 
     summary = json.loads(out.read_text())
-    assert summary["watch"]["complete"] is True
-    assert summary["list"]["items"] == 300
+    assert summary["ok"] is True and summary["watch"]["complete"] is True
+    assert summary["cluster"]["nodesReady"] == 20 and summary["cluster"]["kubeletShards"] == 1
+    pods = summary["pods"]
+    assert (pods["created"], pods["scheduled"], pods["running"], pods["unscheduled"]) == (200, 200, 200, 0)
+    assert summary["scheduling"]["podsPerSecond"] > 0
+    for q in ("p50", "p90", "p99"):
+        assert math.isfinite(summary["scheduling"]["sliLatencyMs"][q])
+    assert 0 < summary["podStartupMs"]["p50"] <= summary["podStartupMs"]["p99"]
+    assert [s["scheduled"] for s in summary["schedulers"]] == [200]
+    assert summary["list"]["items"] == 200
+
+
+def test_run_without_nodes_passes_only_if_pending_pods_are_expected(kemu_env: dict[str, str],
+                                                                    tmp_path: Path) -> None:
+    # No nodes: no kubelets, no schedulers (and no Ray); every pod stays Pending.
+    expected = tmp_path / "expected.yaml"
+    expected.write_text("name: pending\ncluster: {nodes: 0}\nworkload: {pods: 40, batch: 10, expect_pending: 40}\n")
+    ok = kemu(kemu_env, "run", str(expected))
+    assert ok.returncode == 0, ok.stdout + ok.stderr
+    assert "scheduled 0, running 0, pending 40" in ok.stdout
+
+    unexpected = tmp_path / "unexpected.yaml"
+    unexpected.write_text("name: pending\ncluster: {nodes: 0}\nworkload: {pods: 40, batch: 10}\n")
+    bad = kemu(kemu_env, "run", str(unexpected))
+    assert bad.returncode == 2
+    assert "NOT OK (40 unscheduled" in bad.stdout
 
 
 def test_bad_scenario_names_the_field(kemu_env: dict[str, str], tmp_path: Path) -> None:
