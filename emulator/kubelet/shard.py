@@ -128,6 +128,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from emulator import chaos
 from emulator.api import errors
 from emulator.api.kinds import LEASE, NODE, POD
 from emulator.api.pods import pod_requests
@@ -469,6 +470,9 @@ class KubeletShard:
         self._last_usage: float | None = None
         self._now = 0.0
         self._started = False
+        # Faults injected through emulator.chaos, read once per tick (heartbeat() on another thread
+        # only reads the reference, swapped whole).
+        self._chaos: chaos.ChaosState = chaos.NO_CHAOS
         # Informer side.
         self._inbox: deque[tuple[str, str, Any]] = deque()
         self._seen_lock = threading.Lock()
@@ -570,7 +574,12 @@ class KubeletShard:
         wall = time.perf_counter()
         now = self.clock.now() if now is None else now
         self._now = now
-        self._register_pool_nodes(now)
+        self._chaos = chaos.read(self.store.redis, self.store.config.prefix)
+        # A partitioned shard runs its model but writes nothing; what piles up (dirty pods, due
+        # leases and node status, events) is written by the first tick after the restore.
+        cut = self.index in self._chaos.partitioned
+        if not cut:
+            self._register_pool_nodes(now)
         self._drain(now)
         self.heartbeat(now)  # first: never behind this tick's pod work
         self._admit_incoming(now)
@@ -579,10 +588,11 @@ class KubeletShard:
         self._apply_report(report, now)
         self._advance_kills(now)
         self.metrics.update(self.model, self._idx_names)
-        self._flush_pods(now)
-        self._flush_nodes(now)
-        self._flush_events()
-        self._publish_usage(now)
+        if not cut:
+            self._flush_pods(now)
+            self._flush_nodes(now)
+            self._flush_events()
+            self._publish_usage(now)
         elapsed = time.perf_counter() - wall
         st = self.stats
         st.ticks += 1
@@ -796,6 +806,10 @@ class KubeletShard:
         # HandlePodAdditions admits in creation order (creationTimestamp has 1 s resolution: then by rv).
         incoming = sorted(self._incoming.values(),
                           key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", _rv(p)))
+        if self._chaos.broken:
+            # chaos break-runtime: the sandbox never comes up, so the pod is never admitted and stays
+            # Pending (it is kept in _incoming and starts once the runtime is restored).
+            incoming = [p for p in incoming if (p.get("spec") or {}).get("nodeName") not in self._chaos.broken]
         limit = max(1, self.config.max_admissions_per_tick)
         for pod in incoming[:limit]:
             self._incoming.pop(pod["metadata"].get("uid") or "", None)
@@ -1422,6 +1436,13 @@ class KubeletShard:
         if not self._dirty_pods:
             return
         dirty, self._dirty_pods = self._dirty_pods, set()
+        if self._chaos.stopped:
+            # chaos stop-kubelet: nothing is reported for the node's pods (a pod deleted there stays
+            # Terminating); they stay dirty and are written once the kubelet is back.
+            stopped = self._chaos.stopped
+            held = {uid for uid in dirty if (rec := self._pods.get(uid)) is not None and rec.node in stopped}
+            self._dirty_pods |= held
+            dirty -= held
         writes: list[tuple[_Pod, Obj]] = []
         deletes: list[_Pod] = []
         for uid in dirty:
@@ -1512,7 +1533,9 @@ class KubeletShard:
             node = self._nodes.get(name)
             if node is None or node.status_due != t:
                 continue
-            if node.dirty or now - node.last_report >= self.config.node_status_report_frequency:
+            if name in self._chaos.stopped:
+                node.dirty = True  # chaos stop-kubelet: no status now; once restored, posted at the next check
+            elif node.dirty or now - node.last_report >= self.config.node_status_report_frequency:
                 due.append(node)
             # Spread over the period by name, so all nodes do not write in the same tick.
             node.status_due = t + update_every if node.last_report > -math.inf else (
@@ -1609,8 +1632,8 @@ class KubeletShard:
         pods (upstream the lease controller is its own goroutine). Safe to call concurrently with
         :meth:`tick`.
         """
-        if not self._started:
-            return 0
+        if not self._started or self.index in self._chaos.partitioned:
+            return 0  # chaos partition: the due renewals stay due, and go out at once after the restore
         with self._lease_lock:
             return self._flush_leases(self.clock.now() if now is None else now)
 
@@ -1625,10 +1648,14 @@ class KubeletShard:
         self._pending_leases = []
         renewals: list[_Node] = []
         heap = self._lease_heap
+        held: list[tuple[float, str]] = []
         while heap and heap[0][0] <= now:
             t, name = heapq.heappop(heap)
             node = self._nodes.get(name)
             if node is None or node.lease_due != t:
+                continue
+            if name in self._chaos.stopped:
+                held.append((t, name))  # chaos stop-kubelet: stays due, renewed by the first beat after restore
                 continue
             if node.lease is None:
                 if node not in creates:
@@ -1646,6 +1673,8 @@ class KubeletShard:
             node.last_renew = now
             node.lease_due = now + interval
             heapq.heappush(heap, (node.lease_due, name))
+        for entry in held:
+            heapq.heappush(heap, entry)
         batch = self.config.write_batch
         for start in range(0, len(creates), batch):
             chunk = creates[start:start + batch]
