@@ -111,7 +111,7 @@ def test_drain_respects_the_budget_and_replacements_land_elsewhere(cluster: Clus
 
 def test_taints_steer_new_pods_and_removing_them_moves_nothing(cluster: Cluster, tmp_path: Path) -> None:
     manifest = tmp_path / "web.yaml"
-    manifest.write_text(DEPLOYMENT.split("---")[0])
+    manifest.write_text(DEPLOYMENT.split("---", maxsplit=1)[0])
     cluster.kubectl("apply", "-f", str(manifest))
     cluster.wait("3 ready replicas", lambda: sum(ready(p) for p in cluster.pods()) == 3)
     nodes = sorted(cluster.kubectl("get", "nodes", "-o", "name").split())
