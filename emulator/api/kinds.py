@@ -116,3 +116,4 @@ PERSISTENTVOLUMECLAIM = register(Kind("", "v1", "PersistentVolumeClaim", "persis
                                       ("pvc",)))
 STORAGECLASS = register(Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, (), ("sc",)))
 JOB = register(Kind("batch", "v1", "Job", "jobs", True, ("status",), (), ("all",)))
+RESOURCEQUOTA = register(Kind("", "v1", "ResourceQuota", "resourcequotas", True, ("status",), ("quota",)))

@@ -72,6 +72,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "daemonset": ControllerSpec("emulator.controllers.daemonset"),
     "nodelifecycle": ControllerSpec("emulator.controllers.nodelifecycle"),
     "taint-eviction-controller": ControllerSpec("emulator.controllers.tainteviction"),
+    "namespace": ControllerSpec("emulator.controllers.namespace"),
+    "resourcequota": ControllerSpec("emulator.controllers.resourcequota"),
 }
 
 

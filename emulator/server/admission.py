@@ -9,9 +9,21 @@ of creates, so a batch of 1,000 pods in a namespace reads its LimitRanges once.
 
 Upstream references (behaviour re-implemented, not copied):
 ``plugin/pkg/admission/priority``, ``plugin/pkg/admission/limitranger``,
-``plugin/pkg/admission/runtimeclass``, ``plugin/pkg/admission/defaulttolerationseconds``.
+``plugin/pkg/admission/runtimeclass``, ``plugin/pkg/admission/defaulttolerationseconds``,
+``plugin/pkg/admission/resourcequota`` (with ``pkg/quota/v1/evaluator/core/pods.go``).
 NamespaceLifecycle (namespace must exist and not be terminating) is enforced
 inside the store's commit script, atomically with the create.
+
+**ResourceQuota** is the one plugin that writes. As upstream, it charges a create to every
+quota it matches *before* the object is stored: it adds the object's usage to the quota's
+``status.used`` with a compare-and-set on the quota's resourceVersion (``Store.update`` with
+``expected_rv``), so quotas serialise concurrent creates — of two creates racing for the last
+unit, one CAS wins and the other re-reads the quota, sees it full and is refused. The window,
+the same as upstream's: a create that is charged and then fails in the store (AlreadyExists, a
+terminating namespace) leaves its charge in ``status.used`` until the resource quota
+controller (:mod:`emulator.controllers.resourcequota`) recomputes usage from the objects (on a
+deletion it sees, or on its periodic resync). Quotas are read from ``status.hard`` /
+``status.used``: a quota the controller has not synced yet constrains nothing.
 """
 
 from __future__ import annotations
@@ -20,9 +32,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from emulator.api import errors
-from emulator.api.kinds import LIMITRANGE, POD, PRIORITYCLASS, RUNTIMECLASS, Kind
-from emulator.api.quantity import parse_quantity
+from emulator.api import errors, pods
+from emulator.api.kinds import LIMITRANGE, POD, PRIORITYCLASS, RESOURCEQUOTA, RUNTIMECLASS, Kind
+from emulator.api.quantity import Quantity, parse_quantity
+from emulator.clock import Clock, parse_rfc3339
 
 Obj = dict[str, Any]
 
@@ -41,6 +54,7 @@ class Attributes:
     obj: Obj
     old: Obj | None = None
     subresource: str = ""
+    dry_run: bool = False
 
     @property
     def name(self) -> str:
@@ -60,13 +74,16 @@ class Reader(Protocol):
 
     def list_many(self, requests: list[tuple[Kind, str | None]]) -> list[list[Obj]]: ...
 
+    def update(self, kind: Kind, obj: Obj, expected_rv: str | None = None) -> Obj: ...
+
 
 @dataclass
 class Lookup:
-    """Memoised reads of the objects admission plugins depend on."""
+    """Memoised reads of the objects admission plugins depend on (and the quota writes of ResourceQuota)."""
 
     reader: Reader
     _cache: dict[tuple[str, str], Any] = field(default_factory=dict)
+    clock: Clock | None = None
 
     def _memo(self, key: tuple[str, str], load: Callable[[], Any]) -> Any:
         if key not in self._cache:
@@ -75,10 +92,10 @@ class Lookup:
 
     def prefetch(self, namespace: str) -> None:
         """Read what a pod create in ``namespace`` needs in one round trip (PriorityClasses, LimitRanges)."""
-        wanted = [k for k in (("pc", ""), ("lr", namespace)) if k not in self._cache]
+        wanted = [k for k in (("pc", ""), ("lr", namespace), ("rq", namespace)) if k not in self._cache]
         if not wanted:
             return
-        kinds = {"pc": (PRIORITYCLASS, None), "lr": (LIMITRANGE, namespace)}
+        kinds = {"pc": (PRIORITYCLASS, None), "lr": (LIMITRANGE, namespace), "rq": (RESOURCEQUOTA, namespace)}
         for key, items in zip(wanted, self.reader.list_many([kinds[k[0]] for k in wanted]), strict=True):
             self._cache[key] = items
 
@@ -87,6 +104,39 @@ class Lookup:
 
     def limit_ranges(self, namespace: str) -> list[Obj]:
         return self._memo(("lr", namespace), lambda: self.reader.list(LIMITRANGE, namespace).items)
+
+    def resource_quotas(self, namespace: str) -> list[Obj]:
+        return self._memo(("rq", namespace), lambda: list(self.reader.list(RESOURCEQUOTA, namespace).items))
+
+    def fresh_quota(self, namespace: str, name: str) -> Obj | None:
+        """Re-read one quota from the store (after a lost CAS) and remember it; None if it is gone."""
+        try:
+            quota = self.reader.get(RESOURCEQUOTA, namespace, name)
+        except errors.StatusError as e:
+            if e.code != 404:
+                raise
+            quota = None
+        self._replace_quota(namespace, name, quota)
+        return quota
+
+    def charge_quota(self, quota: Obj, used: dict[str, str]) -> Obj:
+        """CAS ``status.used`` of ``quota`` (as read); the stored quota, or StaleResourceVersion when it changed."""
+        meta = quota["metadata"]
+        new = {**quota, "status": {**(quota.get("status") or {}), "used": used}}
+        stored = self.reader.update(RESOURCEQUOTA, new, meta["resourceVersion"])
+        # Later creates of the same batch must see this charge (and CAS against the new version).
+        self._replace_quota(meta.get("namespace") or "", meta["name"], stored)
+        return stored
+
+    def _replace_quota(self, namespace: str, name: str, quota: Obj | None) -> None:
+        key = ("rq", namespace)
+        if key not in self._cache:
+            return
+        others = [q for q in self._cache[key] if q["metadata"]["name"] != name]
+        self._cache[key] = others + ([quota] if quota is not None else [])
+
+    def now(self) -> float:
+        return self.clock.now() if self.clock is not None else 0.0
 
     def runtime_class(self, name: str) -> Obj | None:
         def load() -> Obj | None:
@@ -282,8 +332,250 @@ class DefaultTolerationSeconds:
                                     "tolerationSeconds": DEFAULT_TOLERATION_SECONDS})
 
 
+# ----------------------------------------------------------------------------- ResourceQuota
+#
+# The usage model (upstream pkg/quota/v1/evaluator/core/pods.go and the generic object count
+# evaluator), shared with the resource quota controller, which imports these functions.
+
+QUOTA_SCOPES = ("Terminating", "NotTerminating", "BestEffort", "NotBestEffort", "PriorityClass",
+                "CrossNamespacePodAffinity")
+# Core kinds whose count has an unprefixed quota name besides count/<plural> (pkg/quota/v1/evaluator/core).
+_LEGACY_COUNT_NAMES = frozenset({"configmaps", "persistentvolumeclaims", "resourcequotas", "secrets", "services",
+                                 "replicationcontrollers"})
+# What pods.go's Constraints insists every container names when a quota limits it ("this was a mistake", upstream).
+_CONTAINER_REQUIRED = frozenset({"cpu", "memory", "requests.cpu", "requests.memory", "limits.cpu", "limits.memory"})
+_POD_COUNTS = frozenset({"pods", "count/pods"})
+_COMPUTE = ("cpu", "memory", "ephemeral-storage")
+_QUOTA_CAS_ATTEMPTS = 16
+
+
+def _quantities(values: Any) -> dict[str, Quantity]:
+    return {str(k): parse_quantity(v) for k, v in (values or {}).items()}
+
+
+def _pod_compute(spec: Obj) -> tuple[dict[str, Quantity], dict[str, Quantity]]:
+    """The pod's (requests, limits): app containers summed, raised to any init container's, plus overhead.
+
+    Upstream ``resourcehelper.PodRequests`` / ``PodLimits``, kept as quantities so the numbers a 403
+    prints read as the user wrote them (``1Gi``, ``500m``).
+    """
+    out: list[dict[str, Quantity]] = []
+    for field_name in ("requests", "limits"):
+        total: dict[str, Quantity] = {}
+        for c in spec.get("containers") or []:
+            for r, q in _quantities((c.get("resources") or {}).get(field_name)).items():
+                total[r] = total[r] + q if r in total else q
+        for c in spec.get("initContainers") or []:
+            for r, q in _quantities((c.get("resources") or {}).get(field_name)).items():
+                if r not in total or q > total[r]:
+                    total[r] = q
+        for r, q in _quantities(spec.get("overhead")).items():
+            # Overhead adds to every request, but only to limits that are set (upstream PodLimits).
+            if field_name == "requests" or r in total:
+                total[r] = total[r] + q if r in total else q
+        out.append(total)
+    return out[0], out[1]
+
+
+def pod_counts_for_quota(pod: Obj, now: float) -> bool:
+    """``QuotaV1Pod``: a pod counts unless terminal, or being deleted and past its grace period."""
+    if (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed"):
+        return False
+    meta = pod.get("metadata") or {}
+    stamp, grace = meta.get("deletionTimestamp"), meta.get("deletionGracePeriodSeconds")
+    return not (stamp and grace is not None and now > parse_rfc3339(stamp) + float(grace))
+
+
+def pod_usage(pod: Obj) -> dict[str, Quantity]:
+    """``PodUsageFunc`` for a pod that counts: pods, count/pods, and its compute requests and limits."""
+    one = parse_quantity(1)
+    usage = {"pods": one, "count/pods": one}
+    requests, limits = _pod_compute(pod.get("spec") or {})
+    for r in _COMPUTE:
+        if r in requests:
+            usage[r] = usage[f"requests.{r}"] = requests[r]
+        if r in limits:
+            usage[f"limits.{r}"] = limits[r]
+    for r, q in requests.items():
+        if r.startswith("hugepages-"):
+            usage[r] = usage[f"requests.{r}"] = q
+        elif r not in _COMPUTE and pods.is_extended_resource(r):
+            usage[f"requests.{r}"] = q  # extended resources are quota'd as requests.<name> only
+    return usage
+
+
+def object_usage(kind: Kind, obj: Obj, now: float = 0.0) -> dict[str, Quantity]:
+    """What one object of ``kind`` adds to a quota (empty for a pod that does not count)."""
+    if kind is POD:
+        return pod_usage(obj) if pod_counts_for_quota(obj, now) else {}
+    usage = {f"count/{kind.resource}": parse_quantity(1)}
+    if not kind.group and kind.plural in _LEGACY_COUNT_NAMES:
+        usage[kind.plural] = parse_quantity(1)
+    return usage
+
+
+def matching_resources(kind: Kind, names: Any) -> list[str]:
+    """The quota resource names (of ``names``) that objects of ``kind`` are charged to (``MatchingResources``)."""
+    if kind is POD:
+        return sorted(n for n in names if n in _POD_COUNTS or n in _COMPUTE or n.startswith(
+            ("requests.", "limits.", "hugepages-")))
+    own = {f"count/{kind.resource}"} | ({kind.plural} if not kind.group and kind.plural in _LEGACY_COUNT_NAMES
+                                        else set())
+    return sorted(n for n in names if n in own)
+
+
+def scope_selectors(quota: Obj) -> list[tuple[str, str, list[str]]]:
+    """``GetScopeSelectorsFromQuota``: ``spec.scopes`` as Exists, plus ``spec.scopeSelector`` requirements."""
+    spec = quota.get("spec") or {}
+    out = [(str(s), "Exists", []) for s in spec.get("scopes") or []]
+    for req in (spec.get("scopeSelector") or {}).get("matchExpressions") or []:
+        out.append((str(req.get("scopeName") or ""), str(req.get("operator") or ""), list(req.get("values") or [])))
+    return out
+
+
+def _cross_namespace_affinity(spec: Obj) -> bool:
+    affinity = spec.get("affinity") or {}
+    for which in ("podAffinity", "podAntiAffinity"):
+        a = affinity.get(which) or {}
+        terms = list(a.get("requiredDuringSchedulingIgnoredDuringExecution") or []) + [
+            w.get("podAffinityTerm") or {} for w in a.get("preferredDuringSchedulingIgnoredDuringExecution") or []]
+        if any(t.get("namespaces") or t.get("namespaceSelector") is not None for t in terms):
+            return True
+    return False
+
+
+def pod_matches_scope(pod: Obj, scope: str, operator: str, values: list[str]) -> bool:
+    """``podMatchesScopeFunc``: one scope (or scope selector requirement) against a pod."""
+    spec = pod.get("spec") or {}
+    deadline = spec.get("activeDeadlineSeconds")
+    if scope == "Terminating":
+        return deadline is not None and int(deadline) >= 0
+    if scope == "NotTerminating":
+        return deadline is None
+    if scope in ("BestEffort", "NotBestEffort"):
+        best_effort = pods.qos_class(pod) == "BestEffort"
+        return best_effort if scope == "BestEffort" else not best_effort
+    if scope == "PriorityClass":
+        name = str(spec.get("priorityClassName") or "")
+        return {"Exists": bool(name), "DoesNotExist": not name, "In": name in values,
+                "NotIn": name not in values}.get(operator, False)
+    if scope == "CrossNamespacePodAffinity":
+        cross = _cross_namespace_affinity(spec)
+        return not cross if operator == "DoesNotExist" else cross
+    return False
+
+
+def quota_matches(quota: Obj, kind: Kind, obj: Obj, hard: Any) -> bool:
+    """Upstream ``quota.Matches``: the quota limits something ``obj`` uses and all its scopes select it.
+
+    Scopes only ever select pods (the generic count evaluator matches no scope).
+    """
+    if not matching_resources(kind, hard):
+        return False
+    selectors = scope_selectors(quota)
+    if not selectors:
+        return True
+    return kind is POD and all(pod_matches_scope(obj, *s) for s in selectors)
+
+
+def _pretty(values: dict[str, Quantity], names: list[str]) -> str:
+    """``prettyPrint``: sorted ``name=quantity`` pairs joined by commas."""
+    return ",".join(f"{n}={values.get(n, parse_quantity(0))}" for n in sorted(names))
+
+
+def _missing_container_resources(spec: Obj, required: set[str]) -> dict[str, set[str]]:
+    """``enforcePodContainerConstraints``: which required names each container fails to set (resource -> names)."""
+    missing: dict[str, set[str]] = {}
+    for c in list(spec.get("initContainers") or []) + list(spec.get("containers") or []):
+        res = c.get("resources") or {}
+        has: set[str] = set()
+        for r in ("cpu", "memory"):
+            if r in (res.get("requests") or {}):
+                has |= {r, f"requests.{r}"}
+            if r in (res.get("limits") or {}):
+                has.add(f"limits.{r}")
+        for r in required - has:
+            missing.setdefault(r, set()).add(str(c.get("name") or ""))
+    return missing
+
+
+class ResourceQuotaAdmission:
+    """Refuses creates that would exceed a matching ResourceQuota and charges the rest to it (CAS on the quota)."""
+
+    name = "ResourceQuota"
+
+    def handles(self, attrs: Attributes) -> bool:
+        return attrs.operation == "CREATE" and attrs.kind.namespaced and not attrs.subresource
+
+    def admit(self, attrs: Attributes, lookup: Lookup) -> None:
+        quotas = lookup.resource_quotas(attrs.namespace)
+        if not quotas:
+            return
+        delta = object_usage(attrs.kind, attrs.obj, lookup.now())
+        if not delta or all(q.is_zero() for q in delta.values()):
+            return
+        # Check every quota first: a refusal by any of them must charge none (upstream checkQuotas).
+        charges = [(q, requested) for q in quotas
+                   if (requested := self._check(attrs, q, delta)) is not None]
+        if attrs.dry_run:
+            return
+        for quota, requested in charges:
+            self._charge(attrs, lookup, quota, requested, delta)
+
+    def _check(self, attrs: Attributes, quota: Obj, delta: dict[str, Quantity]) -> dict[str, Quantity] | None:
+        """The usage to add to ``quota`` (None: it does not concern this object), or the upstream 403."""
+        status = quota.get("status") or {}
+        hard = _quantities(status.get("hard"))
+        if not quota_matches(quota, attrs.kind, attrs.obj, hard):
+            return None
+        qname = quota["metadata"]["name"]
+        interesting = matching_resources(attrs.kind, hard)
+        if attrs.kind is POD:
+            required = set(interesting) & _CONTAINER_REQUIRED
+            missing = _missing_container_resources(attrs.obj.get("spec") or {}, required)
+            if missing:
+                parts = "; ".join(f"{r} for: {','.join(sorted(missing[r]))}" for r in sorted(missing))
+                raise _forbidden(attrs, f"failed quota: {qname}: must specify {parts}")
+        used = _quantities(status.get("used"))
+        unknown = [r for r in interesting if r not in used]
+        if unknown:
+            raise _forbidden(attrs, f"status unknown for quota: {qname}, resources: {','.join(unknown)}")
+        requested = {r: q for r, q in delta.items() if r in hard}
+        if not requested:
+            return None
+        exceeded = [r for r, q in requested.items() if used.get(r, parse_quantity(0)) + q > hard[r]]
+        if exceeded:
+            raise _forbidden(attrs, f"exceeded quota: {qname}, requested: {_pretty(requested, exceeded)}, "
+                                    f"used: {_pretty(used, exceeded)}, limited: {_pretty(hard, exceeded)}")
+        return requested
+
+    def _charge(self, attrs: Attributes, lookup: Lookup, quota: Obj, requested: dict[str, Quantity],
+                delta: dict[str, Quantity]) -> None:
+        """Add ``requested`` to the quota's ``status.used`` by CAS; on a lost race re-read, re-check, retry."""
+        for _ in range(_QUOTA_CAS_ATTEMPTS):
+            used = dict((quota.get("status") or {}).get("used") or {})
+            for r, q in requested.items():
+                used[r] = str(parse_quantity(used.get(r, 0)) + q)
+            try:
+                lookup.charge_quota(quota, used)
+                return
+            except errors.StaleResourceVersion:
+                fresh = lookup.fresh_quota(attrs.namespace, quota["metadata"]["name"])
+                if fresh is None:
+                    return  # the quota was deleted meanwhile: nothing to charge
+                quota = fresh
+                new_requested = self._check(attrs, quota, delta)  # raises when the winner took the room
+                if new_requested is None:
+                    return
+                requested = new_requested
+        raise errors.conflict(RESOURCEQUOTA.plural, quota["metadata"]["name"],
+                              f"the quota was changed {_QUOTA_CAS_ATTEMPTS} times while charging it; try again")
+
+
 # Upstream's order (pkg/kubeapiserver/options/plugins.go AllOrderedPlugins), restricted to what kemu runs.
-DEFAULT_PLUGINS: tuple[Plugin, ...] = (LimitRanger(), Priority(), DefaultTolerationSeconds(), RuntimeClassAdmission())
+# ResourceQuota comes last, as upstream: it charges what the mutating plugins made the object ask for.
+DEFAULT_PLUGINS: tuple[Plugin, ...] = (LimitRanger(), Priority(), DefaultTolerationSeconds(), RuntimeClassAdmission(),
+                                       ResourceQuotaAdmission())
 
 
 def admit(attrs: Attributes, lookup: Lookup, plugins: tuple[Plugin, ...] = DEFAULT_PLUGINS) -> None:

@@ -33,6 +33,10 @@ from emulator.store.store import ListResult, Store, Watch, object_key
 Obj = dict[str, Any]
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
+# NamespaceLifecycle's immortal namespaces (plugin/pkg/admission/namespace/lifecycle): never deleted.
+IMMORTAL_NAMESPACES = ("default", "kube-system", "kube-public")
+# The namespace controller's spec.finalizers entry (core/v1 FinalizerKubernetes).
+FINALIZER_KUBERNETES = "kubernetes"
 # Server-owned metadata an update may not change (upstream rest.BeforeUpdate / ObjectMetaUpdateValidation).
 _SERVER_META = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
 
@@ -85,7 +89,7 @@ class ServerCore:
         self.plugins = plugins
 
     # ---------------------------------------------------------------- create
-    def _prepare_create(self, kind: Kind, body: Any, lookup: admission.Lookup) -> Obj:
+    def _prepare_create(self, kind: Kind, body: Any, lookup: admission.Lookup, dry_run: bool = False) -> Obj:
         obj = _copy(body)
         _check_type(kind, obj)
         defaults.default_metadata(kind, obj, self.clock.now())
@@ -93,18 +97,18 @@ class ServerCore:
         validate(kind, obj)
         if kind is POD:
             lookup.prefetch(obj["metadata"]["namespace"])
-        admission.admit(admission.Attributes(kind, "CREATE", obj), lookup, self.plugins)
+        admission.admit(admission.Attributes(kind, "CREATE", obj, dry_run=dry_run), lookup, self.plugins)
         if kind is POD:
             obj["status"]["qosClass"] = pods.qos_class(obj)
         return obj
 
     def create(self, kind: Kind, body: Any, *, dry_run: bool = False) -> Obj:
-        obj = self._prepare_create(kind, body, admission.Lookup(self.store))
+        obj = self._prepare_create(kind, body, admission.Lookup(self.store, clock=self.clock), dry_run)
         return obj if dry_run else self.store.create(kind, obj)
 
     def create_many(self, kind: Kind, bodies: list[Any]) -> list[Obj | errors.StatusError]:
         """Create a batch in one store round trip; admission reads are shared across the batch."""
-        lookup = admission.Lookup(self.store)
+        lookup = admission.Lookup(self.store, clock=self.clock)
         prepared: list[Obj | errors.StatusError] = []
         for body in bodies:
             try:
@@ -148,7 +152,7 @@ class ServerCore:
                                  kind.group)
         if kind.namespaced and not namespace:
             raise errors.bad_request("the namespace of the object must be set on update")
-        if subresource not in ("", "status"):
+        if subresource not in ("", "status") and not (subresource == "finalize" and kind is NAMESPACE):
             raise errors.method_not_allowed(f"subresource {subresource} cannot be updated this way")
         if subresource == "status" and not kind.has_status:
             raise errors.not_found(f"{kind.plural}/status", name, kind.group)
@@ -163,6 +167,10 @@ class ServerCore:
                 raise errors.stale_resource_version(kind.plural, name, kind.group)
             if subresource == "status":
                 new = {**current, "status": obj.get("status") or {}}
+            elif subresource == "finalize":
+                # Upstream finalizeREST: only spec.finalizers changes; everything else is the stored object.
+                finalizers = list((obj.get("spec") or {}).get("finalizers") or [])
+                new = {**current, "spec": {**(current.get("spec") or {}), "finalizers": finalizers}}
             else:
                 new = self._merge_update(kind, obj, current)
                 validate(kind, new, current)
@@ -229,8 +237,15 @@ class ServerCore:
         return new
 
     def _finish_if_released(self, kind: Kind, obj: Obj) -> Obj:
-        """An object being deleted whose last finalizer is gone (and whose grace ran out) is removed."""
+        """An object being deleted whose last finalizer is gone (and whose grace ran out) is removed.
+
+        A Namespace also waits for its ``spec.finalizers`` (upstream's namespace storage
+        ``ShouldDeleteNamespaceDuringUpdate``): the namespace controller empties them through the
+        ``finalize`` subresource once the namespace's content is gone, and that update deletes it.
+        """
         meta = obj["metadata"]
+        if kind is NAMESPACE and (obj.get("spec") or {}).get("finalizers"):
+            return obj
         if meta.get("deletionTimestamp") and not meta.get("finalizers") and not meta.get("deletionGracePeriodSeconds"):
             try:
                 return self.store.delete(kind, meta.get("namespace"), meta["name"], uid=meta.get("uid", ""))
@@ -267,7 +282,16 @@ class ServerCore:
 
         As upstream (``rest.BeforeDelete``), a graceful deletion already under way can only be
         shortened: the call then changes neither the grace period nor the finalizers.
+
+        A Namespace with ``spec.finalizers`` (``kubernetes`` by default) is only marked: it gets
+        ``deletionTimestamp`` and ``status.phase: Terminating`` (upstream
+        ``pkg/registry/core/namespace/storage/storage.go`` ``Delete``), the store then refuses
+        creates in it, and the namespace controller (:mod:`emulator.controllers.namespace`)
+        deletes its content and finalizes it. ``default``, ``kube-system`` and ``kube-public``
+        cannot be deleted (403, as NamespaceLifecycle admission says).
         """
+        if kind is NAMESPACE and name in IMMORTAL_NAMESPACES:
+            raise errors.forbidden(kind.plural, name, "this namespace may not be deleted")
         pre = preconditions or {}
         pre_rv, pre_uid = str(pre.get("resourceVersion") or ""), str(pre.get("uid") or "")
         _validate_delete_options(grace_period_seconds, propagation_policy, orphan_dependents)
@@ -321,7 +345,9 @@ class ServerCore:
             wanted.append(FINALIZER_ORPHAN)
         if foreground:
             wanted.append(FINALIZER_FOREGROUND)
-        if grace == 0 and not wanted:
+        # A namespace with spec.finalizers stays (Terminating) until the namespace controller finalizes it.
+        held = kind is NAMESPACE and bool((current.get("spec") or {}).get("finalizers"))
+        if grace == 0 and not wanted and not held:
             return _DELETE_NOW
         new_meta = {**meta, "deletionTimestamp": new_timestamp, "deletionGracePeriodSeconds": grace}
         if wanted or "finalizers" in meta:
@@ -329,9 +355,12 @@ class ServerCore:
         if not timestamp and meta.get("generation"):
             # Upstream bumps generation when deletion starts (rest.BeforeDelete / markAsDeleting).
             new_meta["generation"] = int(meta["generation"]) + 1
-        if new_meta == meta:
+        marked = {**current, "metadata": new_meta}
+        if kind is NAMESPACE:
+            marked["status"] = {**(current.get("status") or {}), "phase": "Terminating"}
+        if marked == current:
             return None
-        return {**current, "metadata": new_meta}
+        return marked
 
     def _after_mark(self, kind: Kind, before: Obj, marked: Obj) -> Obj:
         """Propagation work that follows marking an owner, then the final delete if nothing holds it."""
@@ -357,6 +386,24 @@ class ServerCore:
         self.store.redis.xadd(self.store.gc_queue_key, {
             "uid": meta.get("uid") or "", "resource": kind.resource,
             "key": object_key(kind, meta.get("namespace"), meta["name"]), "policy": "Foreground"})
+
+    def finalize_namespace(self, name: str, finalizers: list[str], *, uid: str = "") -> Obj:
+        """``PUT namespaces/{name}/finalize``: set ``spec.finalizers``; an emptied, terminating namespace is deleted.
+
+        ``uid`` is a precondition (409 when the namespace was re-created in between).
+        """
+
+        def apply(current: Obj) -> Obj | None:
+            if uid and uid != current["metadata"].get("uid"):
+                raise errors.conflict(NAMESPACE.plural, name, f"Precondition failed: UID in precondition: {uid}, "
+                                      f"UID in object meta: {current['metadata'].get('uid')}")
+            spec = current.get("spec") or {}
+            if list(spec.get("finalizers") or []) == list(finalizers):
+                return None
+            return {**current, "spec": {**spec, "finalizers": list(finalizers)}}
+
+        stored = self.store.guaranteed_update(NAMESPACE, None, name, apply)
+        return self._finish_if_released(NAMESPACE, stored)
 
     def update_metadata(self, kind: Kind, namespace: str | None, name: str,
                         mutate: Callable[[Obj], Obj | None], *, uid: str = "") -> Obj:

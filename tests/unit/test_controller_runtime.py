@@ -335,9 +335,10 @@ def test_last_revision_is_the_second_highest() -> None:
 # ----------------------------------------------------------------------------- manager configuration
 @pytest.mark.parametrize(("selection", "expected"), [
     (("*",), ["garbagecollector", "disruption", "replicaset", "deployment", "job", "ttl-after-finished",
-              "daemonset", "nodelifecycle", "taint-eviction-controller"]),
+              "daemonset", "nodelifecycle", "taint-eviction-controller", "namespace", "resourcequota"]),
     (("*", "-garbagecollector", "-nodelifecycle"), ["disruption", "replicaset", "deployment", "job",
-                                                    "ttl-after-finished", "daemonset", "taint-eviction-controller"]),
+                                                    "ttl-after-finished", "daemonset", "taint-eviction-controller",
+                                                    "namespace", "resourcequota"]),
     (("replicaset",), ["replicaset"]),
     (("deployment", "replicaset"), ["replicaset", "deployment"]),
 ])
