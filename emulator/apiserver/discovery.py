@@ -66,6 +66,9 @@ SUBRESOURCES: dict[str, Subresource] = {
     "binding": Subresource(("create",), "", "v1", "Binding"),
     "eviction": Subresource(("create",), "policy", "v1", "Eviction"),
     "log": Subresource(("get",), "", "v1", "Pod"),
+    # Namespace finalize: what the namespace controller (and `kubectl replace --raw .../finalize`) uses to
+    # drop spec.finalizers of a terminating namespace.
+    "finalize": Subresource(("update",), None),
 }
 
 

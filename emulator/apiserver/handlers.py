@@ -350,7 +350,7 @@ class Handlers:
         info, kind = call.info, call.kind
         if info.subresource == "scale":
             return self.update_scale(call, None)
-        if info.subresource not in ("", "status"):
+        if info.subresource not in ("", "status", "finalize"):
             raise errors.method_not_allowed(f"PUT is not allowed on {kind.plural}/{info.subresource}")
         obj = _require_object(content.decode_object(call.body, call.headers.get("content-type"), kind.kind), kind)
         check_field_validation(call, "UpdateOptions")

@@ -15,7 +15,7 @@ import httpx
 import orjson
 import pytest
 
-from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, NODE, POD
+from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, NAMESPACE, NODE, POD
 from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
@@ -450,3 +450,16 @@ def test_list_pages_with_limit_and_continue(http: httpx.Client, core: ServerCore
     assert names == [f"p{i}" for i in range(5)]
     on_n1 = http.get("/api/v1/pods", params={"fieldSelector": "spec.nodeName=n1"}).json()["items"]
     assert sorted(o["metadata"]["name"] for o in on_n1) == ["p1", "p3"]
+
+
+def test_namespace_finalize_subresource_releases_a_terminating_namespace(http: httpx.Client,
+                                                                         core: ServerCore) -> None:
+    core.create(NAMESPACE, {"metadata": {"name": "going"}})
+    r = http.delete("/api/v1/namespaces/going")
+    assert r.status_code in (200, 202)
+    ns = http.get("/api/v1/namespaces/going").json()
+    assert ns["status"]["phase"] == "Terminating" and ns["spec"]["finalizers"] == ["kubernetes"]
+    ns["spec"]["finalizers"] = []
+    r = http.put("/api/v1/namespaces/going/finalize", content=orjson.dumps(ns), headers=JSON)
+    assert r.status_code == 200
+    assert status_of(http.get("/api/v1/namespaces/going"), 404)
