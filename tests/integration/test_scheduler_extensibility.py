@@ -29,6 +29,13 @@ GPU = "nvidia.com/gpu"
 BY_PATH = "emulator.scheduler.plugins.examples.gpu_binpack:new"
 
 
+def gpu_pod(name: str, cpu: str, memory: str, gpus: str, **spec: Any) -> dict[str, Any]:
+    """A pod requesting GPUs; extended resources must have limits equal to requests (API validation)."""
+    pod = req_pod(name, cpu, memory, extra={GPU: gpus}, **spec)
+    pod["spec"]["containers"][0]["resources"]["limits"] = {GPU: gpus}
+    return pod
+
+
 @pytest.fixture
 def host_from_file(redis_url: str, tmp_path: Path) -> Iterator[Callable[[dict[str, Any]], SchedulerHost]]:
     """Start a host whose configuration is written to (and read back from) a YAML file."""
@@ -66,7 +73,7 @@ def test_gpu_binpack_named_in_a_config_file_packs_gpu_pods(core, host_from_file)
     # "busy" has 6 of 8 GPUs and half its CPU taken; "empty" nothing. LeastAllocated/Balanced prefer "empty".
     core.create(NODE, sched_node("busy", cpu="16", memory="64Gi", **{GPU: "8"}))
     core.create(NODE, sched_node("empty", cpu="16", memory="64Gi", **{GPU: "8"}))
-    core.create(POD, req_pod("resident", "8", "32Gi", extra={GPU: "6"}, node="busy"))
+    core.create(POD, gpu_pod("resident", "8", "32Gi", "6", nodeName="busy"))
     packed = {"plugins": {"multiPoint": {"enabled": [{"name": "GPUBinPack", "weight": 5}]}}}
     by_path = {"plugins": {"multiPoint": {"enabled": [{"name": BY_PATH, "weight": 5}]}},
                "pluginConfig": [{"name": BY_PATH, "args": {"resourceName": GPU}}]}
@@ -79,12 +86,12 @@ def test_gpu_binpack_named_in_a_config_file_packs_gpu_pods(core, host_from_file)
     assert "GPUBinPack" not in host.schedulers[0].frameworks["default-scheduler"].plugins
 
     # Control: the default profile spreads the 1-GPU pod onto the idle node.
-    assert schedule(core, req_pod("control", "1", "1Gi", extra={GPU: "1"})) == "empty"
+    assert schedule(core, gpu_pod("control", "1", "1Gi", "1")) == "empty"
     # GPUBinPack (weight 5): "busy" is left with 1 free GPU against 6 on "empty" -> 500 points outweigh the
     # default plugins' preference for the idle node.
-    assert schedule(core, req_pod("packed", "1", "1Gi", extra={GPU: "1"}, schedulerName="gpu-packer")) == "busy"
+    assert schedule(core, gpu_pod("packed", "1", "1Gi", "1", schedulerName="gpu-packer")) == "busy"
     # The same example plugin loaded by module:attribute packs the next pod onto the last free GPU of "busy".
-    assert schedule(core, req_pod("by-path", "1", "1Gi", extra={GPU: "1"},
+    assert schedule(core, gpu_pod("by-path", "1", "1Gi", "1",
                                   schedulerName="gpu-packer-by-path")) == "busy"
     # And the default profile still spreads: "busy" has no GPU left, but a CPU-only pod prefers the idle node too.
     assert schedule(core, req_pod("control-2", "1", "1Gi")) == "empty"
@@ -121,7 +128,8 @@ def test_http_extender_in_the_config_filters_and_prioritizes(core, host_from_fil
     assert schedule(core, req_pod("other", "1", "1Gi", schedulerName="plain")) == "n2"
     seen = [(path.rsplit("/", 1)[-1], body["Pod"]["metadata"]["name"]) for path, body in extender.requests]
     assert ("filter", "web") in seen and ("prioritize", "web") in seen and ("filter", "other") in seen
-    # The extender's failure messages become the unschedulable pod's upstream-style message.
+    # The extender's failure messages join the plugins' in the unschedulable pod's upstream-style message
+    # (n2 is full by now: web and other took its last 2 CPUs).
     blocked = req_pod("blocked", "1", "1Gi")
     blocked["metadata"]["labels"] = {"gpu-team": "blocked"}
     core.create(POD, blocked)
@@ -131,5 +139,6 @@ def test_http_extender_in_the_config_filters_and_prioritizes(core, host_from_fil
         return next((c["message"] for c in conds if c["type"] == "PodScheduled"), None)
 
     wait_for(core, lambda: message() is not None, 20, "the PodScheduled condition of the blocked pod")
-    assert (message() or "").startswith("0/3 nodes are available: 3 quota exhausted.")
+    assert (message() or "").startswith("0/3 nodes are available: 1 Insufficient cpu, 2 quota exhausted. "), \
+        message()
     assert bound_to(core, "blocked") is None

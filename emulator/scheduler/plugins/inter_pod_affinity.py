@@ -418,10 +418,14 @@ class InterPodAffinity:
             anti_fail |= self._domain_hits(snapshot, t.topology_key, s.anti_affinity_counts)
         anti_fail &= ~affinity_fail
         existing_fail = np.zeros(n, dtype=bool)
+        # One pass over each key's distinct values, not one per (key, value) pair: with N existing pods that
+        # have hostname anti-affinity there are N pairs, and a pass per pair made the filter O(N x nodes).
+        blocked: dict[str, set[str]] = {}
         for (key, value), count in s.existing_anti_affinity_counts.items():
             if count > 0:
-                column = snapshot.label_column(key)
-                existing_fail |= column.mask(lambda v, want=value: v == want, absent=False)
+                blocked.setdefault(key, set()).add(value)
+        for key, values in blocked.items():
+            existing_fail |= snapshot.label_column(key).mask(values.__contains__, absent=False)
         existing_fail &= ~affinity_fail & ~anti_fail
         failed = affinity_fail | anti_fail | existing_fail
         if not failed.any():

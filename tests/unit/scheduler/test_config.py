@@ -149,3 +149,32 @@ def test_unreadable_and_invalid_files(tmp_path: Path):
     bad.write_text("profiles: [\n")
     with pytest.raises(SchedulerConfigError, match="not valid YAML"):
         load_configuration(bad)
+
+
+def test_custom_plugins_resolve_by_import_path_without_touching_the_registry():
+    spec = "emulator.scheduler.plugins.examples.gpu_binpack:new"
+    doc = {"profiles": [{"plugins": {"score": {"enabled": [{"name": spec, "weight": 3}]}}}]}
+    frameworks = _frameworks(doc)
+    assert frameworks["default-scheduler"].score_weights[spec] == 3
+    assert spec not in REGISTRY  # resolved into a copy
+    with pytest.raises(SchedulerConfigError) as e:
+        parse_configuration({"profiles": [{"plugins": {"score": {"enabled": [{"name": "no_such_mod:X"}]}}}]},
+                            validate_registry=REGISTRY)
+    assert e.value.errors[0].startswith(
+        'profiles[0].plugins.score.enabled[0].name: Invalid value: "no_such_mod:X": plugin no_such_mod:X cannot be')
+
+
+def test_extenders_are_validated_and_need_a_transport_to_build():
+    with pytest.raises(SchedulerConfigError) as e:
+        parse_configuration({"extenders": [{"urlPrefix": "http://x", "prioritizeVerb": "p", "filterverb": "f"},
+                                           {"filterVerb": "f", "httpTimeout": "soon"}]})
+    assert e.value.errors == [
+        'extenders[0]: unknown field "filterverb"', "extenders[1].urlPrefix: Required value",
+        'extenders[1].httpTimeout: Invalid value: "soon": time: invalid duration "soon"',
+        "extenders[0].weight: Invalid value: 0: must have a positive weight applied to it"]
+    config = parse_configuration({"extenders": [{"urlPrefix": "http://x", "filterVerb": "filter"}]},
+                                 validate_registry=REGISTRY)
+    with pytest.raises(SchedulerConfigError, match="a transport is required"):
+        build_frameworks(config, REGISTRY)
+    frameworks = build_frameworks(config, REGISTRY, transport=object())  # type: ignore[arg-type]
+    assert "Extender(http://x)" in [p.name for p in frameworks["default-scheduler"].plugins_at("filter")]
