@@ -180,8 +180,12 @@ def test_preemption_policy_never_does_not_preempt(kubectl, core, hosts, tmp_path
 
 
 def test_two_profiles_route_by_scheduler_name(kubectl, core, hosts, tmp_path):  # noqa: F811
-    apply(kubectl, tmp_path, sched_node("empty", cpu="8"), sched_node("half", cpu="8"),
-          pod("resident", "4", node="half"))
+    # Memory in step with CPU everywhere, so BalancedAllocation scores every node alike and the two
+    # profiles' strategies alone decide (with 32Gi nodes the two totals nearly tie and the test flaked).
+    resident = req_pod("resident", "4", "4Gi", node="half")
+    resident["metadata"]["labels"] = {}
+    apply(kubectl, tmp_path, sched_node("empty", cpu="8", memory="8Gi"), sched_node("half", cpu="8", memory="8Gi"),
+          resident)
     hosts(config={"profiles": [{"schedulerName": "default-scheduler"},
                                {"schedulerName": "bin-packer", **BIN_PACKING}]})
     apply(kubectl, tmp_path, pod("spread", "1"), pod("packed", "1", schedulerName="bin-packer"),
