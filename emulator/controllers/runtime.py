@@ -61,6 +61,7 @@ few milliseconds, so a test moves time and the queue follows.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import heapq
 import itertools
@@ -953,7 +954,7 @@ class Runnable(Protocol):
     def stop(self, timeout: float = 10.0) -> None: ...
 
 
-class Controller:
+class Controller(abc.ABC):
     """Informer handlers → :class:`WorkQueue` → ``workers`` threads calling :meth:`reconcile`.
 
     Subclasses register their informers and handlers in ``__init__`` (through
@@ -1077,9 +1078,9 @@ class Controller:
         log.warning("%s: dropping %r out of the queue after %d retries: %s", self.name, key, self.max_retries, error)
         self.queue.forget(key)
 
+    @abc.abstractmethod
     def reconcile(self, key: str) -> float | None:
         """Bring the object of ``key`` to its desired state; return cluster seconds to requeue after, or None."""
-        raise NotImplementedError
 
 
 def ensure_indexers(informer: Any, indexers: Mapping[str, Callable[[Obj], Iterable[str]]]) -> None:

@@ -31,18 +31,6 @@ Obj = dict[str, Any]
 LABELS = {"app": "web"}
 
 
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def core(redis_url: str, clock: ManualClock) -> ServerCore:
-    c = ServerCore(Store.connect(redis_url), clock=clock)
-    c.bootstrap()
-    return c
-
-
 def lease(core: ServerCore) -> Obj:
     return core.get(LEASE, "kube-system", "kube-controller-manager")["spec"]
 

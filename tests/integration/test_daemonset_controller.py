@@ -6,18 +6,16 @@ pinned node affinity names (as the scheduler's NodeAffinity filter would) and ma
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from emulator.api import errors
 from emulator.api.kinds import DAEMONSET, NODE, POD
-from emulator.clock import ManualClock
 from emulator.controllers.daemonset import REVISION_LABEL, replace_node_name_affinity
-from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore, retry_on_conflict
-from emulator.store.store import Store
 from tests import builders as b
 from tests.kubelet_standin import ReadyMonitor, running_ready_status, wait_for
 
@@ -27,23 +25,8 @@ Obj = dict[str, Any]
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def core(redis_url: str, clock: ManualClock) -> ServerCore:
-    c = ServerCore(Store.connect(redis_url), clock=clock)
-    c.bootstrap()
-    return c
-
-
-@pytest.fixture
-def manager(core: ServerCore, clock: ManualClock) -> Iterator[ControllerManager]:
-    m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("daemonset",)), clock=clock).start()
-    assert m.wait_active(20)
-    yield m
-    m.stop()
+def manager(start_manager: Callable[..., ControllerManager]) -> ControllerManager:
+    return start_manager("daemonset")
 
 
 def daemonset(*, node_selector: dict[str, str] | None = None, tolerations: list[Obj] | None = None,

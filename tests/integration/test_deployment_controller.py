@@ -8,7 +8,7 @@ every event of a rollout, not only at the end.
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
@@ -16,9 +16,8 @@ import pytest
 from emulator.api.kinds import DEPLOYMENT, EVENT, POD, REPLICASET
 from emulator.clock import ManualClock
 from emulator.controllers import deployment as dep
-from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore, retry_on_conflict
-from emulator.store.store import Store
 from tests import workloads as w
 from tests.kubelet_standin import ReadyMonitor, StandInKubelet, wait_for
 
@@ -29,24 +28,8 @@ LABELS = {"app": "web"}
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def core(redis_url: str, clock: ManualClock) -> ServerCore:
-    c = ServerCore(Store.connect(redis_url), clock=clock)
-    c.bootstrap()
-    return c
-
-
-@pytest.fixture
-def manager(core: ServerCore, clock: ManualClock) -> Iterator[ControllerManager]:
-    m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("replicaset", "deployment")),
-                          clock=clock).start()
-    assert m.wait_active(20)
-    yield m
-    m.stop()
+def manager(start_manager: Callable[..., ControllerManager]) -> ControllerManager:
+    return start_manager("replicaset", "deployment")
 
 
 @pytest.fixture

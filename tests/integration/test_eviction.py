@@ -39,18 +39,6 @@ LABELS = {"app": "web"}
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def core(redis_url: str, clock: ManualClock) -> ServerCore:
-    c = ServerCore(Store.connect(redis_url), clock=clock)
-    c.bootstrap()
-    return c
-
-
-@pytest.fixture
 def dc(core: ServerCore, clock: ManualClock) -> DisruptionController:
     return DisruptionController(core, clock)
 

@@ -5,7 +5,7 @@ The test plays the kubelet: it moves the Job's pods to Running, Succeeded or Fai
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,9 +13,8 @@ import pytest
 from emulator.api import errors
 from emulator.api.kinds import JOB, POD
 from emulator.clock import ManualClock
-from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
-from emulator.store.store import Store
 from tests import builders as b
 from tests.kubelet_standin import wait_for
 
@@ -25,24 +24,8 @@ Obj = dict[str, Any]
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def core(redis_url: str, clock: ManualClock) -> ServerCore:
-    c = ServerCore(Store.connect(redis_url), clock=clock)
-    c.bootstrap()
-    return c
-
-
-@pytest.fixture
-def manager(core: ServerCore, clock: ManualClock) -> Iterator[ControllerManager]:
-    m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("job", "ttl-after-finished")),
-                          clock=clock).start()
-    assert m.wait_active(20)
-    yield m
-    m.stop()
+def manager(start_manager: Callable[..., ControllerManager]) -> ControllerManager:
+    return start_manager("job", "ttl-after-finished")
 
 
 def job(name: str = "pi", *, completions: int | None = 3, parallelism: int = 2, backoff: int = 6,

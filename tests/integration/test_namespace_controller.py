@@ -5,7 +5,7 @@ The test plays the kubelet where a bound pod must confirm its deletion.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -13,9 +13,8 @@ import pytest
 from emulator.api import errors
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, JOB, LIMITRANGE, NAMESPACE, NODE, POD, RESOURCEQUOTA, Kind
 from emulator.clock import ManualClock
-from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
-from emulator.store.store import Store
 from tests import builders as b
 from tests.kubelet_standin import wait_for
 
@@ -26,23 +25,8 @@ NS = "team-a"
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def core(redis_url: str, clock: ManualClock) -> ServerCore:
-    c = ServerCore(Store.connect(redis_url), clock=clock)
-    c.bootstrap()
-    return c
-
-
-@pytest.fixture
-def manager(core: ServerCore, clock: ManualClock) -> Iterator[ControllerManager]:
-    m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("namespace",)), clock=clock).start()
-    assert m.wait_active(20)
-    yield m
-    m.stop()
+def manager(start_manager: Callable[..., ControllerManager]) -> ControllerManager:
+    return start_manager("namespace")
 
 
 def deployment(name: str, namespace: str = NS) -> Obj:

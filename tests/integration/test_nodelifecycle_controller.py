@@ -15,25 +15,12 @@ from emulator.clock import ManualClock, rfc3339
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.controllers.nodelifecycle import compute_zone_state
 from emulator.server.core import ServerCore
-from emulator.store.store import Store
 from tests import builders as b
 from tests.kubelet_standin import running_ready_status, wait_for
 
 pytestmark = pytest.mark.integration
 
 Obj = dict[str, Any]
-
-
-@pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def core(redis_url: str, clock: ManualClock) -> ServerCore:
-    c = ServerCore(Store.connect(redis_url), clock=clock)
-    c.bootstrap()
-    return c
 
 
 @pytest.fixture

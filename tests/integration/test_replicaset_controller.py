@@ -6,19 +6,18 @@ kubelet (``tests/kubelet_standin.py``) where pods must run.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from emulator.api.kinds import DEPLOYMENT, EVENT, NODE, POD, PRIORITYCLASS, REPLICASET
 from emulator.clock import ManualClock
-from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.controllers.manager import ControllerManager
 from emulator.controllers.replicaset import ReplicaSetController
 from emulator.controllers.runtime import ControllerContext, EventRecorder
 from emulator.informers import SharedInformerFactory
 from emulator.server.core import ServerCore, retry_on_conflict
-from emulator.store.store import Store
 from tests import builders as b
 from tests import workloads as w
 from tests.kubelet_standin import StandInKubelet, running_ready_status, wait_for
@@ -30,23 +29,8 @@ LABELS = {"app": "web"}
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def core(redis_url: str, clock: ManualClock) -> ServerCore:
-    c = ServerCore(Store.connect(redis_url), clock=clock)
-    c.bootstrap()
-    return c
-
-
-@pytest.fixture
-def manager(core: ServerCore, clock: ManualClock) -> Iterator[ControllerManager]:
-    m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("replicaset",)), clock=clock).start()
-    assert m.wait_active(20)
-    yield m
-    m.stop()
+def manager(start_manager: Callable[..., ControllerManager]) -> ControllerManager:
+    return start_manager("replicaset")
 
 
 def pods_of(core: ServerCore, selector: str = "app=web") -> list[Obj]:

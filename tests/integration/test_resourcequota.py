@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -11,7 +11,7 @@ import pytest
 from emulator.api import errors
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, NAMESPACE, POD, PRIORITYCLASS, RESOURCEQUOTA
 from emulator.clock import ManualClock
-from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
 from tests import builders as b
@@ -28,24 +28,8 @@ server, kubectl = base.server, base.kubectl
 
 
 @pytest.fixture
-def clock() -> ManualClock:
-    return ManualClock()
-
-
-@pytest.fixture
-def core(redis_url: str, clock: ManualClock) -> ServerCore:
-    c = ServerCore(Store.connect(redis_url), clock=clock)
-    c.bootstrap()
-    return c
-
-
-@pytest.fixture
-def manager(core: ServerCore, clock: ManualClock) -> Iterator[ControllerManager]:
-    m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("resourcequota",)),
-                          clock=clock).start()
-    assert m.wait_active(20)
-    yield m
-    m.stop()
+def manager(start_manager: Callable[..., ControllerManager]) -> ControllerManager:
+    return start_manager("resourcequota")
 
 
 def quota(name: str, hard: dict[str, str], namespace: str = "default", *, scopes: list[str] | None = None,
