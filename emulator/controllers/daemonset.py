@@ -61,15 +61,15 @@ from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
     EVENT_NORMAL,
     EVENT_WARNING,
-    Controller,
     ControllerContext,
     ControllerExpectations,
+    PodOwnerController,
     controller_index_func,
     ensure_indexers,
     get_controller_of,
     meta_key,
     new_controller_ref,
-    object_of,
+    resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
 from emulator.scheduler.plugins.helper import RequiredNodeAffinity, taint_of, tolerations_tolerate
@@ -175,7 +175,7 @@ def _available(pod: Obj, min_ready: int, now: float) -> bool:
     return False
 
 
-class DaemonSetController(Controller):
+class DaemonSetController(PodOwnerController):
     """Reconciles DaemonSets; see the module docstring."""
 
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
@@ -188,7 +188,7 @@ class DaemonSetController(Controller):
         ensure_indexers(self.pod_informer, {CONTROLLER_INDEX: controller_index_func})
         self.ds_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._delete_ds))
+            delete=self._delete_owner))
         # Any node change may change eligibility: every DaemonSet looks again (upstream filters by relevance).
         self.node_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda _obj, _initial: self._enqueue_all(), update=self._update_node,
@@ -206,46 +206,20 @@ class DaemonSetController(Controller):
                 (new["metadata"].get("labels"), (new.get("spec") or {}).get("taints")):
             self._enqueue_all()
 
-    def _delete_ds(self, obj: Any) -> None:
-        ds = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(ds) if ds is not None else None)
-        if key is not None:
-            self.expectations.delete_expectations(key)
-
-    def _ds_key_of(self, pod: Obj) -> str | None:
+    def owner_key_of(self, pod: Obj) -> str | None:
         ref = get_controller_of(pod)
-        if ref is None or ref.get("kind") != DAEMONSET.kind:
-            return None
-        key = f"{pod['metadata'].get('namespace') or ''}/{ref.get('name', '')}"
-        ds = self.ds_informer.indexer.get_by_key(key)
-        return key if ds is not None and ds["metadata"].get("uid") == ref.get("uid") else None
+        ds = resolve_controller_ref(self.ds_informer.indexer, pod["metadata"].get("namespace") or "", ref,
+                                    DAEMONSET.kind) if ref is not None else None
+        return meta_key(ds) if ds is not None else None
 
-    def _add_pod(self, pod: Obj, _initial: bool) -> None:
-        key = self._ds_key_of(pod)
+    def _update_pod(self, old: Obj, new: Obj) -> str | None:
+        key = super()._update_pod(old, new)
         if key is not None:
-            self.expectations.creation_observed(key)
-            self.enqueue_key(key)
-
-    def _update_pod(self, old: Obj, new: Obj) -> None:
-        if old["metadata"].get("resourceVersion") == new["metadata"].get("resourceVersion"):
-            return
-        key = self._ds_key_of(new)
-        if key is None:
-            return
-        if new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp"):
-            self.expectations.deletion_observed(key)
-        self.enqueue_key(key)
-        min_ready = int((self.ds_informer.indexer.get_by_key(key) or {}).get("spec", {}).get("minReadySeconds") or 0)
-        if min_ready and not is_pod_ready(old) and is_pod_ready(new):
-            self.enqueue_after(key, min_ready + 0.001)
-
-    def _delete_pod(self, obj: Any) -> None:
-        pod = object_of(obj)
-        key = self._ds_key_of(pod) if pod is not None else None
-        if key is not None and pod is not None:
-            if not pod["metadata"].get("deletionTimestamp"):
-                self.expectations.deletion_observed(key)
-            self.enqueue_key(key)
+            min_ready = int((self.ds_informer.indexer.get_by_key(key) or {}).get("spec", {}).get("minReadySeconds")
+                            or 0)
+            if min_ready and not is_pod_ready(old) and is_pod_ready(new):
+                self.enqueue_after(key, min_ready + 0.001)
+        return key
 
     # ------------------------------------------------------------ reconcile
     def reconcile(self, key: str) -> float | None:

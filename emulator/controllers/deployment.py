@@ -80,6 +80,7 @@ from emulator.controllers.runtime import (
     Controller,
     ControllerContext,
     ControllerRefManager,
+    SelectorCache,
     controller_index_func,
     ensure_indexers,
     get_controller_of,
@@ -87,6 +88,7 @@ from emulator.controllers.runtime import (
     new_controller_ref,
     object_of,
     recheck_deletion_timestamp,
+    resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
 
@@ -493,7 +495,7 @@ class DeploymentController(Controller):
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
         super().__init__("deployment", ctx,
                          workers=workers or int(ctx.option("concurrent_deployment_syncs", DEFAULT_WORKERS)))
-        self._selectors: dict[tuple[str, int], LabelSelector] = {}
+        self._selectors = SelectorCache()
         self._local = threading.local()
         self.d_informer = self.watch(ctx.informers.informer_for(DEPLOYMENT))
         self.rs_informer = self.watch(ctx.informers.informer_for(REPLICASET))
@@ -518,37 +520,18 @@ class DeploymentController(Controller):
 
     # ------------------------------------------------------------ lookups
     def selector_of(self, d: Obj) -> LabelSelector:
-        meta = d["metadata"]
-        key = (meta.get("uid") or "", int(meta.get("generation") or 0))
-        selector = self._selectors.get(key)
-        if selector is None:
-            selector = LabelSelector.from_dict((d.get("spec") or {}).get("selector"), "spec.selector")
-            if len(self._selectors) > 100_000:
-                self._selectors.clear()
-            self._selectors[key] = selector
-        return selector
+        """The parsed ``spec.selector`` (cached per uid and generation: it is immutable in apps/v1)."""
+        return self._selectors.selector_of(d)
 
     def _resolve(self, namespace: str, ref: Obj) -> Obj | None:
-        if ref.get("kind") != DEPLOYMENT.kind or str(ref.get("apiVersion") or "").rpartition("/")[0] != "apps":
-            return None
-        d = self.d_informer.indexer.get_by_key(f"{namespace}/{ref.get('name', '')}")
-        if d is None or d["metadata"].get("uid") != ref.get("uid"):
-            return None
-        return d
+        """``resolveControllerRef``: the cached Deployment a controller reference names (same uid), if any."""
+        return resolve_controller_ref(self.d_informer.indexer, namespace, ref, DEPLOYMENT.kind, "apps")
 
     def _deployments_for_rs(self, rs: Obj) -> list[Obj]:
         """``getDeploymentsForReplicaSet``: Deployments whose (non-empty) selector matches an orphan ReplicaSet."""
         meta = rs["metadata"]
-        labels = meta.get("labels") or {}
-        out = []
-        for d in self.d_informer.indexer.by_index("namespace", meta.get("namespace") or ""):
-            try:
-                selector = self.selector_of(d)
-            except errors.StatusError:
-                continue
-            if not selector.empty and selector.matches(labels):
-                out.append(d)
-        return out
+        return self._selectors.matching(self.d_informer.indexer.by_index("namespace", meta.get("namespace") or ""),
+                                        meta.get("labels") or {})
 
     # ------------------------------------------------------------ handlers
     def _delete_deployment(self, obj: Any) -> None:

@@ -71,17 +71,17 @@ from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
     EVENT_NORMAL,
     EVENT_WARNING,
-    Controller,
     ControllerContext,
     ControllerExpectations,
     ControllerRefManager,
+    PodOwnerController,
     controller_index_func,
     ensure_indexers,
     get_controller_of,
     meta_key,
     new_controller_ref,
-    object_of,
     recheck_deletion_timestamp,
+    resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
 
@@ -165,7 +165,7 @@ def _set_condition(status: Obj, ctype: str, reason: str, message: str, now: floa
     return True
 
 
-class JobController(Controller):
+class JobController(PodOwnerController):
     """Reconciles Jobs; see the module docstring."""
 
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
@@ -176,52 +176,16 @@ class JobController(Controller):
         ensure_indexers(self.pod_informer, {CONTROLLER_INDEX: controller_index_func})
         self.job_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._delete_job))
+            delete=self._delete_owner))
         self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=self._add_pod, update=self._update_pod, delete=self._delete_pod))
 
     # ------------------------------------------------------------ handlers
-    def _job_key_of(self, pod: Obj) -> str | None:
+    def owner_key_of(self, pod: Obj) -> str | None:
         ref = get_controller_of(pod)
-        if ref is None or ref.get("kind") != JOB.kind:
-            return None
-        key = f"{(pod.get('metadata') or {}).get('namespace') or ''}/{ref.get('name', '')}"
-        job = self.job_informer.indexer.get_by_key(key)
-        if job is None or job["metadata"].get("uid") != ref.get("uid"):
-            return None
-        return key
-
-    def _delete_job(self, obj: Any) -> None:
-        job = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(job) if job is not None else None)
-        if key is not None:
-            self.expectations.delete_expectations(key)
-
-    def _add_pod(self, pod: Obj, _initial: bool) -> None:
-        key = self._job_key_of(pod)
-        if key is not None:
-            self.expectations.creation_observed(key)
-            self.enqueue_key(key)
-
-    def _update_pod(self, old: Obj, new: Obj) -> None:
-        if old["metadata"].get("resourceVersion") == new["metadata"].get("resourceVersion"):
-            return
-        key = self._job_key_of(new)
-        if key is None:
-            return
-        if new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp"):
-            self.expectations.deletion_observed(key)
-        self.enqueue_key(key)
-
-    def _delete_pod(self, obj: Any) -> None:
-        pod = object_of(obj)
-        if pod is None:
-            return
-        key = self._job_key_of(pod)
-        if key is not None:
-            if not pod["metadata"].get("deletionTimestamp"):
-                self.expectations.deletion_observed(key)
-            self.enqueue_key(key)
+        job = resolve_controller_ref(self.job_informer.indexer, (pod.get("metadata") or {}).get("namespace") or "",
+                                     ref, JOB.kind) if ref is not None else None
+        return meta_key(job) if job is not None else None
 
     # ------------------------------------------------------------ reconcile
     def reconcile(self, key: str) -> float | None:

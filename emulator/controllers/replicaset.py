@@ -68,6 +68,7 @@ from emulator.controllers.runtime import (
     Controller,
     ControllerContext,
     ControllerRefManager,
+    SelectorCache,
     UIDTrackingControllerExpectations,
     controller_index_func,
     ensure_indexers,
@@ -76,6 +77,7 @@ from emulator.controllers.runtime import (
     new_controller_ref,
     object_of,
     recheck_deletion_timestamp,
+    resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
 
@@ -352,7 +354,7 @@ class ReplicaSetController(Controller):
                          workers=workers or int(ctx.option("concurrent_replicaset_syncs", DEFAULT_WORKERS)))
         self.burst_replicas = burst_replicas
         self.expectations = UIDTrackingControllerExpectations(ctx.clock)
-        self._selectors: dict[tuple[str, int], LabelSelector] = {}
+        self._selectors = SelectorCache()
         self.rs_informer = self.watch(ctx.informers.informer_for(REPLICASET))
         self.pod_informer = self.watch(ctx.informers.informer_for(POD))
         ensure_indexers(self.rs_informer, {CONTROLLER_INDEX: controller_index_func})
@@ -365,38 +367,17 @@ class ReplicaSetController(Controller):
     # ------------------------------------------------------------ lookups
     def selector_of(self, rs: Obj) -> LabelSelector:
         """The parsed ``spec.selector`` (cached per uid and generation: it is immutable in apps/v1)."""
-        meta = rs["metadata"]
-        key = (meta.get("uid") or "", int(meta.get("generation") or 0))
-        selector = self._selectors.get(key)
-        if selector is None:
-            selector = LabelSelector.from_dict((rs.get("spec") or {}).get("selector"), "spec.selector")
-            if len(self._selectors) > 100_000:
-                self._selectors.clear()
-            self._selectors[key] = selector
-        return selector
+        return self._selectors.selector_of(rs)
 
     def _resolve_controller_ref(self, namespace: str, ref: Obj) -> Obj | None:
         """``resolveControllerRef``: the cached ReplicaSet a controller reference names (same uid), if any."""
-        if ref.get("kind") != REPLICASET.kind or str(ref.get("apiVersion") or "").rpartition("/")[0] != "apps":
-            return None
-        rs = self.rs_informer.indexer.get_by_key(f"{namespace}/{ref.get('name', '')}")
-        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
-            return None
-        return rs
+        return resolve_controller_ref(self.rs_informer.indexer, namespace, ref, REPLICASET.kind, "apps")
 
     def _pod_replica_sets(self, pod: Obj) -> list[Obj]:
         """``GetPodReplicaSets``: ReplicaSets of the pod's namespace whose (non-empty) selector matches it."""
         meta = pod.get("metadata") or {}
-        labels = meta.get("labels") or {}
-        out = []
-        for rs in self.rs_informer.indexer.by_index("namespace", meta.get("namespace") or ""):
-            try:
-                selector = self.selector_of(rs)
-            except errors.StatusError:
-                continue
-            if not selector.empty and selector.matches(labels):
-                out.append(rs)
-        return out
+        return self._selectors.matching(self.rs_informer.indexer.by_index("namespace", meta.get("namespace") or ""),
+                                        meta.get("labels") or {})
 
     # ------------------------------------------------------------ handlers
     def _update_rs(self, old: Obj, new: Obj) -> None:

@@ -633,6 +633,67 @@ def controller_index_func(obj: Obj) -> list[str]:
 CONTROLLER_INDEX = "controller"
 
 
+def resolve_controller_ref(indexer: Any, namespace: str, ref: Mapping[str, Any], kind: str,
+                           group: str | None = None) -> Obj | None:
+    """``resolveControllerRef``: the cached object a controller ownerReference names, if any.
+
+    The reference must name ``kind`` (and, when ``group`` is given, an ``apiVersion`` of that
+    API group, e.g. ``"apps"``); the object is looked up in ``indexer`` as
+    ``<namespace>/<ref.name>`` and returned only if its uid is the reference's uid — a
+    reference to an object since deleted and re-created under the same name resolves to None.
+    """
+    if ref.get("kind") != kind:
+        return None
+    if group is not None and str(ref.get("apiVersion") or "").rpartition("/")[0] != group:
+        return None
+    obj = indexer.get_by_key(f"{namespace}/{ref.get('name', '')}")
+    if obj is None or obj["metadata"].get("uid") != ref.get("uid"):
+        return None
+    return obj
+
+
+class SelectorCache:
+    """Parsed ``spec.selector`` of controller objects, cached per uid and generation.
+
+    A workload's selector is immutable in apps/v1 (and a new generation re-parses it anyway),
+    so parsing it once per (uid, generation) is safe. The cache is cleared wholesale when it
+    grows past ``max_size`` entries. Parse errors (:class:`~emulator.api.errors.StatusError`)
+    propagate and are not cached.
+    """
+
+    def __init__(self, max_size: int = 100_000) -> None:
+        self.max_size = max_size
+        self._selectors: dict[tuple[str, int], LabelSelector] = {}
+
+    def selector_of(self, obj: Mapping[str, Any]) -> LabelSelector:
+        """The parsed ``spec.selector`` of ``obj``."""
+        meta = obj["metadata"]
+        key = (meta.get("uid") or "", int(meta.get("generation") or 0))
+        selector = self._selectors.get(key)
+        if selector is None:
+            selector = LabelSelector.from_dict((obj.get("spec") or {}).get("selector"), "spec.selector")
+            if len(self._selectors) > self.max_size:
+                self._selectors.clear()
+            self._selectors[key] = selector
+        return selector
+
+    def matching(self, candidates: Iterable[Obj], labels: Mapping[str, str]) -> list[Obj]:
+        """The candidates whose selector is valid, non-empty and matches ``labels``.
+
+        What ``GetPodReplicaSets`` / ``getDeploymentsForReplicaSet`` do for an orphan: the
+        controllers that could adopt it. A candidate with an invalid selector is skipped.
+        """
+        out = []
+        for obj in candidates:
+            try:
+                selector = self.selector_of(obj)
+            except errors.StatusError:
+                continue
+            if not selector.empty and selector.matches(labels):
+                out.append(obj)
+        return out
+
+
 class ControllerRefManager:
     """``BaseControllerRefManager.ClaimObject`` over a list of candidates (pods or ReplicaSets).
 
@@ -1081,6 +1142,60 @@ class Controller(abc.ABC):
     @abc.abstractmethod
     def reconcile(self, key: str) -> float | None:
         """Bring the object of ``key`` to its desired state; return cluster seconds to requeue after, or None."""
+
+
+class PodOwnerController(Controller):
+    """A :class:`Controller` that creates pods under its own controller reference and counts them.
+
+    The pod and owner delete handlers the DaemonSet and Job controllers share (upstream's
+    ``addPod`` / ``updatePod`` / ``deletePod`` with plain :class:`ControllerExpectations`):
+    a pod event wakes the owner its controller reference resolves to (:meth:`owner_key_of`),
+    a new pod counts as an observed creation, and a pod that starts or finishes being
+    deleted as an observed deletion (once: a graceful deletion is counted when its
+    ``deletionTimestamp`` appears, not again when the pod goes). Subclasses set
+    ``self.expectations``, implement :meth:`owner_key_of` and register these handlers.
+    """
+
+    expectations: ControllerExpectations
+
+    @abc.abstractmethod
+    def owner_key_of(self, pod: Obj) -> str | None:
+        """The queue key of the (cached) owner that ``pod``'s controller reference names, or None."""
+
+    def _delete_owner(self, obj: Any) -> None:
+        """An owner went away: forget its expectations."""
+        owner = object_of(obj)
+        key = getattr(obj, "key", None) or (meta_key(owner) if owner is not None else None)
+        if key is not None:
+            self.expectations.delete_expectations(key)
+
+    def _add_pod(self, pod: Obj, _initial: bool) -> None:
+        key = self.owner_key_of(pod)
+        if key is not None:
+            self.expectations.creation_observed(key)
+            self.enqueue_key(key)
+
+    def _update_pod(self, old: Obj, new: Obj) -> str | None:
+        """Returns the key of the owner it woke (None: a resync, or no owner)."""
+        if old["metadata"].get("resourceVersion") == new["metadata"].get("resourceVersion"):
+            return None
+        key = self.owner_key_of(new)
+        if key is None:
+            return None
+        if new["metadata"].get("deletionTimestamp") and not old["metadata"].get("deletionTimestamp"):
+            self.expectations.deletion_observed(key)
+        self.enqueue_key(key)
+        return key
+
+    def _delete_pod(self, obj: Any) -> None:
+        pod = object_of(obj)
+        if pod is None:
+            return
+        key = self.owner_key_of(pod)
+        if key is not None:
+            if not pod["metadata"].get("deletionTimestamp"):
+                self.expectations.deletion_observed(key)
+            self.enqueue_key(key)
 
 
 def ensure_indexers(informer: Any, indexers: Mapping[str, Callable[[Obj], Iterable[str]]]) -> None:
