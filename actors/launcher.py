@@ -72,6 +72,24 @@ def _enable_local_token_auth() -> None:
     AuthenticationTokenLoader.instance().reset_cache()
 
 
+def _loopback_only() -> None:
+    """Make a private local Ray instance use 127.0.0.1 instead of the host's network address.
+
+    Nothing outside this machine needs to reach it, so its processes should talk over loopback.
+    Ray maps an explicit 127.0.0.1 back to the host address on Linux; its single-machine mode
+    (the one it uses on macOS and Windows, switched by ``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``)
+    keeps loopback. The variable is read when Ray is imported, so it is set for the processes Ray
+    starts and the already-imported constant is updated for this one (a private Ray attribute,
+    like the auth cache above: check it on a Ray upgrade).
+    """
+    if os.environ.get("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER") is not None:
+        return  # the user chose
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    from ray._private import ray_constants
+
+    ray_constants.ENABLE_RAY_CLUSTER = False
+
+
 def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
     """Connect to Ray (``address``) or start a light local instance; True if this call started one."""
     if ray.is_initialized():
@@ -80,6 +98,7 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
         ray.init(address=address, namespace=RAY_NAMESPACE, log_to_driver=False, configure_logging=False)
         return False
     _enable_local_token_auth()
+    _loopback_only()
     ray.init(num_cpus=num_cpus or 2, num_gpus=0, include_dashboard=False, object_store_memory=_MIN_OBJECT_STORE,
              namespace=RAY_NAMESPACE, log_to_driver=False, configure_logging=False)
     return True

@@ -176,9 +176,9 @@ def test_local_cluster_runs_one_leader_among_its_controller_managers(redis_url: 
 def ray_session() -> Iterator[Any]:
     import ray
 
-    started = not ray.is_initialized()
-    if started:
-        ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, configure_logging=False)
+    from actors.launcher import init_ray
+
+    started = init_ray()  # the same light, loopback-only, token-authenticated instance kemu starts
     yield ray
     if started:
         ray.shutdown()
