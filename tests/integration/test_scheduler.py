@@ -264,7 +264,9 @@ def test_two_scheduler_actors_race_to_fill_the_cluster_exactly(core, redis_url, 
         stats = [s for batch in ray.get([a.stats.remote() for a in actors]) for s in batch]
         assert [s["name"] for s in stats] == ["kemu-scheduler-0", "kemu-scheduler-1"]
         assert sum(s["scheduled"] for s in stats) == total and all(s["scheduled"] for s in stats)
-        assert sum(s["conflicts"] for s in stats) > 0
+        # Whether these 400 pods collide at all depends on timing (the 2,000-pod process race above
+        # asserts that they do); what must hold is that every conflict was forgotten and retried.
+        assert all(s["forgotten"] >= s["conflicts"] for s in stats)
         consistency = [c for batch in ray.get([a.consistency.remote() for a in actors]) for c in batch]
         assert all(not any(v for k, v in c.items() if k != "name") for c in consistency), consistency
     finally:
