@@ -23,6 +23,8 @@ import redis
 from prometheus_client import REGISTRY, CollectorRegistry, start_http_server
 
 TARGETS_KEY = "targets"
+# Where the API server serves the discovery document (one http_sd_configs job in dashboards/prometheus.yml).
+SD_PATH = "/kemu/v1/targets"
 TARGET_TTL_SECONDS = 30.0
 
 

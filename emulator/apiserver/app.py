@@ -28,6 +28,7 @@ from typing import Any
 
 import orjson
 from fastapi import FastAPI
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from starlette.concurrency import run_in_threadpool
 from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
@@ -39,6 +40,7 @@ from emulator.apiserver.auth import TokenAuth
 from emulator.apiserver.handlers import Call, Handlers, Result, query_bool, query_int
 from emulator.apiserver.settings import ServerSettings
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
+from emulator.metrics import SD_PATH, discover
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, parse_resource_version
 
@@ -272,6 +274,19 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
     app.add_route("/openapi/v2", openapi_v2, methods=["GET"])
     app.add_route("/openapi/v3", openapi_v3_index, methods=["GET"])
     app.add_route("/openapi/v3/{path:path}", openapi_v3_doc, methods=["GET"])
+
+    async def metrics(_: Request) -> Response:
+        return Response(generate_latest(REGISTRY), 200, media_type=CONTENT_TYPE_LATEST)
+
+    async def scrape_targets(request: Request) -> Response:
+        # Prometheus http_sd: every kemu process that registered its /metrics in Redis, plus this
+        # API server itself (as the address the scraper reached it on).
+        found = await run_in_threadpool(discover, server.core.store.redis, server.settings.prefix)
+        host = request.headers.get("host") or f"{server.settings.host}:{server.settings.port}"
+        return _json([{"targets": [host], "labels": {"instance": "apiserver", "component": "apiserver"}}, *found])
+
+    app.add_route("/metrics", metrics, methods=["GET"])
+    app.add_route(SD_PATH, scrape_targets, methods=["GET"])
 
     @app.exception_handler(404)
     async def not_found(_: Request, __: Exception) -> Response:

@@ -463,3 +463,21 @@ def test_namespace_finalize_subresource_releases_a_terminating_namespace(http: h
     r = http.put("/api/v1/namespaces/going/finalize", content=orjson.dumps(ns), headers=JSON)
     assert r.status_code == 200
     assert status_of(http.get("/api/v1/namespaces/going"), 404)
+
+
+def test_metrics_and_scrape_target_discovery(http: httpx.Client, core: ServerCore) -> None:
+    from emulator.metrics import SD_PATH, TargetRegistration
+
+    reg = TargetRegistration(core.store.redis, "kemu-scheduler-0", "127.0.0.1:9999", {"component": "scheduler"})
+    reg.refresh()
+    try:
+        targets = http.get(SD_PATH).json()
+        by_instance = {t["labels"]["instance"]: t for t in targets}
+        assert by_instance["kemu-scheduler-0"]["targets"] == ["127.0.0.1:9999"]
+        assert by_instance["apiserver"]["labels"]["component"] == "apiserver"
+        assert by_instance["apiserver"]["targets"] == [http.base_url.netloc.decode()]
+    finally:
+        reg.stop()
+    assert "kemu-scheduler-0" not in {t["labels"]["instance"] for t in http.get(SD_PATH).json()}
+    body = http.get("/metrics").text
+    assert "# TYPE process_cpu_seconds_total counter" in body or "# TYPE python_info gauge" in body
