@@ -357,13 +357,27 @@ class Handlers:
         dry = dry_run(call, "UpdateOptions")
         _check_name(obj, info.name)
         _check_namespace(kind, obj, info.namespace)
-        manager = field_manager(call)
         pinned = _rv(obj)
-        for _ in range(_PATCH_ATTEMPTS):
-            current = self.core.get(kind, info.namespace, info.name)
+
+        def replacement(current: Obj) -> tuple[Obj, bool]:
             new = dict(obj)
             if not pinned:
                 new["metadata"] = {**_meta(obj), "resourceVersion": _rv(current)}
+            return new, bool(pinned)
+
+        return self._read_modify_write(call, dry, replacement)
+
+    def _read_modify_write(self, call: Call, dry: bool, make: Callable[[Obj], tuple[Obj, bool]]) -> Result:
+        """The write loop PUT and PATCH share: read, build the new object, record field ownership, store.
+
+        ``make(current)`` returns the new object and whether the client pinned a resourceVersion; an
+        unpinned write that loses a race is rebuilt on the fresh object, a pinned one answers 409.
+        """
+        info, kind = call.info, call.kind
+        manager = field_manager(call)
+        for _ in range(_PATCH_ATTEMPTS):
+            current = self.core.get(kind, info.namespace, info.name)
+            new, pinned = make(current)
             if manager:
                 new = patch.record_update(current, new, manager, self.now(), kind=kind, subresource=info.subresource)
                 new = unchanged_unless_content(new, current)
@@ -416,25 +430,14 @@ class Handlers:
             return self._apply(call, dry, force)
         if info.subresource == "scale":
             return self.update_scale(call, media)
-        manager = field_manager(call)
-        for _ in range(_PATCH_ATTEMPTS):
-            current = self.core.get(kind, info.namespace, info.name)
+        def patched(current: Obj) -> tuple[Obj, bool]:
             new = patch.apply_patch(kind, current, call.body, media)
             if not isinstance(new, dict):
                 raise errors.bad_request("the patch did not produce an object")
             self._check_identity(kind, new, current, info)
-            pinned = _rv(new) != _rv(current)
-            if manager:
-                new = patch.record_update(current, new, manager, self.now(), kind=kind, subresource=info.subresource)
-                new = unchanged_unless_content(new, current)
-            if dry:
-                return self.render(call, self._preview(kind, new, current, info.subresource))
-            try:
-                return self.render(call, self.core.update(kind, new, subresource=info.subresource))
-            except errors.StatusError as e:
-                if not _stale(e) or pinned:
-                    raise
-        raise errors.conflict(kind.plural, info.name, "too many conflicting writes", kind.group)
+            return new, _rv(new) != _rv(current)
+
+        return self._read_modify_write(call, dry, patched)
 
     @staticmethod
     def _check_identity(kind: Kind, new: Obj, current: Obj, info: RequestInfo) -> None:

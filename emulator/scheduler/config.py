@@ -215,11 +215,8 @@ def _plugin_set(errors: _Errors, path: str, raw: Any, points_allowed: bool = Fal
     enabled: list[PluginRef] = []
     for i, item in enumerate(_list(errors, f"{path}.enabled", raw.get("enabled"))):
         p = f"{path}.enabled[{i}]"
-        entry = _mapping(errors, p, item)
-        errors.check_fields(p, entry, frozenset({"name", "weight"}))
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            errors.required(f"{p}.name")
+        entry, name = _plugin_entry(errors, p, item)
+        if name is None:
             continue
         weight = _int(errors, f"{p}.weight", entry.get("weight"), 0)
         if weight < 0:
@@ -228,15 +225,21 @@ def _plugin_set(errors: _Errors, path: str, raw: Any, points_allowed: bool = Fal
         enabled.append(PluginRef(name, weight))
     disabled: list[str] = []
     for i, item in enumerate(_list(errors, f"{path}.disabled", raw.get("disabled"))):
-        p = f"{path}.disabled[{i}]"
-        entry = _mapping(errors, p, item)
-        errors.check_fields(p, entry, frozenset({"name", "weight"}))
-        name = entry.get("name")
-        if not isinstance(name, str) or not name:
-            errors.required(f"{p}.name")
-            continue
-        disabled.append(name)
+        _, name = _plugin_entry(errors, f"{path}.disabled[{i}]", item)
+        if name is not None:
+            disabled.append(name)
     return PluginSet(enabled, disabled)
+
+
+def _plugin_entry(errors: _Errors, path: str, item: Any) -> tuple[dict[str, Any], str | None]:
+    """One ``{name, weight}`` entry of a plugin set; the name is None (and reported) when missing."""
+    entry = _mapping(errors, path, item)
+    errors.check_fields(path, entry, frozenset({"name", "weight"}))
+    name = entry.get("name")
+    if not isinstance(name, str) or not name:
+        errors.required(f"{path}.name")
+        return entry, None
+    return entry, name
 
 
 def _merge(default: PluginSet, custom: PluginSet) -> PluginSet:

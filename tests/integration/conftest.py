@@ -16,7 +16,9 @@ import pytest
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.server.core import ServerCore
-from emulator.store.store import Store
+from emulator.store.store import Store, StoreConfig
+
+T0 = 1_700_000_000.0  # the kubelet shard tests' cluster start time
 
 
 @pytest.fixture
@@ -29,6 +31,17 @@ def core(redis_url: str, clock: ManualClock) -> ServerCore:
     c = ServerCore(Store.connect(redis_url), clock=clock)
     c.bootstrap()
     return c
+
+
+@pytest.fixture
+def env(redis_url: str) -> Iterator[tuple[ServerCore, ManualClock]]:
+    """A core on a 4-node-shard store with its own ManualClock at T0 (kubelet shard tests)."""
+    store = Store.connect(redis_url, StoreConfig(node_shards=4))
+    clock = ManualClock(T0)
+    core = ServerCore(store, clock)
+    core.bootstrap()
+    yield core, clock
+    store.close()
 
 
 @pytest.fixture

@@ -27,7 +27,6 @@ from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
-from emulator.store.store import Store, StoreConfig
 from tests import builders as b
 from tests import workloads as w
 from tests.kubelet_standin import is_ready, wait_for
@@ -37,16 +36,6 @@ pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
 T0 = 1_700_000_000.0
 LABELS = {"app": "web"}
-
-
-@pytest.fixture
-def env(redis_url: str) -> Iterator[tuple[ServerCore, ManualClock]]:
-    store = Store.connect(redis_url, StoreConfig(node_shards=4))
-    clock = ManualClock(T0)
-    core = ServerCore(store, clock)
-    core.bootstrap()
-    yield core, clock
-    store.close()
 
 
 @pytest.fixture

@@ -22,7 +22,6 @@ from emulator.clock import ManualClock, parse_rfc3339
 from emulator.kubelet import usage
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
-from emulator.store.store import Store, StoreConfig
 from tests import builders as b
 
 pytestmark = pytest.mark.integration
@@ -30,16 +29,6 @@ pytestmark = pytest.mark.integration
 Obj = dict[str, Any]
 T0 = 1_700_000_000.0
 MI = 1024**2
-
-
-@pytest.fixture
-def env(redis_url: str) -> Iterator[tuple[ServerCore, ManualClock]]:
-    store = Store.connect(redis_url, StoreConfig(node_shards=4))
-    clock = ManualClock(T0)
-    core = ServerCore(store, clock)
-    core.bootstrap()
-    yield core, clock
-    store.close()
 
 
 @pytest.fixture
