@@ -32,6 +32,16 @@ if [ ! -x .venv/bin/python ]; then
     fi
 fi
 
+# Debian packages the tests use for real: Prometheus scrapes a running kemu, Chromium opens the
+# HTML report. Installed once; KEMU_SKIP_APT=1 skips them (then those tests fail, loudly).
+debs=()
+command -v prometheus >/dev/null 2>&1 || debs+=(prometheus)
+command -v chromium >/dev/null 2>&1 || debs+=(chromium)
+if [ "${#debs[@]}" -gt 0 ] && [ "${KEMU_SKIP_APT:-0}" != 1 ]; then
+    echo "kemu setup: installing Debian packages: ${debs[*]}" >&2
+    apt_install "${debs[@]}"
+fi
+
 # Reinstall only when the dependency list changed.
 stamp=.venv/.kemu-installed
 want=$(sha256sum pyproject.toml | cut -d' ' -f1)
