@@ -8,10 +8,13 @@ hands it kubelet and scheduler runner factories (dependency injection, no import
 ``emulator``) and its own module name, so ``kemu up --detach`` re-runs this
 entry point rather than the Ray-less one. Ray itself is imported only when a
 cluster actually runs kubelets, so ``kemu status`` / ``kemu down`` stay fast.
+It also adds the ``ray-node`` subcommand (:mod:`actors.ray_node`: a Ray head
+or worker node, for the Ray containers of ``docker-compose.yml``).
 """
 
 from __future__ import annotations
 
+import argparse
 import sys
 from typing import Any
 
@@ -30,10 +33,31 @@ def scheduler_runner(launch: Any) -> Any:
     return runner(launch)
 
 
+def controller_runner(launch: Any) -> Any:
+    """Lazy :func:`actors.controllers.controller_runner`: controller managers as Ray actors (--controllers-on-ray)."""
+    from actors.controllers import controller_runner as runner
+
+    return runner(launch)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``kemu`` command's parser: :func:`emulator.cli.build_parser` plus the subcommands added here."""
+    from emulator import cli
+
+    return cli.build_parser(_commands())
+
+
+def _commands() -> list[Any]:
+    from actors import ray_node
+
+    return [ray_node.register]
+
+
 def main(argv: list[str] | None = None) -> int:
     from emulator import cli
 
-    return cli.main(argv, kubelets=kubelet_runner, module="actors.cli", schedulers=scheduler_runner)
+    return cli.main(argv, kubelets=kubelet_runner, module="actors.cli", schedulers=scheduler_runner,
+                    controllers=controller_runner, commands=_commands())
 
 
 if __name__ == "__main__":

@@ -65,7 +65,7 @@ class ShardSpec:
     clock_start: float | None = None
     clock_wall: float | None = None
     serve_metrics: bool = True
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str | None = None  # None: $KEMU_METRICS_HOST (emulator.metrics.bind_host)
 
     def clock(self) -> SystemClock:
         if self.clock_start is None or self.clock_wall is None:
@@ -99,7 +99,8 @@ class KubeletShardActor:
             host, port = metrics_plumbing.serve(spec.metrics_host, 0)
             self._target = metrics_plumbing.TargetRegistration(
                 self.store.redis, f"kubelet-shard-{spec.shard_index}", f"{host}:{port}",
-                {"job": "kemu-kubelet", "shard": str(spec.shard_index)}, prefix=spec.prefix).start()
+                {"component": "kubelet", "job": "kemu-kubelet", "shard": str(spec.shard_index)},
+                prefix=spec.prefix).start()
         self._thread = threading.Thread(target=self._run, name=f"kubelet-shard-{spec.shard_index}", daemon=True)
         self._thread.start()
         self._heartbeat = threading.Thread(target=self._beat, name=f"kubelet-lease-{spec.shard_index}", daemon=True)

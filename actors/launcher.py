@@ -90,17 +90,47 @@ def _loopback_only() -> None:
     ray_constants.ENABLE_RAY_CLUSTER = False
 
 
+CLIENT_CONNECT_ATTEMPTS = 5
+
+
+def _join(address: str) -> None:
+    """Join an existing Ray cluster: ``HOST:PORT`` (this machine is one of its nodes) or ``ray://HOST:PORT``.
+
+    ``ray://`` is Ray Client, what a driver on a machine (container) without a raylet uses
+    (``kemu ray-node --head`` serves it). Its proxy starts one server process per client, and in Ray 2.60
+    that start sometimes fails at once (the server dies in ``fork`` while the proxy's gRPC threads run,
+    ray-project/ray#63202: "Initialization failure from server"); a new connection gets a new server, so
+    a failed attempt is retried a few times before giving up.
+    """
+    attempts = CLIENT_CONNECT_ATTEMPTS if address.startswith("ray://") else 1
+    for attempt in range(1, attempts + 1):
+        try:
+            ray.init(address=address, namespace=RAY_NAMESPACE, log_to_driver=False, configure_logging=False)
+            return
+        except ConnectionError as e:  # ConnectionAbortedError included
+            if attempt == attempts:
+                raise
+            log.warning("Ray Client connection to %s failed (attempt %d of %d), retrying: %s", address, attempt,
+                        attempts, str(e).splitlines()[0])
+            if ray.is_initialized():
+                ray.shutdown()
+            time.sleep(0.5 * attempt)  # the proxy on the head frees the dead server's port meanwhile
+
+
 def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool:
     """Connect to Ray (``address``) or start a light local instance; True if this call started one."""
     if ray.is_initialized():
         return False
     if address:
-        ray.init(address=address, namespace=RAY_NAMESPACE, log_to_driver=False, configure_logging=False)
+        _join(address)
         return False
     _enable_local_token_auth()
     _loopback_only()
-    ray.init(num_cpus=num_cpus or 2, num_gpus=0, include_dashboard=False, object_store_memory=_MIN_OBJECT_STORE,
-             namespace=RAY_NAMESPACE, log_to_driver=False, configure_logging=False)
+    # address="local": always a private instance, never a Ray cluster that happens to run on this machine
+    # (ray.init() without an address would join the one named in /tmp/ray/ray_current_cluster).
+    ray.init(address="local", num_cpus=num_cpus or 2, num_gpus=0, include_dashboard=False,
+             object_store_memory=_MIN_OBJECT_STORE, namespace=RAY_NAMESPACE, log_to_driver=False,
+             configure_logging=False)
     return True
 
 

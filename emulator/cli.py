@@ -5,7 +5,12 @@ Commands: ``up`` (foreground until Ctrl-C, or ``--detach``), ``status``,
 SCENARIO`` (the main job: a cluster under load, with its summary), ``chaos``
 (``stop-kubelet NODE``, ``break-runtime NODE``, ``partition-shard N``,
 ``restore TARGET|--all``, ``list``: faults for the detached cluster's kubelets,
-see :mod:`emulator.chaos`). Each
+see :mod:`emulator.chaos`), ``dashboards push`` (the Grafana dashboards into a
+Grafana, :mod:`emulator.dashboards`). ``up`` also runs one *component* of a cluster
+whose parts share an external Redis (``--no-api-server``, ``--controller-managers
+0``, ``--schedulers N``, ``--nodes N``, ``--api-token-file``; see
+:mod:`emulator.cluster` and ``docs/compose.md``); whoever composes the
+program may add subcommands (``actors.cli`` adds ``ray-node``). Each
 failure a user can cause (busy port, unreachable Redis, bad config, no
 cluster running) ends with one clear line on stderr and exit code 1, never a
 traceback.
@@ -22,6 +27,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -29,7 +35,7 @@ from emulator.api.errors import StatusError
 from emulator.config import Config, ConfigError, kemu_home
 
 if TYPE_CHECKING:
-    from emulator.cluster import KubeletRunnerFactory, SchedulerRunnerFactory
+    from emulator.cluster import ControllerRunnerFactory, KubeletRunnerFactory, SchedulerRunnerFactory
 
 
 class CLIError(Exception):
@@ -45,7 +51,12 @@ def _config(args: argparse.Namespace) -> Config:
                        node_pools=_read_pools(getattr(args, "node_pools", None)),
                        ray_address=getattr(args, "ray_address", None),
                        schedulers=getattr(args, "schedulers", None),
-                       scheduler_config=getattr(args, "scheduler_config", None))
+                       scheduler_config=getattr(args, "scheduler_config", None),
+                       api_enabled=getattr(args, "api_enabled", None),
+                       controllers_on_ray=getattr(args, "controllers_on_ray", None),
+                       api_require_token=getattr(args, "api_require_token", None),
+                       api_token_file=getattr(args, "api_token_file", None),
+                       api_advertise_url=getattr(args, "api_advertise_url", None))
 
 
 def _read_pools(path: str | None) -> list[dict[str, Any]] | None:
@@ -97,11 +108,33 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
                                                            "through a Lease (default 1; 0: no controllers)")
 
 
+def _add_component_flags(p: argparse.ArgumentParser) -> None:
+    """What lets one ``kemu up`` be one part of a cluster whose parts share a Redis (docker-compose.yml)."""
+    p.add_argument("--api-server", dest="api_enabled", action=argparse.BooleanOptionalAction,
+                   help="run the Kubernetes API server (default: yes); --no-api-server for a process that runs "
+                        "only controllers, kubelets or schedulers against --redis-url")
+    p.add_argument("--controllers-on-ray", action="store_true", default=None,
+                   help="run the --controller-managers as Ray actors (on --ray-address's cluster) instead of in "
+                        "this process")
+    p.add_argument("--api-require-token", dest="api_require_token", action=argparse.BooleanOptionalAction,
+                   help="answer 401 to requests without the bearer token (default: only when --api-host is not "
+                        "loopback); kubectl sends tokens only over TLS and kemu serves plain HTTP, so "
+                        "--no-api-require-token is how kubectl reaches a server bound to 0.0.0.0 (a wrong token is "
+                        "still refused)")
+    p.add_argument("--api-token-file", help="bearer token file shared by API server replicas: read if it exists, "
+                                            "else created; a kubeconfig is written next to it")
+    p.add_argument("--api-advertise-url", help="server URL for the kubeconfig next to --api-token-file, as other "
+                                               "hosts or containers reach this API server (e.g. "
+                                               "http://apiserver:6443)")
+
+
 def cmd_up(args: argparse.Namespace) -> int:
     from emulator.cluster import ClusterState, LocalCluster, pid_alive
 
     existing = ClusterState.read()
-    if existing and pid_alive(existing.pid):
+    # A state file naming this very pid is a previous life of this process slot (a restarted container,
+    # where kemu is always the same pid), not another cluster.
+    if existing and existing.pid != os.getpid() and pid_alive(existing.pid):
         raise CLIError(f"a kemu cluster is already running (pid {existing.pid}); run `kemu down` first")
     if args.detach:
         return _detach(args)
@@ -109,19 +142,25 @@ def cmd_up(args: argparse.Namespace) -> int:
     stop = threading.Event()
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
     cluster = LocalCluster(cfg, kubelets=getattr(args, "kubelets", None),
-                           schedulers=getattr(args, "scheduler_runner", None))
+                           schedulers=getattr(args, "scheduler_runner", None),
+                           controllers=getattr(args, "controller_runner", None))
     try:
         cluster.start()
         state = cluster.state()
         if cluster.api_url is not None:
             state.kubeconfig = str(cluster.write_kubeconfig())
-        state.write()
+        state.write()  # the readiness signal: --detach, `kemu status` and compose healthchecks wait for it
 
         print(f"kemu cluster up: redis {state.redis_url} ({'embedded' if state.embedded_redis else 'external'}, "
               f"data in {cfg.data_dir}). Ctrl-C to stop.", flush=True)
         if state.api_url:
             print(f"Kubernetes API at {state.api_url}; kubeconfig: {state.kubeconfig}\n"
                   f"  export KUBECONFIG={state.kubeconfig}", flush=True)
+            if cfg.api_token_file:
+                print(f"shared kubeconfig: {cluster.shared_kubeconfig_path()}", flush=True)
+        if cfg.controller_managers:
+            where = " as Ray actors" if cfg.controllers_on_ray else ""
+            print(f"controller managers: {cfg.controller_managers}{where} (one leads)", flush=True)
         if cluster.kubelets is not None:
             reports = cluster.kubelets.health()
             print(f"kubelets: {len(reports)} shard actor(s) running {sum(r['nodes'] for r in reports)} nodes",
@@ -146,10 +185,15 @@ def _detach(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
     for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
                  "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
-                 "scheduler_config"):
+                 "scheduler_config", "api_token_file", "api_advertise_url"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
+    if args.controllers_on_ray:
+        argv.append("--controllers-on-ray")
+    for flag, value in (("api-server", args.api_enabled), ("api-require-token", args.api_require_token)):
+        if value is not None:
+            argv.append(f"--{flag}" if value else f"--no-{flag}")
     log = kemu_home() / "cluster.log"
     log.parent.mkdir(parents=True, exist_ok=True)
     with log.open("wb") as out:
@@ -277,18 +321,42 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
 def cmd_run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from loadgen.runner import run_scenario
+    from loadgen.runner import RunOptions, run_scenario
 
     cfg = _config(args)
+    if args.attach and not cfg.redis_url:
+        raise CLIError("kemu run --attach drives a running cluster: give its Redis with --redis-url "
+                       "(or KEMU_REDIS_URL)")
     if args.api_port is None:
         # A run's API server takes any free port, so runs never clash with a `kemu up` on 6443.
         cfg = replace(cfg, api_port=0)
     # The injected runners: under `kemu` (actors/cli.py) kubelet shards and schedulers are Ray actors.
-    return run_scenario(Path(args.scenario), cfg, seed=args.seed, output=args.output,
+    options = RunOptions(seed=args.seed, output=args.output, report=args.report, attach=args.attach,
+                         driver=args.driver, processes=args.driver_processes, kubeconfig=args.kubeconfig)
+    return run_scenario(Path(args.scenario), cfg, options,
                         kubelets=getattr(args, "kubelets", None), schedulers=getattr(args, "scheduler_runner", None))
 
 
-def build_parser() -> argparse.ArgumentParser:
+def cmd_dashboards(args: argparse.Namespace) -> int:
+    from emulator import dashboards
+
+    try:
+        pushed = dashboards.push(args.grafana_url, token=args.token or os.environ.get("GRAFANA_TOKEN"),
+                                 user=args.user or os.environ.get("GRAFANA_USER"),
+                                 password=args.password or os.environ.get("GRAFANA_PASSWORD"), folder=args.folder)
+    except dashboards.PushError as e:
+        raise CLIError(str(e)) from None
+    print(f"pushed {len(pushed)} dashboards to {args.grafana_url} (folder {args.folder}): {', '.join(pushed)}")
+    return 0
+
+
+# A subcommand contributed by whoever composes the program: it adds its parser (with ``fn`` set) to these
+# subparsers. ``actors.cli`` adds ``ray-node`` this way, since only ``actors`` may import Ray.
+SubParsers = argparse._SubParsersAction  # argparse exposes no public name for the type add_subparsers returns
+CommandRegistration = Callable[[SubParsers], None]
+
+
+def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kemu", description="An emulator of large Kubernetes clusters.")
     sub = parser.add_subparsers(dest="command", required=True)
 
@@ -298,6 +366,7 @@ def build_parser() -> argparse.ArgumentParser:
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness with --detach")
     _add_kubelet_flags(up)
     _add_scheduler_flags(up)
+    _add_component_flags(up)
     up.set_defaults(fn=cmd_up)
 
     status = sub.add_parser("status", help="report on the detached cluster")
@@ -329,19 +398,44 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("scenario", help="scenario YAML, e.g. loadgen/scenarios/quickstart.yaml")
     _add_cluster_flags(run)
     run.add_argument("--seed", type=int, help="override the scenario's seed")
-    run.add_argument("--output", help="also write the summary as JSON to this file")
+    run.add_argument("--output", help="write the summary as JSON to this file (default "
+                                      "kemu-runs/<scenario>-<seed>/summary.json)")
+    run.add_argument("--report", help="write the HTML report to this file (default: report.html next to the JSON)")
+    run.add_argument("--attach", action="store_true", help="drive the running cluster at --redis-url (compose, "
+                                                          "kemu up) instead of starting one")
+    run.add_argument("--driver", choices=("store", "http", "null"), help="override the scenario's driver.kind")
+    run.add_argument("--driver-processes", type=int, help="override the scenario's driver.processes")
+    run.add_argument("--kubeconfig", help="with --attach: the API server (and token) for kubectl and the http "
+                                          "driver")
     run.set_defaults(fn=cmd_run)
+
+    dash = sub.add_parser("dashboards", help="kemu's Grafana dashboards (dashboards/*.json)")
+    dash_sub = dash.add_subparsers(dest="dashboards_action", required=True)
+    push = dash_sub.add_parser("push", help="create or update the dashboards in a Grafana")
+    push.add_argument("--grafana-url", required=True, help="Grafana's base URL, e.g. http://localhost:3000")
+    push.add_argument("--token", "--api-key", dest="token", help="API key or service-account token "
+                                                                 "(default: $GRAFANA_TOKEN)")
+    push.add_argument("--user", help="basic-auth user (default: $GRAFANA_USER)")
+    push.add_argument("--password", help="basic-auth password (default: $GRAFANA_PASSWORD)")
+    push.add_argument("--folder", default="kemu", help="folder to put them in, created if missing (default kemu)")
+    push.set_defaults(fn=cmd_dashboards)
+    for register in commands:
+        register(sub)
     return parser
 
 
 def main(argv: list[str] | None = None, *, kubelets: KubeletRunnerFactory | None = None,
-         module: str = "emulator.cli", schedulers: SchedulerRunnerFactory | None = None) -> int:
+         module: str = "emulator.cli", schedulers: SchedulerRunnerFactory | None = None,
+         controllers: ControllerRunnerFactory | None = None, commands: Sequence[CommandRegistration] = ()) -> int:
     """Run the CLI. ``kubelets`` runs kubelet shards (``emulator`` cannot: they are Ray actors, and
-    ``emulator`` never imports Ray); ``module`` is what ``up --detach`` re-runs. The ``kemu`` command
-    is ``actors.cli.main``, which passes both."""
-    args = build_parser().parse_args(argv)
+    ``emulator`` never imports Ray), ``schedulers`` and ``controllers`` likewise (None: in this process);
+    ``module`` is what ``up --detach`` re-runs; ``commands`` add
+    subcommands (see :data:`CommandRegistration`). The ``kemu`` command is ``actors.cli.main``, which
+    passes all of them."""
+    args = build_parser(commands).parse_args(argv)
     args.kubelets = kubelets
     args.scheduler_runner = schedulers  # None: LocalCluster runs the schedulers in-process
+    args.controller_runner = controllers  # used only with --controllers-on-ray
     args.module = module
     try:
         return int(args.fn(args) or 0)

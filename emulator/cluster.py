@@ -15,6 +15,20 @@ in reverse order by :meth:`LocalCluster.stop`.
 A detached cluster is the foreground ``kemu up`` running in a background
 process; it writes a state file (``$KEMU_HOME/cluster.json``) once it is
 ready, which ``kemu status`` and ``kemu down`` read.
+
+**Components.** The same lifecycle runs one *part* of a cluster whose parts
+live in several processes (``docker-compose.yml``: one container each),
+because every part meets the others only in Redis: given an external
+``redis_url``, a ``LocalCluster`` with ``api_enabled`` off, no controller
+managers and only ``schedulers`` is a scheduler process, one with only an
+API server is an API server replica, and so on. Each part bootstraps the
+store (idempotent: system namespaces and PriorityClasses are created by
+whichever part comes first) and keeps its own clock at ``clock_speed`` 1 from
+wall time, which is why parts on different machines agree on cluster time
+only at speed 1. API server replicas share one bearer token through
+``api_token_file``; the kubeconfig beside it names ``api_advertise_url``.
+A ``kemu up`` process keeps its state file in ``$KEMU_HOME``, so several
+parts on one host each need their own ``KEMU_HOME`` (containers have theirs).
 """
 
 from __future__ import annotations
@@ -37,6 +51,7 @@ from emulator.store.store import Store, StoreConfig
 if TYPE_CHECKING:
     from emulator.apiserver.process import ApiServerProcess
     from emulator.controllers.manager import ControllerManager
+    from emulator.metrics import MetricsEndpoint
 
 
 @dataclass
@@ -114,6 +129,10 @@ KubeletRunnerFactory = Callable[[KubeletLaunch], KubeletRunner]
 # facts they need are the kubelets' (Redis, settings, one clock reading), so they share KubeletLaunch.
 SchedulerRunner = KubeletRunner
 SchedulerRunnerFactory = Callable[[KubeletLaunch], SchedulerRunner]
+# Controller managers the same way, when ``controllers_on_ray`` asks for them elsewhere
+# (``actors.controllers.controller_runner``: one Ray actor per manager); otherwise they run in-process.
+ControllerRunner = KubeletRunner
+ControllerRunnerFactory = Callable[[KubeletLaunch], ControllerRunner]
 
 
 class InProcessSchedulers:
@@ -152,11 +171,14 @@ class InProcessSchedulers:
 
 class LocalCluster:
     def __init__(self, config: Config, *, kubelets: KubeletRunnerFactory | None = None,
-                 schedulers: SchedulerRunnerFactory | None = None) -> None:
+                 schedulers: SchedulerRunnerFactory | None = None,
+                 controllers: ControllerRunnerFactory | None = None) -> None:
         self.config = config
         self._kubelet_factory = kubelets
         self.kubelets: KubeletRunner | None = None
         self._scheduler_factory = schedulers
+        self._controller_factory = controllers
+        self.controller_runner: ControllerRunner | None = None
         self.schedulers: SchedulerRunner | None = None
         self.redis: EmbeddedRedis | None = None
         self.redis_url: str | None = None
@@ -166,6 +188,7 @@ class LocalCluster:
         self.api_url: str | None = None
         self.api_token: str | None = None
         self.controller_managers: list[ControllerManager] = []
+        self.metrics: MetricsEndpoint | None = None
 
     def start(self) -> ServerCore:
         cfg = self.config
@@ -179,7 +202,13 @@ class LocalCluster:
                                                                node_shards=cfg.node_shards))
         self.core = ServerCore(self.store, SystemClock(cfg.clock_speed))
         self.core.bootstrap()
-        self._start_controllers()
+        try:
+            self._start_controllers()
+        except BaseException:
+            self.stop()
+            raise
+        if cfg.metrics:
+            self._serve_metrics()
         if cfg.api_enabled:
             try:
                 self._start_api_server()
@@ -227,7 +256,9 @@ class LocalCluster:
         cfg = self.config
         assert self.redis_url is not None and self.core is not None
         require = cfg.api_require_token if cfg.api_require_token is not None else not is_loopback(cfg.api_host)
-        self.api_token = kubeconfig.generate_token()
+        # Replicas sharing a token file accept one credential, so any of them serves any client.
+        self.api_token = (kubeconfig.shared_token(Path(cfg.api_token_file)) if cfg.api_token_file
+                          else kubeconfig.generate_token())
         settings = ServerSettings(
             redis_url=self.redis_url, prefix=cfg.prefix, stream_cap=cfg.stream_cap, node_shards=cfg.node_shards,
             host=cfg.api_host, port=DEFAULT_API_PORT if cfg.api_port is None else cfg.api_port, workers=cfg.api_workers,
@@ -238,6 +269,14 @@ class LocalCluster:
                                     fallback_to_free_port=cfg.api_port is None)
         self.api.start()
         self.api_url = kubeconfig.client_url(cfg.api_host, self.api.settings.port)
+        if cfg.api_token_file:
+            # Written once the server answers, so whoever waits for the file finds a working server.
+            kubeconfig.write(self.shared_kubeconfig_path(), cfg.api_advertise_url or self.api_url, self.api_token)
+
+    def shared_kubeconfig_path(self) -> Path:
+        """The kubeconfig next to ``api_token_file`` (for clients in other processes, containers, machines)."""
+        assert self.config.api_token_file is not None
+        return Path(self.config.api_token_file).with_name("kubeconfig")
 
     def write_kubeconfig(self, path: Path | None = None) -> Path:
         """Write a kubeconfig for this cluster's API server (default ``$KEMU_HOME/kubeconfig``)."""
@@ -256,9 +295,34 @@ class LocalCluster:
         from emulator.controllers.manager import ControllerManager, ManagerConfig
 
         assert self.core is not None
+        if self.config.controllers_on_ray and self.config.controller_managers:
+            if self._controller_factory is None:
+                raise ConfigError("controllers_on_ray runs controller managers as Ray actors: start kemu through "
+                                  "its `kemu` command (actors/cli.py), or pass LocalCluster a controller runner")
+            assert self.redis_url is not None
+            self.controller_runner = self._controller_factory(
+                KubeletLaunch(self.redis_url, self.config, self.core.clock.now(), time.time()))
+            self.controller_runner.start()
+            return
         config = ManagerConfig.from_dict(self.config.controller_manager)
         self.controller_managers = [ControllerManager(self.core, config).start()
                                     for _ in range(self.config.controller_managers)]
+
+    def _serve_metrics(self) -> None:
+        """This process's ``/metrics`` (controller managers' workqueues, the cluster-state counts, in-process
+        schedulers) as a Prometheus target, labelled with the main thing it hosts."""
+        from emulator.metrics import process_instance, serve_and_register
+
+        assert self.store is not None
+        cfg = self.config
+        if cfg.controller_managers:
+            component = "controller-manager"
+        elif cfg.scheduler_count() and self._scheduler_factory is None:
+            component = "scheduler"  # a compose scheduler part: in-process schedulers, nothing else
+        else:
+            component = "kemu"
+        self.metrics = serve_and_register(self.store.redis, process_instance(component), component,
+                                          prefix=cfg.prefix)
 
     def stop(self) -> None:
         if self.schedulers is not None:
@@ -267,9 +331,15 @@ class LocalCluster:
         if self.kubelets is not None:
             self.kubelets.stop()
             self.kubelets = None
+        if self.controller_runner is not None:
+            self.controller_runner.stop()
+            self.controller_runner = None
         for manager in reversed(self.controller_managers):
             manager.stop()
         self.controller_managers = []
+        if self.metrics is not None:
+            self.metrics.stop()
+            self.metrics = None
         if self.api is not None:
             self.api.stop()
             self.api = None

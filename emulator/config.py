@@ -46,11 +46,23 @@ class Config:
     api_workers: int = 1
     # 401 for requests without the token; None: required exactly when api_host is not loopback.
     api_require_token: bool | None = None
+    # A token file API server replicas share: read if it exists, else created (emulator.apiserver.kubeconfig.
+    # shared_token); a kubeconfig is written next to it ("kubeconfig"). None: a fresh token per start.
+    api_token_file: str | None = None
+    # The server URL written into that shared kubeconfig, as other machines or containers reach the API
+    # server (e.g. http://apiserver:6443 in docker-compose.yml). None: the URL this host uses.
+    api_advertise_url: str | None = None
     # Controller managers (emulator.controllers.manager) LocalCluster runs in-process; they elect one
     # leader through a Lease, the others stand by. 0 runs no controllers.
     controller_managers: int = 1
     # ManagerConfig settings (controllers: ["*", "-garbagecollector"], lease_duration, options ...).
     controller_manager: dict[str, Any] = field(default_factory=dict)
+    # Run those controller managers as Ray actors (on ray_address's cluster, or a local Ray) instead of in
+    # this process: the `kemu` entry point injects the runner (actors/controllers.py).
+    controllers_on_ray: bool = False
+    # Serve this process's /metrics (controller managers, in-process schedulers) and register it for
+    # Prometheus as component=controller-manager (emulator.metrics; bind host $KEMU_METRICS_HOST).
+    metrics: bool = True
     # Kubelet shards (emulator.kubelet.shard), run as Ray actors when kemu is started through its
     # entry point (actors/cli.py): `nodes` pool nodes named node-00000... of `instance_type`, plus
     # `node_pools` (mappings: name, count, instance_type, capacity, zones, labels, taints, images;
@@ -100,6 +112,8 @@ class Config:
             raise ConfigError("api_port must be a TCP port number (0 picks a free one)")
         if cfg.api_workers < 1:
             raise ConfigError("api_workers must be at least 1")
+        if cfg.api_advertise_url is not None and not str(cfg.api_advertise_url).startswith(("http://", "https://")):
+            raise ConfigError(f"api_advertise_url must be an http:// or https:// URL, not {cfg.api_advertise_url!r}")
         if cfg.controller_managers < 0:
             raise ConfigError("controller_managers must not be negative")
         if not isinstance(cfg.controller_manager, dict):

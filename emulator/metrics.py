@@ -8,11 +8,21 @@ has one). :func:`serve` exposes them on a free loopback port, and
 time so a dead process drops out). :func:`discover` turns that hash into the
 JSON Prometheus's ``http_sd_configs`` expects, so one scrape job finds every
 process, locally and in compose; the API server serves it.
+
+Where a process listens and what it advertises: the bind host is
+``KEMU_METRICS_HOST`` (default ``127.0.0.1``: nothing is exposed unless asked);
+the address registered for Prometheus is ``KEMU_METRICS_ADVERTISE`` when set
+(compose sets the service name), else the bound host, else -- bound to the
+wildcard, which no scraper can dial -- this machine's primary IP.
+:func:`serve_and_register` is the one call a process needs (the load driver
+uses it with ``component="loadgen"``); docs/metrics.md lists every metric.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
+import socket
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,13 +36,48 @@ TARGETS_KEY = "targets"
 # Where the API server serves the discovery document (one http_sd_configs job in dashboards/prometheus.yml).
 SD_PATH = "/kemu/v1/targets"
 TARGET_TTL_SECONDS = 30.0
+HOST_ENV = "KEMU_METRICS_HOST"
+ADVERTISE_ENV = "KEMU_METRICS_ADVERTISE"
+_WILDCARDS = frozenset({"0.0.0.0", "::", ""})
 
 
-def serve(host: str = "127.0.0.1", port: int = 0, registry: CollectorRegistry = REGISTRY) -> tuple[str, int]:
-    """Serve ``/metrics`` in a daemon thread; returns the address actually bound."""
-    server, _thread = start_http_server(port, addr=host, registry=registry)
+def bind_host() -> str:
+    """Where metrics endpoints listen: ``$KEMU_METRICS_HOST``, loopback by default."""
+    return os.environ.get(HOST_ENV) or "127.0.0.1"
+
+
+def machine_ip() -> str:
+    """This machine's primary IP (the source address of its default route), loopback if it has none."""
+    with contextlib.suppress(OSError), socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        # A UDP connect sends nothing: it only asks the kernel which source address it would route from.
+        s.connect(("10.255.255.255", 1))
+        return str(s.getsockname()[0])
+    with contextlib.suppress(OSError):
+        return socket.gethostbyname(socket.gethostname())
+    return "127.0.0.1"
+
+
+def advertised_host(bound: str) -> str:
+    """The host other machines should scrape: ``$KEMU_METRICS_ADVERTISE``, the bound host, or the machine's IP."""
+    explicit = os.environ.get(ADVERTISE_ENV)
+    if explicit:
+        return explicit
+    return machine_ip() if bound in _WILDCARDS else bound
+
+
+def serve(host: str | None = None, port: int = 0, registry: CollectorRegistry = REGISTRY) -> tuple[str, int]:
+    """Serve ``/metrics`` in a daemon thread; returns the address to advertise (see the module docstring).
+
+    ``host`` None binds :func:`bind_host` (``$KEMU_METRICS_HOST``).
+    """
+    _server, adv_host, bound_port = _start(host, port, registry)
+    return adv_host, bound_port
+
+
+def _start(host: str | None, port: int, registry: CollectorRegistry) -> tuple[Any, str, int]:
+    server, _thread = start_http_server(port, addr=host or bind_host(), registry=registry)
     bound_host, bound_port = server.server_address[:2]
-    return str(bound_host), int(bound_port)
+    return server, advertised_host(str(bound_host)), int(bound_port)
 
 
 @dataclass
@@ -91,3 +136,42 @@ def discover(client: redis.Redis, prefix: str = "kemu:", now: float | None = Non
     if stale:
         client.hdel(prefix + TARGETS_KEY, *stale)
     return out
+
+
+@dataclass
+class MetricsEndpoint:
+    """A served ``/metrics`` and its registration (what :func:`serve_and_register` returns)."""
+
+    address: str
+    registration: TargetRegistration
+    server: Any = None  # prometheus-client's WSGI server (a daemon thread serves it)
+
+    def stop(self) -> None:
+        self.registration.stop()  # first: Prometheus drops the target at its next discovery refresh
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+
+
+def process_instance(component: str) -> str:
+    """A target name unique per process across machines and containers (pids repeat between containers)."""
+    import os
+    import socket
+
+    return f"{component}-{socket.gethostname()}-{os.getpid()}"
+
+
+def serve_and_register(client: redis.Redis, instance: str, component: str, *, prefix: str = "kemu:",
+                       labels: dict[str, str] | None = None, host: str | None = None,
+                       registry: CollectorRegistry = REGISTRY) -> MetricsEndpoint:
+    """Serve this process's metrics and register the target (``component`` label) until ``stop()``.
+
+    The load driver calls ``serve_and_register(store.redis, "loadgen", "loadgen")``; the
+    controller-manager host (:class:`emulator.cluster.LocalCluster`) does the same with
+    ``component="controller-manager"``.
+    """
+    server, adv_host, port = _start(host, 0, registry)
+    address = f"[{adv_host}]:{port}" if ":" in adv_host else f"{adv_host}:{port}"
+    registration = TargetRegistration(client, instance, address, {"component": component, **(labels or {})},
+                                      prefix=prefix).start()
+    return MetricsEndpoint(address, registration, server)

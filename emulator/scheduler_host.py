@@ -88,7 +88,7 @@ class HostSettings:
     clock_speed: float = 1.0
     clock_start: float | None = None
     serve_metrics: bool = False
-    metrics_host: str = "127.0.0.1"
+    metrics_host: str | None = None  # None: $KEMU_METRICS_HOST (emulator.metrics.bind_host)
     tune_gc: bool = False
     labels: dict[str, str] = field(default_factory=dict)
 

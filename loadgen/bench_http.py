@@ -49,7 +49,8 @@ from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store
-from loadgen.runner import percentile, pod_manifest
+from loadgen.plan import pod_manifest
+from loadgen.runner import percentile
 
 SENT_AT = "kemu.io/bench-sent-at"
 NS = "bench"

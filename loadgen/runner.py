@@ -1,20 +1,23 @@
 """``kemu run SCENARIO``: an emulated cluster under load, and its summary.
 
-The run brings up the same cluster ``kemu up --nodes N --schedulers S`` does
-- Redis, the store, the API server, the controller manager, kubelet shard
-actors (Ray, through the runner the ``kemu`` entry point injects) hosting the
-scenario's node pool, and S competing schedulers - in a private temporary
-data directory with a free API port. Then:
+The run brings up the same cluster ``kemu up`` does - Redis, the store, the
+API server, the controller manager, kubelet shard actors (Ray, through the
+runner the ``kemu`` entry point injects) hosting the scenario's node pools,
+and competing schedulers - in a private temporary data directory with a
+free API port; or, with ``--attach``, drives a cluster that is already
+running (docker-compose, ``kemu up``) through its Redis. Then:
 
-1. **Load.** The pods (:func:`pod_stream`, deterministic for scenario and
-   seed) are created through the server core at the scenario's ``rate``
-   (constant or Poisson inter-arrival times, :func:`arrival_times`, seeded),
-   up to ``batch`` pods per store round trip. Back-pressure: while
-   ``max_backlog`` created pods are still unscheduled the driver waits, so a
-   cluster that cannot keep up never builds an unbounded backlog (the
-   summary then shows a lower achieved create rate, not a runaway queue).
-2. **Observe.** One watcher thread follows every pod event from the
-   resourceVersion before the first create. It checks the watch contract
+1. **Plan.** :func:`loadgen.plan.build` expands the phases into one
+   timeline of actions (deterministic for scenario and seed).
+2. **Load.** The timeline is executed in real time through a
+   :class:`loadgen.drivers.DriverPool` (the store, the HTTP API, or nowhere;
+   one or several processes), consecutive due actions of one kind batched.
+   Back-pressure: while ``driver.max_backlog`` created pods are still
+   unbound the driver waits, and the whole remaining timeline shifts by the
+   wait - a cluster that cannot keep up shows a lower achieved rate and
+   back-pressure seconds in the summary, never a runaway queue.
+3. **Observe.** One watcher thread follows every pod event from the
+   resourceVersion before the first action. It checks the watch contract
    (each ADDED exactly once, resourceVersions strictly increasing) and
    timestamps, *with its own wall clock* (``time.perf_counter`` when the event
    reaches it), the pod's ADDED, the first MODIFIED that carries a
@@ -24,28 +27,29 @@ data directory with a free API port. Then:
    minus ADDED-arrival. Both events pass through the same stream and the same
    watcher, so a constant delivery lag cancels out; what remains is a small
    bias from the watcher's own queueing (it shares this process's GIL with
-   the driver and the controller manager), typically milliseconds. Upstream
-   measures the SLI inside the scheduler from its informer's first sight of
-   the pod; this is the client-side view of the same interval.
-3. **Settle.** After the last create the run waits (at most
-   ``settle_timeout`` s) until every pod that is not expected to stay Pending
-   is bound and has been Running.
-4. **Read back.** Pods are listed (phases, nodes), Events are counted by
-   reason (OOM kills: ``OOMKilling``/``SystemOOM`` plus containers whose last
-   termination was ``OOMKilled``; evictions: ``Evicted`` events and pods with
-   status reason ``Evicted``), the schedulers report their counters (bind
-   conflicts per scheduler, from their health call - no metrics scrape
-   needed), and the real ``kubectl`` reads the cluster through the API server.
+   the driver), typically milliseconds. Upstream measures the SLI inside the
+   scheduler from its informer's first sight of the pod; this is the
+   client-side view of the same interval.
+4. **Settle.** After the last action the run waits (at most
+   ``settle_timeout`` s) until every live pod that is not expected to stay
+   Pending is bound and has been Running.
+5. **Read back.** Pods are listed (phases, nodes, allocation per node),
+   Events are counted by reason (OOM kills: ``OOMKilling``/``SystemOOM`` plus
+   containers whose last termination was ``OOMKilled``; evictions:
+   ``Evicted`` events and pods with status reason ``Evicted``), the
+   schedulers report their counters (attempt latency quantiles, bind
+   conflicts, preemptions - from their health call), and the real
+   ``kubectl`` reads the cluster through the API server.
+6. **Report.** The summary is printed, and written as JSON and as a
+   self-contained HTML report with plots (:mod:`loadgen.report`).
 
-The exit code is 0 only if every pod was created, every pod but the expected
-Pending ones got scheduled, and the watch was complete; 2 otherwise.
+The exit code is 0 only if every action succeeded, every live pod but the
+expected Pending ones got scheduled, and the watch was complete; 2 otherwise.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import random
 import shutil
 import subprocess
 import sys
@@ -57,80 +61,37 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tqdm import tqdm
-
-from emulator.api.errors import StatusError
-from emulator.api.kinds import EVENT, NAMESPACE, POD, PRIORITYCLASS
+from emulator.api.kinds import EVENT, NAMESPACE, NODE, POD, PRIORITYCLASS
+from emulator.api.quantity import cpu_millis, to_int
+from emulator.clock import SystemClock
 from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
-from emulator.store.store import WatchEvent
-from loadgen.scenario import Scenario, ScenarioError, WorkloadSpec
+from emulator.store.store import Store, StoreConfig, WatchEvent
+from loadgen import plan as planning
+from loadgen import scrape
+from loadgen.drivers import DriverPool, SinkSpec, execute
+from loadgen.scenario import Scenario, ScenarioError
 
 if TYPE_CHECKING:
     from emulator.cluster import KubeletRunnerFactory, SchedulerRunnerFactory
 
-PROFILE_ANNOTATION = "kemu.io/profile"  # emulator.kubelet.profiles.PROFILE_ANNOTATION
 
-
-def pod_manifest(name: str, namespace: str, cpu: str, memory: str, *, profile: str | None = None,
-                 priority_class: str | None = None) -> dict[str, Any]:
-    container = {"name": "app", "image": "registry.k8s.io/pause:3.9",
-                 "resources": {"requests": {"cpu": cpu, "memory": memory}}}
-    meta: dict[str, Any] = {"name": name, "namespace": namespace, "labels": {"app": "loadgen"}}
-    if profile:
-        meta["annotations"] = {PROFILE_ANNOTATION: profile}
-    spec: dict[str, Any] = {"containers": [container]}
-    if priority_class:
-        spec["priorityClassName"] = priority_class
-    return {"metadata": meta, "spec": spec}
-
-
-def pod_stream(w: WorkloadSpec, seed: int) -> list[dict[str, Any]]:
-    """The scenario's pods, deterministic for (scenario, seed)."""
-    rng = random.Random(seed)
-    names = [p.name for p in w.priorities]
-    weights = [p.weight for p in w.priorities]
-    pods = []
-    for i in range(w.pods):
-        # Draw in a fixed order, and only for the features the scenario uses, so adding a
-        # priority mix does not reshuffle the requests of a scenario that had none.
-        cpu, memory = rng.choice(w.cpu), rng.choice(w.memory)
-        profile = rng.choice(w.profile) if w.profile else None
-        priority = rng.choices(names, weights)[0] if names else None
-        pods.append(pod_manifest(f"pod-{i:06d}", f"load-{i % w.namespaces}", cpu, memory, profile=profile,
-                                 priority_class=priority))
-    return pods
-
-
-def arrival_times(w: WorkloadSpec, seed: int) -> list[float]:
-    """Seconds after the start at which each pod is due: i/rate, or a Poisson process of that rate.
-
-    Its own random stream (seeded from ``seed``), so the pods' contents and their timing vary
-    independently.
-    """
-    if w.rate <= 0:
-        return [0.0] * w.pods
-    if w.arrival == "constant":
-        return [i / w.rate for i in range(w.pods)]
-    rng = random.Random(f"arrivals:{seed}")
-    t, out = 0.0, []
-    for _ in range(w.pods):
-        out.append(t)
-        t += rng.expovariate(w.rate)
-    return out
-
-
-@dataclass
+@dataclass(slots=True)
 class PodTimes:
     added: float
     bound: float | None = None
     ready: float | None = None
+    gone: bool = False  # deleted, or marked for deletion (Terminating): no longer expected to run
 
 
 @dataclass
 class WatchRecorder:
-    """Follows pod events in a thread: the watch contract, and per pod when it was added, bound, Ready."""
+    """Follows pod events in a thread: the watch contract, and per pod when it was added, bound, Ready.
+
+    ``unbound`` / ``unready`` count live pods (not deleted or terminating) not yet bound / Ready:
+    the driver's back-pressure and the settle condition read them.
+    """
 
     core: ServerCore
     since_rv: int
@@ -139,6 +100,9 @@ class WatchRecorder:
     duplicates: int = 0
     bound: int = 0
     ready: int = 0
+    deleted: int = 0
+    unbound: int = 0
+    unready: int = 0
     stop: threading.Event = field(default_factory=threading.Event)
     changed: threading.Condition = field(default_factory=threading.Condition)
 
@@ -150,31 +114,41 @@ class WatchRecorder:
             if not batch:
                 continue
             now = time.perf_counter()  # one reading per batch: the events arrived together
-            for ev in batch:
-                self._record(ev, last, now)
-                last = ev.rv
             with self.changed:
+                for ev in batch:
+                    self._record(ev, last, now)
+                    last = ev.rv
                 self.changed.notify_all()
 
     def _record(self, ev: WatchEvent, last: int, now: float) -> None:
         if ev.rv <= last:
             self.out_of_order += 1
-        meta = ev.object["metadata"]
+        obj = ev.object
+        meta = obj["metadata"]
         key = f"{meta.get('namespace')}/{meta['name']}"
         if ev.type == "ADDED":
             if key in self.pods:
                 self.duplicates += 1
                 return
             self.pods[key] = PodTimes(now)
+            self.unbound += 1
+            self.unready += 1
         times = self.pods.get(key)
-        if times is None or ev.type == "DELETED":
+        if times is None or times.gone:
             return
-        if times.bound is None and ev.object["spec"].get("nodeName"):
+        if times.bound is None and obj["spec"].get("nodeName"):
             times.bound = now
             self.bound += 1
-        if times.ready is None and _running_and_ready(ev.object):
+            self.unbound -= 1
+        if times.ready is None and _running_and_ready(obj):
             times.ready = now
             self.ready += 1
+            self.unready -= 1
+        if ev.type == "DELETED" or meta.get("deletionTimestamp"):
+            times.gone = True
+            self.deleted += ev.type == "DELETED"
+            self.unbound -= times.bound is None
+            self.unready -= times.ready is None
 
     def wait(self, predicate: Any, timeout: float) -> bool:
         deadline = time.perf_counter() + timeout
@@ -201,138 +175,310 @@ def percentile(values: list[float], q: float) -> float:
 
 
 def cluster_config(cfg: Config, scenario: Scenario) -> Config:
-    """The scenario's cluster as kemu configuration: what ``kemu up --nodes N --schedulers S`` runs."""
+    """The scenario's cluster as kemu configuration: what ``kemu up`` runs for the same pools."""
+    pools = scenario.node_pools()
+    nodes = sum(int(p.get("count", 0)) for p in pools)
     c = scenario.cluster
-    return replace(cfg, nodes=0, node_pools=[c.node_pool()] if c.nodes else [],
-                   kubelet_shards=(c.kubelet_shards or None) if c.nodes else 0,
-                   schedulers=scenario.schedulers.count if c.nodes else 0,
+    return replace(cfg, nodes=0, node_pools=pools,
+                   kubelet_shards=(c.kubelet_shards or None) if nodes else 0,
+                   schedulers=scenario.schedulers.count if nodes else 0,
+                   scheduler_config=(str(scenario.resolve(scenario.schedulers.config))
+                                     if scenario.schedulers.config else cfg.scheduler_config),
+                   controller_managers=cfg.controller_managers if scenario.controllers else 0,
+                   clock_speed=scenario.clock_speed,
                    # The kubelets' usage draws follow the scenario's seed too: a run repeats.
                    kubelet={"seed": scenario.seed, **cfg.kubelet})
 
 
-def run_scenario(path: Path, cfg: Config, seed: int | None = None, output: str | None = None, *,
+@dataclass
+class RunOptions:
+    """How ``kemu run`` was asked to run, besides the scenario."""
+
+    seed: int | None = None
+    output: str | None = None  # JSON summary path
+    report: str | None = None  # HTML report path
+    attach: bool = False  # drive the cluster at cfg.redis_url instead of starting one
+    driver: str | None = None  # override the scenario's driver.kind
+    processes: int | None = None  # override driver.processes
+    kubeconfig: str | None = None  # attach + http: where the API server and token are
+
+
+def run_scenario(path: Path, cfg: Config, options: RunOptions | None = None, *,
                  kubelets: KubeletRunnerFactory | None = None,
                  schedulers: SchedulerRunnerFactory | None = None) -> int:
-    """Run the scenario at ``path`` on a private cluster; print the summary; 0 if every pod was handled.
+    """Run the scenario at ``path``; print the summary; write JSON and HTML; 0 if every pod was handled.
 
     ``kubelets`` / ``schedulers`` are the runner factories :class:`LocalCluster` takes (the ``kemu``
     entry point passes Ray-actor runners; ``emulator`` cannot import Ray).
     """
+    opts = options or RunOptions()
     try:
         scenario = Scenario.load(path)
-    except ScenarioError as e:
+        if opts.seed is not None:
+            scenario = replace(scenario, seed=opts.seed)
+        if opts.driver or opts.processes:
+            scenario = replace(scenario, driver=replace(scenario.driver, kind=opts.driver or scenario.driver.kind,
+                                                        processes=opts.processes or scenario.driver.processes))
+        plan = planning.build(scenario)
+    except (ScenarioError, ValueError, OSError) as e:
         print(f"kemu: error: {e}", file=sys.stderr)
         return 1
-    if seed is not None:
-        scenario = replace(scenario, seed=seed)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="kemu-run-") as tmp:
-        cfg = cluster_config(cfg, scenario)
-        if not cfg.redis_url:
-            cfg = replace(cfg, data_dir=Path(tmp) / "redis")
-        with LocalCluster(cfg, kubelets=kubelets, schedulers=schedulers) as cluster:
-            assert cluster.core is not None
-            startup_s = time.perf_counter() - t0
-            summary = _drive(cluster.core, scenario)
-            summary["cluster"]["startupSeconds"] = round(startup_s, 2)
-            summary["cluster"]["kubeletShards"] = len(cluster.kubelets.health()) if cluster.kubelets else 0
-            summary["schedulers"] = _scheduler_stats(cluster)
-            if cluster.api_url:
-                summary["kubectl"] = _show_with_kubectl(cluster.write_kubeconfig(Path(tmp) / "kubeconfig"),
-                                                        scenario.workload.pods)
+        if opts.attach:
+            summary, series = _run_attached(cfg, scenario, plan, opts, t0)
+        else:
+            summary, series = _run_local(cfg, scenario, plan, Path(tmp), t0, kubelets=kubelets,
+                                         schedulers=schedulers)
     summary["wallSeconds"] = round(time.perf_counter() - t0, 2)
     _print_summary(summary)
-    if output:
-        Path(output).write_text(json.dumps(summary, indent=2))
+    _write_outputs(summary, series, scenario, opts)
     return 0 if summary["ok"] else 2
 
 
-def _drive(core: ServerCore, scenario: Scenario) -> dict[str, Any]:
-    c, w = scenario.cluster, scenario.workload
-    for i in range(w.namespaces):
-        core.create(NAMESPACE, {"metadata": {"name": f"load-{i}"}})
-    for p in w.priorities:
-        core.create(PRIORITYCLASS, {"metadata": {"name": p.name}, "value": p.value,
-                                    "description": "created by kemu run for the scenario's priority mix"})
-    nodes_ready = _wait_for_nodes(core, c.nodes, timeout=60.0)
+def _run_local(cfg: Config, scenario: Scenario, plan: planning.Plan, tmp: Path, t0: float, *,
+               kubelets: KubeletRunnerFactory | None,
+               schedulers: SchedulerRunnerFactory | None) -> tuple[dict[str, Any], Any]:
+    cfg = cluster_config(cfg, scenario)
+    if not cfg.redis_url:
+        cfg = replace(cfg, data_dir=tmp / "redis")
+    with LocalCluster(cfg, kubelets=kubelets, schedulers=schedulers) as cluster:
+        assert cluster.core is not None and cluster.redis_url is not None
+        startup_s = time.perf_counter() - t0
+        spec = SinkSpec(scenario.driver.kind, cluster.redis_url, cfg.prefix, cluster.api_url or "",
+                        cluster.api_token or "", scenario.driver.concurrency, cfg.clock_speed)
+        summary, series = _drive(cluster.core, scenario, plan, spec)
+        summary["cluster"]["startupSeconds"] = round(startup_s, 2)
+        summary["cluster"]["kubeletShards"] = len(cluster.kubelets.health()) if cluster.kubelets else 0
+        _add_scheduler_stats(summary, _scheduler_stats(cluster))
+        if cluster.api_url:
+            summary["kubectl"] = _show_with_kubectl(cluster.write_kubeconfig(tmp / "kubeconfig"),
+                                                    summary["list"]["items"])
+    return summary, series
+
+
+def _run_attached(cfg: Config, scenario: Scenario, plan: planning.Plan, opts: RunOptions,
+                  t0: float) -> tuple[dict[str, Any], Any]:
+    """Drive a running cluster (docker-compose, ``kemu up``) found at its Redis; start nothing."""
+    if not cfg.redis_url:
+        raise SystemExit("kemu: error: --attach needs the cluster's Redis (--redis-url or KEMU_REDIS_URL)")
+    from emulator.store.redis_server import wait_for_redis
+
+    wait_for_redis(cfg.redis_url, timeout=cfg.redis_timeout)
+    store = Store.connect(cfg.redis_url, StoreConfig(prefix=cfg.prefix))
+    try:
+        core = ServerCore(store, SystemClock(cfg.clock_speed))
+        api_url, token = "", ""
+        if scenario.driver.kind == "http":
+            api_url, token = _read_kubeconfig(opts.kubeconfig)
+        spec = SinkSpec(scenario.driver.kind, cfg.redis_url, cfg.prefix, api_url, token,
+                        scenario.driver.concurrency, cfg.clock_speed)
+        summary, series = _drive(core, scenario, plan, spec)
+        summary["cluster"]["startupSeconds"] = round(time.perf_counter() - t0, 2)
+        summary["cluster"]["attached"] = cfg.redis_url
+        summary["cluster"]["kubeletShards"] = None
+        # Someone else started the schedulers: their counters come from their /metrics.
+        _add_scheduler_stats(summary, scrape.scheduler_stats(store.redis, cfg.prefix))
+        if opts.kubeconfig:
+            summary["kubectl"] = _show_with_kubectl(Path(opts.kubeconfig), summary["list"]["items"])
+    finally:
+        store.close()
+    return summary, series
+
+
+def _add_scheduler_stats(summary: dict[str, Any], stats: list[dict[str, Any]]) -> None:
+    """Per replica rows, and across replicas the slowest replica's attempt quantiles (a conservative
+    headline) and the total preemptions."""
+    summary["schedulers"] = stats
+    summary["scheduling"]["attemptLatencyMs"] = {
+        q: max((s[f"attempt_{q}_ms"] for s in stats if s[f"attempt_{q}_ms"] is not None), default=None)
+        for q in ("p50", "p90", "p99")}
+    summary["scheduling"]["preemptions"] = sum(s["preemptions"] or 0 for s in stats)
+
+
+def _read_kubeconfig(path: str | None) -> tuple[str, str]:
+    """The API server URL and bearer token of a kubeconfig (its first cluster and user)."""
+    import yaml
+
+    if not path:
+        raise SystemExit("kemu: error: the http driver with --attach needs --kubeconfig (the API server to call)")
+    data = yaml.safe_load(Path(path).read_text())
+    server = data["clusters"][0]["cluster"]["server"]
+    token = (data.get("users") or [{}])[0].get("user", {}).get("token", "")
+    return server, token
+
+
+def _ensure(core: ServerCore, kind: Any, body: dict[str, Any]) -> None:
+    """Create unless it exists (an attached cluster may have it from an earlier run)."""
+    from emulator.api.errors import StatusError
+
+    try:
+        core.create(kind, body)
+    except StatusError as e:
+        if e.code != 409:
+            raise
+
+
+def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
+           spec: SinkSpec) -> tuple[dict[str, Any], Any]:
+    for i in range(scenario.namespaces):
+        _ensure(core, NAMESPACE, {"metadata": {"name": f"load-{i}"}})
+    for p in scenario.priorities:
+        _ensure(core, PRIORITYCLASS, {"metadata": {"name": p.name}, "value": p.value,
+                                      "description": "created by kemu run for the scenario's priority mix"})
+    want_nodes = scenario.node_count()
+    nodes_ready = _wait_for_nodes(core, want_nodes, timeout=120.0)
 
     recorder = WatchRecorder(core, core.store.current_rv())
     watcher = threading.Thread(target=recorder.run, name="pod-watcher", daemon=True)
     watcher.start()
-    pods, due = pod_stream(w, scenario.seed), arrival_times(w, scenario.seed)
-    failures, created, throttled = 0, 0, 0.0
-    t_create = time.perf_counter()
-    with tqdm(total=len(pods), desc="creating pods", unit="pod", file=sys.stderr,
-              disable=not sys.stderr.isatty()) as bar:
-        while created < len(pods):
-            if c.nodes and created - failures - recorder.bound >= w.max_backlog:
-                # Back-pressure: the schedulers are behind; wait for binds rather than pile up pods.
-                t = time.perf_counter()
-                in_flight = created - failures
-                recorder.wait(lambda n=in_flight: n - recorder.bound < w.max_backlog, timeout=1.0)
-                throttled += time.perf_counter() - t
-                continue
-            elapsed = time.perf_counter() - t_create
-            if due[created] > elapsed:
-                time.sleep(min(due[created] - elapsed, 0.05))
-                continue
-            end = created + 1
-            while end < len(pods) and end - created < w.batch and due[end] <= elapsed:
-                end += 1
-            failures += _count_errors(core.create_many(POD, pods[created:end]))
-            bar.update(end - created)
-            created = end
-    create_s = time.perf_counter() - t_create
+    d = scenario.driver
+    results: Counter[str] = Counter()
+    failures: Counter[str] = Counter()
+    samples: list[str] = []
 
-    # Settle: every pod not expected to stay Pending bound and Running (when there are nodes at all).
-    target = len(pods) - failures - w.expect_pending
+    def on_result(op: str, n: int, errs: list[str]) -> None:
+        results[op] += n - len(errs)
+        failures[op] += len(errs)
+        samples.extend(errs[: max(0, 5 - len(samples))])
+        if op == planning.CREATE_POD:
+            metrics.PODS_CREATED.inc(n - len(errs))
+            metrics.CREATE_ERRORS.inc(len(errs))
+
+    from loadgen import metrics
+
+    endpoint = metrics.start(core.store.redis, prefix=core.store.config.prefix)
+    pool = DriverPool(spec, d.processes, on_result)
+    t_start = time.perf_counter()
+
+    def on_load(kind: str, target: str, value: float) -> None:
+        gauge = metrics.HTTP_REQUESTS_PER_SECOND if kind == "http" else metrics.QUEUE_DEPTH
+        gauge.labels(target).set(value)
+
+    def backlog() -> int:
+        metrics.BACKLOG.set(recorder.unbound)
+        return recorder.unbound
+
+    # Without nodes nothing binds: back-pressure would stop the run, so there is none.
+    run = execute(plan.actions, pool, batch=d.batch, max_backlog=d.max_backlog if want_nodes else 0,
+                  backlog=backlog, wait=recorder.wait, on_load=on_load)
+    pool.close()
+    run_s, throttled, loads = run.seconds, run.throttled, run.loads
+    creates = plan.count(planning.CREATE_POD)
+
+    # Settle: every live pod not expected to stay Pending bound and Running (when there are nodes at all).
+    expected = plan.expected_pods() - failures[planning.CREATE_POD]
     t_settle = time.perf_counter()
-    if c.nodes:
-        settled = recorder.wait(lambda: recorder.bound >= target and recorder.ready >= target, w.settle_timeout)
+    if want_nodes:
+        settled = recorder.wait(lambda: len(recorder.pods) >= expected
+                                and recorder.unbound <= scenario.expect_pending
+                                and recorder.unready <= scenario.expect_pending, scenario.settle_timeout)
     else:
-        settled = recorder.wait(lambda: len(recorder.pods) >= len(pods) - failures, w.settle_timeout)
+        settled = recorder.wait(lambda: len(recorder.pods) >= expected, scenario.settle_timeout)
     settle_s = time.perf_counter() - t_settle
     recorder.stop.set()
     watcher.join()
+    endpoint.stop()
 
     listed = core.list(POD)
+    nodes = core.list(NODE).items
     phases = Counter((p.get("status") or {}).get("phase", "Pending") for p in listed.items)
     scheduled = sum(1 for p in listed.items if p["spec"].get("nodeName"))
-    sli = [t.bound - t.added for t in recorder.pods.values() if t.bound is not None]
-    startup = [t.ready - t.added for t in recorder.pods.values() if t.ready is not None]
-    first_added = min((t.added for t in recorder.pods.values()), default=0.0)
-    last_bound = max((t.bound for t in recorder.pods.values() if t.bound is not None), default=first_added)
+    times = list(recorder.pods.values())
+    sli = [t.bound - t.added for t in times if t.bound is not None]
+    startup = [t.ready - t.added for t in times if t.ready is not None]
+    first_added = min((t.added for t in times), default=t_start)
+    last_bound = max((t.bound for t in times if t.bound is not None), default=first_added)
     sched_window = last_bound - first_added
-    watch_complete = (len(recorder.pods) == len(pods) - failures and not recorder.duplicates
-                      and not recorder.out_of_order)
-    unscheduled = len(listed.items) - scheduled
-    ok = failures == 0 and watch_complete and unscheduled <= w.expect_pending
-    return {
+    watch_complete = not recorder.duplicates and not recorder.out_of_order and len(recorder.pods) >= expected
+    unscheduled = sum(1 for p in listed.items if not p["spec"].get("nodeName")
+                      and not p["metadata"].get("deletionTimestamp"))
+    failed_total = sum(failures.values())
+    ok = failed_total == 0 and watch_complete and unscheduled <= scenario.expect_pending
+    for msg in samples:
+        print(f"kemu: action failed: {msg}", file=sys.stderr)
+    summary = {
         "scenario": scenario.name, "seed": scenario.seed, "ok": ok,
-        "cluster": {"nodes": c.nodes, "nodesReady": nodes_ready, "schedulers": scenario.schedulers.count if c.nodes
-                    else 0, "namespaces": w.namespaces},
-        "pods": {"requested": w.pods, "created": len(pods) - failures, "createFailures": failures,
-                 "scheduled": scheduled, "running": phases.get("Running", 0), "pending": phases.get("Pending", 0),
-                 "succeeded": phases.get("Succeeded", 0), "failed": phases.get("Failed", 0),
-                 "unscheduled": unscheduled, "expectedPending": w.expect_pending},
-        "create": {"seconds": round(create_s, 3), "targetRate": w.rate, "arrival": w.arrival,
-                   "podsPerSecond": round((len(pods) - failures) / create_s, 1) if create_s else 0,
+        "cluster": {"nodes": want_nodes, "nodesReady": nodes_ready,
+                    "schedulers": scenario.schedulers.count if want_nodes else 0,
+                    "namespaces": scenario.namespaces},
+        "driver": {"kind": spec.kind, "processes": d.processes, "batch": d.batch, "maxBacklog": d.max_backlog},
+        "phases": [{"name": w.name, "kind": w.kind, "start": round(w.start, 2), "end": round(w.end, 2),
+                    "actions": w.actions} for w in plan.phases],
+        "pods": {"requested": creates, "expected": plan.expected_pods(), "created": results[planning.CREATE_POD],
+                 "createFailures": failures[planning.CREATE_POD], "seen": len(recorder.pods),
+                 "deleted": results[planning.DELETE_POD], "deletedSeen": recorder.deleted,
+                 "scheduled": scheduled, "running": phases.get("Running", 0),
+                 "pending": phases.get("Pending", 0), "succeeded": phases.get("Succeeded", 0),
+                 "failed": phases.get("Failed", 0), "unscheduled": unscheduled,
+                 "expectedPending": scenario.expect_pending, "live": len(listed.items)},
+        "actions": {op: {"done": results[op], "failed": failures[op]} for op in sorted(set(results) | set(failures))},
+        "create": {"seconds": round(run_s, 3),
+                   "podsPerSecond": round(results[planning.CREATE_POD] / run_s, 1) if run_s else 0,
                    "backPressureSeconds": round(throttled, 2)},
         "scheduling": {"podsPerSecond": round(len(sli) / sched_window, 1) if sched_window > 0 else 0,
                        "sliLatencyMs": _quantiles_ms(sli, (0.5, 0.9, 0.99)),
                        "settled": settled, "settleSeconds": round(settle_s, 2)},
         "podStartupMs": _quantiles_ms(startup, (0.5, 0.99)),
         **_events_and_failures(core, listed.items),
+        "load": {k: {"points": len(v), "min": min(x for _, x in v), "max": max(x for _, x in v),
+                     "last": v[-1][1]} for k, v in loads.items()},
         "watch": {"received": len(recorder.pods), "duplicates": recorder.duplicates,
                   "outOfOrder": recorder.out_of_order, "complete": watch_complete},
         "list": {"items": len(listed.items), "resourceVersion": listed.resource_version},
     }
+    return summary, _series(times, t_start, listed.items, nodes, plan)
+
+
+def _series(times: list[PodTimes], t_start: float, pods: list[dict[str, Any]], nodes: list[dict[str, Any]],
+            plan: planning.Plan) -> Any:
+    """What the report's plots need: per-pod times from the start, and each node's requested fraction."""
+    from emulator.api.pods import pod_requests
+    from loadgen.report import RunSeries
+
+    cpu_req: Counter[str] = Counter()
+    mem_req: Counter[str] = Counter()
+    for p in pods:
+        node = p["spec"].get("nodeName")
+        if node and (p.get("status") or {}).get("phase") not in ("Succeeded", "Failed"):
+            req = pod_requests(p)  # millicores and bytes
+            cpu_req[node] += req.get("cpu", 0)
+            mem_req[node] += req.get("memory", 0)
+    node_cpu: dict[str, float] = {}
+    node_mem: dict[str, float] = {}
+    for n in nodes:
+        name = n["metadata"]["name"]
+        alloc = (n.get("status") or {}).get("allocatable") or {}
+        cpu = cpu_millis(alloc["cpu"]) if "cpu" in alloc else 0
+        mem = to_int(alloc["memory"]) if "memory" in alloc else 0
+        node_cpu[name] = cpu_req[name] / cpu if cpu else 0.0
+        node_mem[name] = mem_req[name] / mem if mem else 0.0
+
+    def rel(x: float | None) -> float | None:
+        return None if x is None else x - t_start
+
+    return RunSeries(added=[t.added - t_start for t in times], bound=[rel(t.bound) for t in times],
+                     ready=[rel(t.ready) for t in times], node_cpu=node_cpu, node_memory=node_mem,
+                     phases=[(w.name, w.start, w.end) for w in plan.phases])
+
+
+def _write_outputs(summary: dict[str, Any], series: Any, scenario: Scenario, opts: RunOptions) -> None:
+    """The summary as JSON and the HTML report: where asked, else under ``kemu-runs/<scenario>-<seed>/``."""
+    from loadgen.report import write_json, write_report
+
+    default_dir = Path("kemu-runs") / f"{scenario.name}-{scenario.seed}"
+    json_path = Path(opts.output) if opts.output else default_dir / "summary.json"
+    html_path = Path(opts.report) if opts.report else json_path.with_name("report.html") if opts.output \
+        else default_dir / "report.html"
+    for p in (json_path, html_path):
+        p.parent.mkdir(parents=True, exist_ok=True)
+    write_json(summary, json_path)
+    write_report(summary, series, html_path)
+    print(f"  written       {json_path} and {html_path}")
 
 
 def _wait_for_nodes(core: ServerCore, want: int, timeout: float) -> int:
     """Pool nodes register as their kubelet shard starts; pods created before they exist would wait."""
-    from emulator.api.kinds import NODE
-
     deadline = time.perf_counter() + timeout
     while True:
         ready = sum(1 for n in core.list(NODE).items if any(
@@ -372,8 +518,14 @@ def _scheduler_stats(cluster: LocalCluster) -> list[dict[str, Any]]:
     """Per scheduler: attempts, binds and bind conflicts, from the runners' health call."""
     if cluster.schedulers is None:
         return []
-    return [{k: s.get(k) for k in ("name", "attempts", "scheduled", "unschedulable", "conflicts", "errors",
-                                   "preemptions")} for s in cluster.schedulers.health()]
+    out = []
+    for s in cluster.schedulers.health():
+        row = {k: s.get(k) for k in ("name", "attempts", "scheduled", "unschedulable", "conflicts", "errors",
+                                     "preemptions", "attempt_p50_ms", "attempt_p90_ms", "attempt_p99_ms")}
+        # Of the binds this replica tried, the fraction another replica's bind beat (assume/forget).
+        row["conflictFraction"] = round(s["conflicts"] / max(1, s["scheduled"] + s["conflicts"]), 4)
+        out.append(row)
+    return out
 
 
 def _show_with_kubectl(kubeconfig: Path, pods: int) -> dict[str, Any]:
@@ -395,13 +547,6 @@ def _show_with_kubectl(kubeconfig: Path, pods: int) -> dict[str, Any]:
             "sample": sample[:4]}
 
 
-def _count_errors(results: list[Any]) -> int:
-    errs = [r for r in results if isinstance(r, StatusError)]
-    for e in errs[:3]:
-        print(f"kemu: create failed: {e.message}", file=sys.stderr)
-    return len(errs)
-
-
 def _fmt(q: dict[str, float | None]) -> str:
     return ", ".join(f"{k} {'-' if v is None else f'{v:,.0f}'} ms" for k, v in q.items())
 
@@ -409,22 +554,35 @@ def _fmt(q: dict[str, float | None]) -> str:
 def _print_summary(s: dict[str, Any]) -> None:
     c, p, cr, sc, w = s["cluster"], s["pods"], s["create"], s["scheduling"], s["watch"]
     print(f"\nkemu run: {s['scenario']} (seed {s['seed']})")
-    print(f"  cluster       {c['nodes']} nodes ({c['nodesReady']} Ready) on {c['kubeletShards']} kubelet shard(s), "
+    shards = "an attached cluster" if c.get("attached") else f"{c['kubeletShards']} kubelet shard(s)"
+    print(f"  cluster       {c['nodes']} nodes ({c['nodesReady']} Ready) on {shards}, "
           f"{c['schedulers']} scheduler(s), {c['namespaces']} namespaces; up in {c['startupSeconds']} s")
-    print(f"  pods          {p['created']} of {p['requested']} created in {cr['seconds']} s "
-          f"({cr['podsPerSecond']:,.0f} pods/s, target {cr['targetRate'] or 'unthrottled'} {cr['arrival']}; "
-          f"back-pressure {cr['backPressureSeconds']} s)")
+    dr = s["driver"]
+    print(f"  driver        {dr['kind']} x {dr['processes']} process(es), batches of {dr['batch']}, "
+          f"backlog limit {dr['maxBacklog']}")
+    for ph in s["phases"]:
+        print(f"  phase         {ph['name']:<16} {ph['kind']:<12} {ph['start']:>8.1f} s → {ph['end']:>8.1f} s, "
+              f"{ph['actions']} actions")
+    print(f"  pods          {p['created']} of {p['requested']} created ({p['expected']} expected with Deployments) "
+          f"in {cr['seconds']} s ({cr['podsPerSecond']:,.0f} pods/s; back-pressure {cr['backPressureSeconds']} s); "
+          f"{p['deleted']} deleted")
     print(f"                scheduled {p['scheduled']}, running {p['running']}, pending {p['pending']}, "
           f"succeeded {p['succeeded']}, failed {p['failed']}")
     print(f"  scheduling    {sc['podsPerSecond']:,.0f} pods/s; SLI latency (created → PodScheduled) "
           f"{_fmt(sc['sliLatencyMs'])}")
     print(f"  pod startup   created → Running and Ready {_fmt(s['podStartupMs'])}")
     for sched in s.get("schedulers") or ():
-        print(f"  scheduler     {sched['name']}: {sched['attempts']} attempts, {sched['scheduled']} bound, "
-              f"{sched['conflicts']} bind conflicts, {sched['unschedulable']} unschedulable")
+        attempts = {k[len("attempt_"):-3]: sched.get(k) for k in ("attempt_p50_ms", "attempt_p90_ms",
+                                                                 "attempt_p99_ms")}
+        print(f"  scheduler     {sched['name']}: {sched['attempts']} attempts ({_fmt(attempts)}), "
+              f"{sched['scheduled']} bound, {sched['conflicts']} bind conflicts "
+              f"({sched['conflictFraction']:.1%}), {sched['unschedulable']} unschedulable, "
+              f"{sched['preemptions']} preemptions")
     print(f"  kubelets      OOM kills {s['oomKills']['events']} (events), {s['oomKills']['containersOOMKilled']} "
           f"containers OOMKilled; evictions {s['evictions']['events']} (events), "
           f"{s['evictions']['podsEvicted']} pods evicted")
+    for name, series in (s.get("load") or {}).items():
+        print(f"  load          {name}: {series['points']} points, {series['min']:g} .. {series['max']:g}")
     print(f"  watch         {w['received']} ADDED, {w['duplicates']} duplicates, {w['outOfOrder']} out of order")
     print(f"  list          {s['list']['items']} pods at resourceVersion {s['list']['resourceVersion']}")
     k = s.get("kubectl") or {}
@@ -438,5 +596,6 @@ def _print_summary(s: dict[str, Any]) -> None:
     elif not w["complete"]:
         verdict = "WATCH INCOMPLETE"
     else:
-        verdict = f"NOT OK ({p['unscheduled']} unscheduled, {p['createFailures']} create failures)"
+        failed = sum(a["failed"] for a in s["actions"].values())
+        verdict = f"NOT OK ({p['unscheduled']} unscheduled, {failed} failed actions)"
     print(f"  result        {verdict} in {s['wallSeconds']} s")

@@ -1,69 +1,105 @@
-"""Scenario files: a cluster, its schedulers and a workload, as data.
+"""Scenario files: a cluster, its schedulers, a load driver and workload phases, as data.
 
-A scenario is YAML validated into frozen dataclasses; an unknown key or a
-value of the wrong type is a :class:`ScenarioError` naming the key path
-(``workload.pods: expected an integer >= 0, got 'many'``). The same scenario
-and seed always produce the same workload (see :mod:`loadgen.runner`).
+A scenario is YAML validated into frozen dataclasses. An unknown key, a value
+of the wrong type or an impossible combination is a :class:`ScenarioError`
+naming the key path (``phases[1].pods.rate: expected a number >= 0, got
+'fast'``). What the phases *do* is expanded by :mod:`loadgen.plan` into one
+timeline of actions; the same scenario and seed always give the same
+timeline.
 
-Schema (every key optional; defaults in the dataclasses below)::
+Schema (every key optional unless marked; defaults are the dataclasses below)::
 
     name: quickstart
     seed: 42
-    cluster:              # one node pool of kubelet-managed nodes (node-00000 ...)
-      nodes: 300          # count
-      node_cpu: "32"      # capacity per node (cpu, memory, pods)
+    clock_speed: 1.0          # cluster clock speed factor (kubelet lifecycles, leases, controllers)
+    cluster:
+      nodes: 300              # shorthand for one pool "node" of this shape ...
+      node_cpu: "32"
       node_memory: 128Gi
       node_pods: 110
-      zones: 3            # zone-a, zone-b, ... round robin
-      kubelet_shards: 1   # kubelet shard actors; 0 = the default (one per 1,250 nodes)
+      zones: 3                # zone-a, zone-b, ... round robin
+      node_pools:             # ... and/or any number of pools (emulator.kubelet.nodes.NodePool)
+        - {name: gpu, count: 10, instance_type: p3.8xlarge, zones: [zone-a], labels: {...}, taints: [...]}
+      trace_nodes:            # node pools from an openb node list (one pool per distinct shape)
+        file: openb_node_list_gpu_node.csv   # relative to the scenario, or to the datasets directory
+        limit: 200            # first N nodes of the list (0: all)
+      kubelet_shards: 1       # kubelet shard actors; 0 = kemu's default (one per 1,250 nodes)
     schedulers:
-      count: 1            # competing scheduler replicas
-    workload:
-      namespaces: 4
-      pods: 3000
-      rate: 200           # pods/s created (0: as fast as the store takes them)
-      arrival: constant   # or poisson (exponential inter-arrival times, seeded)
-      batch: 100          # most pods per store round trip
-      max_backlog: 2000   # back-pressure: stop creating while this many created pods are unscheduled
-      cpu: [100m, 250m]   # requests, drawn uniformly per pod
-      memory: [128Mi]
-      profile: [web, batch]   # kemu.io/profile annotation, drawn per pod (none: the kubelet's default)
-      priorities:         # priority mix: PriorityClasses created by the run, drawn by weight
-        - {name: high, value: 1000, weight: 1}
-      expect_pending: 0   # pods the scenario expects to stay Pending (exit code 0 still)
-      settle_timeout: 60  # seconds to wait after the last create for pods to be scheduled and Running
+      count: 1                # competing scheduler replicas
+      config: sched.yaml      # KubeSchedulerConfiguration (relative to the scenario file)
+    controllers: true         # run the controller manager (Deployments need it)
+    driver:
+      kind: store             # store (ServerCore, batched) | http (the API server, like any client) | null
+      processes: 1            # driver processes; pods are routed to them by name, so a pod's create
+                              # and its delete are issued by the same process, in order
+      batch: 100              # most objects per store round trip / per HTTP burst
+      concurrency: 8          # http: requests in flight per process
+      max_backlog: 2000       # back-pressure: created pods not yet bound before creation pauses
+    namespaces: 4             # load-0 ... load-N-1; pods are spread round robin
+    priorities:               # PriorityClasses the run creates; pods draw one by weight
+      - {name: kemu-high, value: 1000, weight: 1}
+    templates:                # pod shapes phases refer to by name ("default" is used when none is named)
+      default: {cpu: [100m, 250m], memory: [128Mi], profile: [web, batch], gpu_milli: [], priority: ""}
+    phases:                   # run one after another (or at `at` seconds from the start, overlapping)
+      - name: ramp
+        pods: {count: 3000, rate: 200, arrival: poisson, template: default, lifetime: 0}
+      - burst: {count: 500, template: default}
+      - deployments: {count: 4, replicas: 50, template: default, scale_to: 100, scale_after: 10}
+      - churn: {rate: 50, duration: 20}        # delete random live pods of earlier phases
+      - trace: {file: openb_pod_list_default.csv, speedup: 10000, offset: 1000, limit: 2000, deletions: true}
+      - load: {kind: http, target: web, shape: sine, base: 100, amplitude: 80, period: 60, duration: 120}
+    expect_pending: 0         # pods the scenario expects to stay Pending
+    settle_timeout: 60        # seconds to wait after the last action for pods to be bound and Running
 
 The cluster section maps onto kemu's own configuration (``node_pools``,
 ``kubelet_shards``, ``schedulers`` in :class:`emulator.config.Config`), so a
-scenario's cluster is exactly what ``kemu up --nodes N --schedulers S`` runs.
+scenario's cluster is exactly what ``kemu up`` runs with the same pools.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from emulator.api.quantity import QuantityError, parse_quantity
+from emulator.kubelet.nodes import NodeConfigError, NodePool
+
+# Where openb trace files are looked up when a scenario names one that is not next to it.
+DATASETS_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets" / "openb"
+SAMPLE_DIR = Path(__file__).resolve().parent / "traces"
 
 
 class ScenarioError(ValueError):
     pass
 
 
+# -- sections --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TraceNodesSpec:
+    file: str = ""
+    limit: int = 0
+
+
 @dataclass(frozen=True)
 class ClusterSpec:
-    nodes: int = 100
+    nodes: int = 0
     node_cpu: str = "32"
     node_memory: str = "128Gi"
     node_pods: int = 110
     zones: int = 3
+    node_pools: tuple[dict[str, Any], ...] = ()
+    trace_nodes: TraceNodesSpec | None = None
     kubelet_shards: int = 0  # 0: kemu's default (one shard per 1,250 nodes)
 
-    def node_pool(self) -> dict[str, Any]:
-        """The nodes as one node pool (:class:`emulator.kubelet.nodes.NodePool` data)."""
+    def shorthand_pool(self) -> dict[str, Any] | None:
+        """``nodes``/``node_cpu``/... as one node pool (:class:`emulator.kubelet.nodes.NodePool` data)."""
+        if not self.nodes:
+            return None
         return {"name": "node", "count": self.nodes,
                 "capacity": {"cpu": self.node_cpu, "memory": self.node_memory, "pods": str(self.node_pods)},
                 "zones": [f"zone-{chr(97 + i)}" for i in range(self.zones)]}
@@ -72,6 +108,19 @@ class ClusterSpec:
 @dataclass(frozen=True)
 class SchedulersSpec:
     count: int = 1
+    config: str = ""
+
+
+@dataclass(frozen=True)
+class DriverSpec:
+    kind: str = "store"
+    processes: int = 1
+    batch: int = 100
+    concurrency: int = 8
+    max_backlog: int = 2000
+
+
+DRIVER_KINDS = ("store", "http", "null")
 
 
 @dataclass(frozen=True)
@@ -82,101 +131,312 @@ class PriorityClassSpec:
 
 
 @dataclass(frozen=True)
-class WorkloadSpec:
-    namespaces: int = 1
-    pods: int = 1000
-    rate: float = 0.0  # pods/s; 0 = unthrottled
-    arrival: str = "constant"
-    batch: int = 250
-    max_backlog: int = 2000
+class TemplateSpec:
     cpu: tuple[str, ...] = ("100m",)
     memory: tuple[str, ...] = ("128Mi",)
     profile: tuple[str, ...] = ()
-    priorities: tuple[PriorityClassSpec, ...] = ()
-    expect_pending: int = 0
-    settle_timeout: float = 60.0
+    gpu_milli: tuple[str, ...] = ()  # alibabacloud.com/gpu-milli requests drawn per pod (openb's GPU sharing)
+    priority: str = ""  # a PriorityClass name; "" draws from the scenario's priority mix
 
+
+# -- phases ----------------------------------------------------------------------------------------------------
 
 ARRIVALS = ("constant", "poisson")
 
 
 @dataclass(frozen=True)
-class Scenario:
+class PodsPhase:
+    """Open-loop pod creation at ``rate`` pods/s (0: as fast as the driver goes)."""
+
+    count: int = 1000
+    rate: float = 0.0
+    arrival: str = "constant"
+    template: str = "default"
+    lifetime: float = 0.0  # seconds after creation each pod is deleted (0: kept)
+
+
+@dataclass(frozen=True)
+class BurstPhase:
+    """``count`` pods due at the same instant."""
+
+    count: int = 100
+    template: str = "default"
+
+
+@dataclass(frozen=True)
+class DeploymentsPhase:
+    """Deployments created (their controller makes the pods), optionally scaled later."""
+
+    count: int = 1
+    replicas: int = 10
+    template: str = "default"
+    scale_to: int = -1  # -1: never scaled
+    scale_after: float = 10.0
+
+
+@dataclass(frozen=True)
+class ChurnPhase:
+    """Deletes of live pods created by earlier phases, picked at random (seeded), at ``rate``/s."""
+
+    rate: float = 10.0
+    duration: float = 10.0
+
+
+@dataclass(frozen=True)
+class TracePhase:
+    """Replay of an openb pod list: creation/deletion times divided by ``speedup``."""
+
+    file: str = "openb_pod_list_default.csv"
+    speedup: float = 10000.0
+    offset: int = 0  # skip the first N pods in creation order (the trace's start is sparse)
+    limit: int = 0  # then at most N pods (0: all)
+    deletions: bool = True
+    max_duration: float = 0.0  # cut the compressed replay after this many seconds (0: all of it)
+
+
+LOAD_KINDS = ("http", "queue")
+SHAPES = ("constant", "ramp", "step", "sine")
+
+
+@dataclass(frozen=True)
+class LoadPhase:
+    """A request-rate (``http``) or queue-depth (``queue``) series for autoscalers, one value a second."""
+
+    kind: str = "http"
+    target: str = "web"
+    shape: str = "constant"
+    base: float = 100.0
+    amplitude: float = 0.0  # ramp: the increase over the duration; step: the jump at half time; sine: the swing
+    period: float = 60.0
+    duration: float = 60.0
+    noise: float = 0.0  # multiplicative noise, 0.1 = +-10 % (seeded)
+
+
+PHASE_KINDS: dict[str, type] = {"pods": PodsPhase, "burst": BurstPhase, "deployments": DeploymentsPhase,
+                                "churn": ChurnPhase, "trace": TracePhase, "load": LoadPhase}
+
+
+@dataclass(frozen=True)
+class Phase:
     name: str
-    seed: int
-    cluster: ClusterSpec
-    workload: WorkloadSpec
+    kind: str
+    spec: Any
+    at: float | None = None  # seconds from the start; None: when the previous phase's timeline ends
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str = "scenario"
+    seed: int = 0
+    clock_speed: float = 1.0
+    cluster: ClusterSpec = ClusterSpec()
     schedulers: SchedulersSpec = SchedulersSpec()
+    controllers: bool = True
+    driver: DriverSpec = DriverSpec()
+    namespaces: int = 1
+    priorities: tuple[PriorityClassSpec, ...] = ()
+    templates: dict[str, TemplateSpec] = field(default_factory=lambda: {"default": TemplateSpec()})
+    phases: tuple[Phase, ...] = ()
+    expect_pending: int = 0
+    settle_timeout: float = 60.0
+    base_dir: Path = Path(".")  # where relative file names (trace files, scheduler config) are resolved
 
     @classmethod
     def load(cls, path: Path) -> Scenario:
         try:
-            data = yaml.safe_load(path.read_text())
+            data = yaml.safe_load(Path(path).read_text())
         except OSError as e:
             raise ScenarioError(f"cannot read scenario {path}: {e.strerror}") from None
         except yaml.YAMLError as e:
             raise ScenarioError(f"scenario {path} is not valid YAML: {e}") from None
         if not isinstance(data, dict):
             raise ScenarioError(f"scenario {path} must be a mapping")
-        return cls.from_dict(data)
+        return cls.from_dict(data, base_dir=Path(path).resolve().parent)
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Scenario:
-        _no_unknown(data, {"name", "seed", "cluster", "schedulers", "workload"}, "")
-        workload = dict(_mapping(data.get("workload") or {}, "workload"))
-        # Priorities are a list of mappings, not a flat value: validated on their own.
-        priorities = _priorities(workload.pop("priorities", None) or [])
+    def from_dict(cls, data: dict[str, Any], base_dir: Path = Path(".")) -> Scenario:
+        _mapping(data, "scenario")
+        _no_unknown(data, {f.name for f in fields(cls)} - {"base_dir"}, "")
+        cluster = dict(_mapping(data.get("cluster") or {}, "cluster"))
+        pools = _pools(cluster.pop("node_pools", None) or [])
+        trace_nodes = cluster.pop("trace_nodes", None)
         scenario = cls(
             name=str(data.get("name", "scenario")),
             seed=_int(data.get("seed", 0), "seed"),
-            cluster=_section(ClusterSpec, data.get("cluster") or {}, "cluster"),
+            clock_speed=_float(data.get("clock_speed", 1.0), "clock_speed"),
+            cluster=_section(ClusterSpec, cluster, "cluster", extra={
+                "node_pools": pools,
+                "trace_nodes": None if trace_nodes is None else _section(TraceNodesSpec, trace_nodes,
+                                                                         "cluster.trace_nodes")}),
             schedulers=_section(SchedulersSpec, data.get("schedulers") or {}, "schedulers"),
-            workload=_section(WorkloadSpec, workload, "workload", extra={"priorities": priorities}),
+            controllers=_bool(data.get("controllers", True), "controllers"),
+            driver=_section(DriverSpec, data.get("driver") or {}, "driver"),
+            namespaces=_int(data.get("namespaces", 1), "namespaces"),
+            priorities=_priorities(data.get("priorities") or []),
+            templates=_templates(data.get("templates")),
+            phases=_phases(data.get("phases") or []),
+            expect_pending=_int(data.get("expect_pending", 0), "expect_pending"),
+            settle_timeout=_float(data.get("settle_timeout", 60.0), "settle_timeout"),
+            base_dir=base_dir,
         )
         _check(scenario)
         return scenario
 
+    # -- derived -------------------------------------------------------------------------------------------------
 
-def _check(scenario: Scenario) -> None:
-    c, w = scenario.cluster, scenario.workload
-    for path, value in (("cluster.node_cpu", c.node_cpu), ("cluster.node_memory", c.node_memory),
-                        *((f"workload.cpu[{i}]", v) for i, v in enumerate(w.cpu)),
-                        *((f"workload.memory[{i}]", v) for i, v in enumerate(w.memory))):
-        try:
-            parse_quantity(value)
-        except QuantityError as e:
-            raise ScenarioError(f"{path}: {e}") from None
-    if w.batch < 1:
-        raise ScenarioError("workload.batch: must be at least 1")
-    if w.namespaces < 1:
-        raise ScenarioError("workload.namespaces: must be at least 1")
-    if w.max_backlog < 1:
-        raise ScenarioError("workload.max_backlog: must be at least 1")
-    if w.arrival not in ARRIVALS:
-        raise ScenarioError(f"workload.arrival: must be one of {', '.join(ARRIVALS)}, got {w.arrival!r}")
-    if w.arrival == "poisson" and w.rate <= 0:
-        raise ScenarioError("workload.rate: poisson arrivals need a rate > 0 (pods/s)")
-    if w.expect_pending > w.pods:
-        raise ScenarioError(f"workload.expect_pending: {w.expect_pending} is more than workload.pods ({w.pods})")
+    def node_pools(self) -> list[dict[str, Any]]:
+        """Every node pool of the cluster: the shorthand pool, ``node_pools``, and the trace's node shapes."""
+        from loadgen import trace
+
+        pools = [p for p in (self.cluster.shorthand_pool(),) if p] + [dict(p) for p in self.cluster.node_pools]
+        t = self.cluster.trace_nodes
+        if t is not None:
+            pools += trace.node_pools(self.resolve(t.file, trace=True), t.limit)
+        return pools
+
+    def node_count(self) -> int:
+        return sum(int(p.get("count", 0)) for p in self.node_pools())
+
+    def resolve(self, name: str, *, trace: bool = False) -> Path:
+        """A file the scenario names: absolute, next to the scenario, or (traces) in the datasets directories."""
+        p = Path(name)
+        candidates = [p] if p.is_absolute() else [self.base_dir / p]
+        if trace and not p.is_absolute():
+            candidates += [DATASETS_DIR / p, SAMPLE_DIR / p]
+        for c in candidates:
+            if c.exists():
+                return c
+        raise ScenarioError(f"{name}: no such file (looked in {', '.join(str(c.parent) for c in candidates)})")
+
+
+# -- validation ------------------------------------------------------------------------------------------------
+
+
+def _check(s: Scenario) -> None:
+    c, d = s.cluster, s.driver
+    for path, value in (("cluster.node_cpu", c.node_cpu), ("cluster.node_memory", c.node_memory)):
+        _quantity(value, path)
     if c.zones < 1 or c.zones > 26:
         raise ScenarioError("cluster.zones: must be between 1 and 26")
-    if c.nodes and not scenario.schedulers.count:
+    if d.kind not in DRIVER_KINDS:
+        raise ScenarioError(f"driver.kind: must be one of {', '.join(DRIVER_KINDS)}, got {d.kind!r}")
+    for key in ("processes", "batch", "concurrency", "max_backlog"):
+        if getattr(d, key) < 1:
+            raise ScenarioError(f"driver.{key}: must be at least 1")
+    if s.namespaces < 1:
+        raise ScenarioError("namespaces: must be at least 1")
+    if s.clock_speed <= 0:
+        raise ScenarioError("clock_speed: must be positive")
+    if c.trace_nodes is not None:
+        s.resolve(c.trace_nodes.file, trace=True)  # a missing file is an error now, not mid-run
+    if s.schedulers.config:
+        s.resolve(s.schedulers.config)
+    nodes = s.node_count()
+    if nodes and not s.schedulers.count:
         raise ScenarioError("schedulers.count: must be at least 1 when the cluster has nodes")
-    if w.profile:
-        from emulator.kubelet.profiles import BUILTIN_PROFILE_DIR
+    priorities = {p.name for p in s.priorities}
+    for name, t in s.templates.items():
+        where = f"templates.{name}"
+        for key in ("cpu", "memory", "gpu_milli"):
+            for i, v in enumerate(getattr(t, key)):
+                _quantity(v, f"{where}.{key}[{i}]")
+        if t.priority and t.priority not in priorities:
+            raise ScenarioError(f"{where}.priority: {t.priority!r} is not one of the scenario's priorities "
+                                f"({', '.join(sorted(priorities)) or 'none defined'})")
+        if t.profile:
+            from emulator.kubelet.profiles import BUILTIN_PROFILE_DIR
 
-        known = sorted(p.stem for p in BUILTIN_PROFILE_DIR.glob("*.yaml"))
-        for i, name in enumerate(w.profile):
-            if name not in known:
-                raise ScenarioError(f"workload.profile[{i}]: unknown profile {name!r} (known: {', '.join(known)})")
+            known = sorted(p.stem for p in BUILTIN_PROFILE_DIR.glob("*.yaml"))
+            for i, profile in enumerate(t.profile):
+                if profile not in known:
+                    raise ScenarioError(f"{where}.profile[{i}]: unknown profile {profile!r} "
+                                        f"(known: {', '.join(known)})")
+    for i, phase in enumerate(s.phases):
+        _check_phase(s, phase, f"phases[{i}].{phase.kind}")
+    total = sum(p.spec.count for p in s.phases if p.kind in ("pods", "burst"))
+    if s.expect_pending > total + sum(p.spec.count * p.spec.replicas for p in s.phases if p.kind == "deployments") \
+            and not any(p.kind == "trace" for p in s.phases):
+        raise ScenarioError(f"expect_pending: {s.expect_pending} is more than the pods the phases create")
+
+
+def _check_phase(s: Scenario, phase: Phase, where: str) -> None:
+    spec = phase.spec
+    template = getattr(spec, "template", None)
+    if template is not None and template not in s.templates:
+        raise ScenarioError(f"{where}.template: no template {template!r} (templates: {', '.join(s.templates)})")
+    if isinstance(spec, PodsPhase):
+        if spec.arrival not in ARRIVALS:
+            raise ScenarioError(f"{where}.arrival: must be one of {', '.join(ARRIVALS)}, got {spec.arrival!r}")
+        if spec.arrival == "poisson" and spec.rate <= 0:
+            raise ScenarioError(f"{where}.rate: poisson arrivals need a rate > 0 (pods/s)")
+    elif isinstance(spec, DeploymentsPhase):
+        if spec.scale_to < -1:
+            raise ScenarioError(f"{where}.scale_to: expected replicas >= 0 (or -1: not scaled)")
+    elif isinstance(spec, ChurnPhase):
+        if spec.rate <= 0:
+            raise ScenarioError(f"{where}.rate: must be > 0 deletes/s")
+    elif isinstance(spec, TracePhase):
+        if spec.speedup <= 0:
+            raise ScenarioError(f"{where}.speedup: must be > 0")
+        s.resolve(spec.file, trace=True)
+    elif isinstance(spec, LoadPhase):
+        if spec.kind not in LOAD_KINDS:
+            raise ScenarioError(f"{where}.kind: must be one of {', '.join(LOAD_KINDS)}, got {spec.kind!r}")
+        if spec.shape not in SHAPES:
+            raise ScenarioError(f"{where}.shape: must be one of {', '.join(SHAPES)}, got {spec.shape!r}")
+        if spec.shape == "sine" and spec.period <= 0:
+            raise ScenarioError(f"{where}.period: must be > 0 for a sine")
+
+
+def _phases(items: Any) -> tuple[Phase, ...]:
+    if not isinstance(items, list):
+        raise ScenarioError("phases: expected a list of phases (each one of: " + ", ".join(PHASE_KINDS) + ")")
+    out: list[Phase] = []
+    for i, raw in enumerate(items):
+        where = f"phases[{i}]"
+        item = _mapping(raw, where)
+        kinds = [k for k in item if k in PHASE_KINDS]
+        _no_unknown(item, {"name", "at", *PHASE_KINDS}, where)
+        if len(kinds) != 1:
+            raise ScenarioError(f"{where}: needs exactly one of {', '.join(PHASE_KINDS)}"
+                                + (f" (got {', '.join(kinds)})" if kinds else ""))
+        kind = kinds[0]
+        spec = _section(PHASE_KINDS[kind], item[kind] or {}, f"{where}.{kind}")
+        at = None if item.get("at") is None else _float(item["at"], f"{where}.at")
+        out.append(Phase(str(item.get("name") or f"{kind}-{i}"), kind, spec, at))
+    names = [p.name for p in out]
+    dup = next((n for n in names if names.count(n) > 1), None)
+    if dup:
+        raise ScenarioError(f"phases: two phases are named {dup!r}")
+    return tuple(out)
+
+
+def _templates(data: Any) -> dict[str, TemplateSpec]:
+    if data is None:
+        return {"default": TemplateSpec()}
+    out = {str(name): _section(TemplateSpec, raw or {}, f"templates.{name}")
+           for name, raw in _mapping(data, "templates").items()}
+    out.setdefault("default", TemplateSpec())
+    return out
+
+
+def _pools(items: Any) -> tuple[dict[str, Any], ...]:
+    if not isinstance(items, list):
+        raise ScenarioError("cluster.node_pools: expected a list of node pools")
+    for i, raw in enumerate(items):
+        try:
+            NodePool.from_dict(_mapping(raw, f"cluster.node_pools[{i}]"), f"cluster.node_pools[{i}]")
+        except NodeConfigError as e:
+            raise ScenarioError(str(e)) from None
+    return tuple(dict(p) for p in items)
 
 
 def _priorities(items: Any) -> tuple[PriorityClassSpec, ...]:
     if not isinstance(items, list):
-        raise ScenarioError("workload.priorities: expected a list of {name, value, weight}")
+        raise ScenarioError("priorities: expected a list of {name, value, weight}")
     out: list[PriorityClassSpec] = []
     for i, raw in enumerate(items):
-        where = f"workload.priorities[{i}]"
+        where = f"priorities[{i}]"
         item = _mapping(raw, where)
         _no_unknown(item, {"name", "value", "weight"}, where)
         if not isinstance(item.get("name"), str) or not item["name"]:
@@ -186,8 +446,15 @@ def _priorities(items: Any) -> tuple[PriorityClassSpec, ...]:
             raise ScenarioError(f"{where}.value: expected an integer priority up to 1000000000, got {value!r}")
         out.append(PriorityClassSpec(item["name"], value, _float(item.get("weight", 1.0), f"{where}.weight")))
     if out and not sum(p.weight for p in out):
-        raise ScenarioError("workload.priorities: the weights must not all be 0")
+        raise ScenarioError("priorities: the weights must not all be 0")
     return tuple(out)
+
+
+def _quantity(value: str, path: str) -> None:
+    try:
+        parse_quantity(value)
+    except QuantityError as e:
+        raise ScenarioError(f"{path}: {e}") from None
 
 
 def _mapping(data: Any, where: str) -> dict[str, Any]:
@@ -197,7 +464,7 @@ def _mapping(data: Any, where: str) -> dict[str, Any]:
 
 
 def _no_unknown(data: dict[str, Any], known: set[str], where: str) -> None:
-    unknown = sorted(set(data) - known)
+    unknown = sorted(str(k) for k in set(data) - known)
     if unknown:
         prefix = f"{where}." if where else ""
         raise ScenarioError(f"unknown key {prefix}{unknown[0]} (known: {', '.join(sorted(known))})")
@@ -209,30 +476,47 @@ def _int(value: Any, path: str) -> int:
     return value
 
 
+def _signed_int(value: Any, path: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ScenarioError(f"{path}: expected an integer, got {value!r}")
+    return value
+
+
 def _float(value: Any, path: str) -> float:
     if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
         raise ScenarioError(f"{path}: expected a number >= 0, got {value!r}")
     return float(value)
 
 
+def _bool(value: Any, path: str) -> bool:
+    if not isinstance(value, bool):
+        raise ScenarioError(f"{path}: expected true or false, got {value!r}")
+    return value
+
+
 def _section(cls: type, data: Any, where: str, extra: dict[str, Any] | None = None) -> Any:
+    """Validate a flat mapping into ``cls`` by the types of its defaults (nested values come in ``extra``)."""
     data = _mapping(data, where)
     extra = extra or {}
-    known = {f.name: f for f in fields(cls)}
-    _no_unknown(data, set(known) - set(extra), where)
+    _no_unknown(data, {f.name for f in fields(cls)} - set(extra), where)
     values: dict[str, Any] = dict(extra)
+    defaults = {f.name: f.default for f in fields(cls)}
     for key, value in data.items():
-        default = getattr(cls(), key)
+        default = defaults[key]
         path = f"{where}.{key}"
-        if isinstance(default, float):
+        if isinstance(default, bool):
+            values[key] = _bool(value, path)
+        elif isinstance(default, float):
             values[key] = _float(value, path)
         elif isinstance(default, int):
-            values[key] = _int(value, path)
+            values[key] = _signed_int(value, path) if default < 0 else _int(value, path)
         elif isinstance(default, tuple):
             items = value if isinstance(value, list) else [value]
             values[key] = tuple(str(v) for v in items)
-            if not values[key] and key != "profile":
+            if not values[key] and key in ("cpu", "memory"):
                 raise ScenarioError(f"{path}: must not be empty")
         else:
+            if isinstance(value, dict | list):
+                raise ScenarioError(f"{path}: expected a single value, got a {type(value).__name__}")
             values[key] = str(value)
     return cls(**values)

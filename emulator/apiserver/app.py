@@ -23,6 +23,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import os
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -36,11 +38,12 @@ from starlette.responses import Response, StreamingResponse
 from emulator.api import errors
 from emulator.api.selectors import parse_field_selector, parse_label_selector
 from emulator.apiserver import aggregated, content, discovery, routing
+from emulator.apiserver import metrics as apimetrics
 from emulator.apiserver.auth import TokenAuth
 from emulator.apiserver.handlers import Call, Handlers, Result, query_bool, query_int
 from emulator.apiserver.settings import ServerSettings
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
-from emulator.metrics import SD_PATH, discover
+from emulator.metrics import SD_PATH, discover, serve_and_register
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, parse_resource_version
 
@@ -99,6 +102,18 @@ class ApiServer:
 
     # ------------------------------------------------------------------ resources
     async def resource(self, request: Request) -> Response:
+        """Serve one resource request and count it (:mod:`.metrics`: one dict lookup and two updates)."""
+        start = time.perf_counter()
+        response, info = await self._resource(request)
+        if info is not None:
+            verb = apimetrics.reported_verb(info.verb, request.headers.get("content-type"))
+            apimetrics.observe(verb, info, response.status_code,
+                               None if info.verb == "watch" else time.perf_counter() - start)
+        return response
+
+    async def _resource(self, request: Request) -> tuple[Response, routing.RequestInfo | None]:
+        """The response, and what the request asked for once its path parsed (None: not a resource request)."""
+        info: routing.RequestInfo | None = None
         try:
             path = request.url.path
             parts = [p for p in path.split("/") if p]
@@ -106,28 +121,28 @@ class ApiServer:
             if api is not None and len(parts) >= 4:  # a group served by a provider, not the store
                 answer = await run_in_threadpool(aggregated.serve, api, self.core.store, request.method, parts,
                                                  request.query_params)
-                return _json(answer)
+                return _json(answer), None
             # /api/v1, /apis/{group}, /apis/{group}/{version}: discovery, not resources.
             if request.method == "GET" and ((len(parts) == 2 and parts[0] == "api") or
                                             (len(parts) in (2, 3) and parts[0] == "apis")):
-                return self.group_discovery(request, parts)
+                return self.group_discovery(request, parts), None
             query = request.query_params
             info = routing.parse(request.method, path, query.get("watch"))
             wanted = content.negotiate(request.headers.get("accept") or "")
             body = b"" if request.method == "GET" else await self.read_body(request)
             call = Call(info, query, request.headers, body, wanted)
             if info.verb == "watch":
-                return await self.watch(call)
+                return await self.watch(call), info
             if info.verb in _THREADED_VERBS:
                 result = await run_in_threadpool(self.handlers.handle, call)
             else:
                 result = self.handlers.handle(call)
-            return self.respond(call, result)
+            return self.respond(call, result), info
         except errors.StatusError as e:
-            return status_response(e)
+            return status_response(e), info
         except Exception:
             log.exception("internal error serving %s %s", request.method, request.url.path)
-            return status_response(errors.internal("an internal error occurred; see the API server log"))
+            return status_response(errors.internal("an internal error occurred; see the API server log")), info
 
     # ------------------------------------------------------------------ watch
     async def watch(self, call: Call) -> Response:
@@ -214,9 +229,19 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
     """Build the ASGI application (the FastAPI app wrapped in token auth)."""
     server = ApiServer(settings, core)
 
+    apimetrics.preinitialise()
+
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        endpoint = None
+        if settings.workers > 1:
+            # Each worker process has its own metrics and a scrape of the shared port reaches one
+            # of them at random: every worker serves its own /metrics and is a target of its own.
+            endpoint = await run_in_threadpool(serve_and_register, server.core.store.redis,
+                                               f"apiserver-{os.getpid()}", "apiserver", prefix=settings.prefix)
         yield
+        if endpoint is not None:
+            endpoint.stop()
         await server.watches.close()
 
     # FastAPI's own OpenAPI and docs would shadow Kubernetes' /openapi paths and describe nothing useful.
@@ -282,6 +307,8 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
         # Prometheus http_sd: every kemu process that registered its /metrics in Redis, plus this
         # API server itself (as the address the scraper reached it on).
         found = await run_in_threadpool(discover, server.core.store.redis, server.settings.prefix)
+        if server.settings.workers > 1:
+            return _json(found)  # the workers registered themselves (see lifespan)
         host = request.headers.get("host") or f"{server.settings.host}:{server.settings.port}"
         return _json([{"targets": [host], "labels": {"instance": "apiserver", "component": "apiserver"}}, *found])
 

@@ -4,13 +4,22 @@ One cluster, one user and one context, all named ``kemu`` (so it can be
 merged into ``~/.kube/config`` with ``KUBECONFIG=~/.kube/config:$KEMU_HOME/kubeconfig``
 without clashing), pointing at the API server's URL with the generated bearer
 token. The file holds a credential, so it is written ``0600`` and replaced
-atomically.
+atomically (under a temporary name unique to the writer: several API server
+replicas may write the same shared kubeconfig at once).
+
+:func:`shared_token` is how replicas agree on one token without talking to
+each other: the first process to start creates the token file (``0600``,
+published with ``link``, which fails if the file exists, so exactly one writer
+wins and nobody ever reads a half-written token); the others read it. ``kemu
+up --api-token-file`` and ``kemu ray-node`` (Ray's cluster token) use it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+from collections.abc import Callable
 from pathlib import Path
 
 import yaml
@@ -22,6 +31,29 @@ NAME = "kemu"
 
 def generate_token() -> str:
     return secrets.token_urlsafe(32)
+
+
+def shared_token(path: Path, generate: Callable[[], str] = generate_token) -> str:
+    """The token in ``path``, created with ``generate()`` by whichever process gets there first."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(FileNotFoundError):
+        token = path.read_text().strip()
+        if token:
+            return token
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(generate() + "\n")
+    try:
+        os.link(tmp, path)  # atomic, and refuses to replace a token another process published first
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink()
+    token = path.read_text().strip()
+    if not token:
+        raise ValueError(f"token file {path} is empty; delete it or write a token into it")
+    return token
 
 
 def default_path() -> Path:
@@ -52,7 +84,7 @@ def render(server: str, token: str, namespace: str = "default") -> str:
 
 def write(path: Path, server: str, token: str) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w") as f:
         f.write(render(server, token))

@@ -33,6 +33,11 @@ minutes, like upstream's ``--min-request-timeout`` default. When the server
 shuts down (:data:`DRAINING`), streams end cleanly within a second so
 clients resume from their last resourceVersion elsewhere.
 
+Every watch is counted in ``apiserver_longrunning_requests`` while open; the
+events it sends in ``apiserver_watch_events_total``, and how far behind the
+newest resourceVersion each batch was in
+``kemu_apiserver_watch_lag_resource_versions`` (:mod:`.metrics`).
+
 Simplifications: an object that stops matching a selector is not turned into
 a DELETED event (upstream's watch cache does that), and the per-watch reader
 is not multiplexed across watches of one kind.
@@ -49,11 +54,12 @@ from typing import Any
 
 import orjson
 import redis.asyncio as aioredis
+from prometheus_client import Counter, Histogram
 
 from emulator.api import errors
 from emulator.api.kinds import Kind
 from emulator.api.selectors import FieldSelector, LabelSelector
-from emulator.apiserver import tables
+from emulator.apiserver import metrics, tables
 from emulator.store.store import Store, WatchEvent, check_window, decode_entries, event_filter
 
 Obj = dict[str, Any]
@@ -107,14 +113,16 @@ class WatchSource:
         stream = self.store.stream_key(kind)
         check_window(since_rv, await self.client.hget(self.store._trim_key, stream))
 
-    async def read(self, stream: str, after_rv: int, block_seconds: float) -> tuple[list[Any], Any]:
-        """One blocking XREAD after ``after_rv`` plus the stream's trim mark read after it."""
+    async def read(self, stream: str, after_rv: int, block_seconds: float) -> tuple[list[Any], Any, int]:
+        """One blocking XREAD after ``after_rv``, then the stream's trim mark and the newest resourceVersion."""
         pipe = self.client.pipeline(transaction=False)
         pipe.xread({stream: f"{after_rv}-0"}, count=self.batch, block=max(1, int(block_seconds * 1000)))
         # After the XREAD on the server: if nothing after after_rv was trimmed by now, nothing was before.
         pipe.hget(self.store._trim_key, stream)
-        reply, first_retained = await pipe.execute()
-        return (reply[0][1] if reply else []), first_retained
+        # The watch-lag metric's reference point; same round trip, so it costs no extra latency.
+        pipe.get(self.store._rv_key)
+        reply, first_retained, newest = await pipe.execute()
+        return (reply[0][1] if reply else []), first_retained, int(newest or 0)
 
 
 class EventEncoder:
@@ -171,6 +179,20 @@ async def stream_events(req: WatchRequest, source: WatchSource, initial: list[Ob
 
     The caller has already checked the window (so a 410 could still be a plain HTTP error).
     """
+    group, resource = req.kind.group, req.kind.plural
+    open_watches = metrics.LONGRUNNING.labels("WATCH", group, resource)
+    open_watches.inc()
+    try:
+        async for chunk in _stream(req, source, initial, start_rv, now,
+                                   sent=metrics.WATCH_EVENTS.labels(group, resource),
+                                   lag=metrics.WATCH_LAG.labels(group, resource)):
+            yield chunk
+    finally:
+        open_watches.dec()
+
+
+async def _stream(req: WatchRequest, source: WatchSource, initial: list[Obj] | None, start_rv: int,
+                  now: Callable[[], float], *, sent: Counter, lag: Histogram) -> AsyncIterator[bytes]:
     loop = asyncio.get_running_loop()
     encoder = EventEncoder(req, now)
     keep = event_filter(req.namespace, req.label_selector, req.field_selector)
@@ -181,6 +203,7 @@ async def stream_events(req: WatchRequest, source: WatchSource, initial: list[Ob
     if initial:
         for i in range(0, len(initial), 500):
             yield b"".join(encoder.event("ADDED", o) for o in initial[i:i + 500])
+        sent.inc(len(initial))
     if req.initial_end_bookmark:
         yield encoder.bookmark(last, initial_end=True)
     next_bookmark = loop.time() + source.bookmark_interval
@@ -191,7 +214,7 @@ async def stream_events(req: WatchRequest, source: WatchSource, initial: list[Ob
         block = min(deadline - t, POLL_SECONDS)
         if req.allow_bookmarks:
             block = min(block, max(next_bookmark - t, 0.001))
-        entries, first_retained = await source.read(stream, last, block)
+        entries, first_retained, newest = await source.read(stream, last, block)
         try:
             check_window(last, first_retained)
         except errors.StatusError as e:
@@ -201,6 +224,8 @@ async def stream_events(req: WatchRequest, source: WatchSource, initial: list[Ob
             events, last = decode_entries(entries, keep)
             if events:
                 yield encoder.events(events)
+                sent.inc(len(events))
+                lag.observe(max(newest - last, 0))
         if req.allow_bookmarks and loop.time() >= next_bookmark:
             yield encoder.bookmark(last)
             next_bookmark = loop.time() + source.bookmark_interval

@@ -108,6 +108,8 @@ class ManagerConfig:
     options: Mapping[str, Any] = field(default_factory=dict)
     cache_sync_timeout: float = 120.0
     events: bool = True
+    # Export kemu_cluster_* (emulator.controllers.clusterstate) from the leader's node and pod caches.
+    cluster_state_metrics: bool = True
 
     @classmethod
     def from_dict(cls, values: Mapping[str, Any]) -> ManagerConfig:
@@ -137,6 +139,7 @@ class ControllerManager:
         self._recorders: list[EventRecorder] = []
         self._direct: tuple[threading.Thread, threading.Event] | None = None
         self._factory: Any = None
+        self._state_informers: tuple[Any, Any] | None = None  # (nodes, pods) for the cluster-state metrics
         self._active = threading.Event()
         self._stopped = False
         self.elector: LeaderElector | None = None
@@ -211,6 +214,15 @@ class ControllerManager:
                 "leaderships": self.leaderships,
                 "leaseHolder": self.elector.get_leader() if self.elector is not None else self.identity}
 
+    def cluster_objects(self) -> tuple[list[dict[str, Any]], list[dict[str, Any]]] | None:
+        """The leader's cached nodes and pods for :mod:`emulator.controllers.clusterstate` (None: not leading)."""
+        with self._lock:
+            state = self._state_informers
+        if state is None or not self._active.is_set() or not all(i.has_synced() for i in state):
+            return None
+        nodes, pods = state
+        return nodes.get_store().list(), pods.get_store().list()
+
     # ------------------------------------------------------------ leading
     def _start_controllers(self, cancelled: threading.Event) -> None:
         """``OnStartedLeading``: build the controllers, sync their caches, start them (unless cancelled)."""
@@ -232,6 +244,14 @@ class ControllerManager:
             built[name] = constructor(ctx)
             if recorder is not None:
                 recorders.append(recorder.start())
+        if self.config.cluster_state_metrics:
+            from emulator.api.kinds import NODE, POD
+            from emulator.controllers import clusterstate
+
+            # The same informers the controllers share (created here if no enabled controller wants them).
+            with self._lock:
+                self._state_informers = (factory.informer_for(NODE), factory.informer_for(POD))
+            clusterstate.collector().add(self)
         factory.start()
         deadline = time.monotonic() + self.config.cache_sync_timeout
         while not all(getattr(c, "has_synced", lambda: True)() for c in built.values()):
@@ -259,6 +279,11 @@ class ControllerManager:
             self._running = {}
             recorders, self._recorders = self._recorders, []
             factory, self._factory = self._factory, None
+            state, self._state_informers = self._state_informers, None
+        if state is not None:
+            from emulator.controllers import clusterstate
+
+            clusterstate.collector().remove(self)
         for controller in reversed(list(built.values())):
             try:
                 controller.stop(10.0)

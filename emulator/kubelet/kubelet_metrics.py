@@ -21,13 +21,22 @@ when Prometheus scrapes (:class:`KubeletCollector`), never per tick.
 
 Kubelet-level histograms (pod start latency) are ordinary prometheus-client
 histograms shared by the shards of a process.
+
+Allocation, for requested-vs-used panels and the allocation heatmap: per
+node, ``kube_node_status_allocatable{resource,unit}`` (kube-state-metrics'
+name and units: ``cpu``/``core``, ``memory``/``byte``) and
+``kemu_node_resource_requests{resource,unit}`` (the requests of the pods the
+kubelet admitted and that have not finished -- what upstream's scheduler
+and ``kubectl describe node`` call "allocated"). The shard hands the
+collector a function (:attr:`ShardMetrics.allocation`) that reads its node
+table when Prometheus scrapes, so this costs nothing per tick.
 """
 
 from __future__ import annotations
 
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
@@ -48,6 +57,7 @@ POD_START = Histogram(
     "kubelet_pod_start_duration_seconds",
     "Duration in seconds from kubelet seeing a pod for the first time to the pod starting to run",
     buckets=POD_START_BUCKETS)
+_EVICTION_SIGNALS = {"memory.available": 0, "nodefs.available": 0, "pid.available": 0}
 LEASE_RENEWALS = Counter("kemu_kubelet_lease_renewals", "Node Lease renewals written (node heartbeats)", ["shard"])
 LEASE_LATE = Counter("kemu_kubelet_lease_late_renewals",
                      "Lease renewals written more than two ticks after they were due", ["shard"])
@@ -80,6 +90,9 @@ class ShardMetrics:
         self.evictions: dict[str, int] = {}
         # What the collector reads: replaced whole each tick (never mutated after publication).
         self._view: dict[str, Any] = {"nodes": [], "active": np.zeros(0, dtype=bool)}
+        # Set by the shard: (node, allocatable cpu millicores, allocatable memory bytes, requested cpu
+        # millicores, requested memory bytes) per node, read at scrape time.
+        self.allocation: Callable[[], list[tuple[str, int, int, int, int]]] | None = None
 
     def _grow_rows(self, n: int) -> None:
         for name, arr in self._last.items():
@@ -187,7 +200,18 @@ class KubeletCollector(Collector):
                                              "the node's containers", labels=["shard", "node"]),
         }
         evictions = Metric("kubelet_evictions", "Cumulative number of pod evictions by eviction signal", "counter")
+        allocatable = GaugeMetricFamily("kube_node_status_allocatable", "The allocatable of a node for scheduling",
+                                        labels=["shard", "node", "resource", "unit"])
+        requested = GaugeMetricFamily("kemu_node_resource_requests",
+                                      "Sum of the requests of the pods admitted to the node and not finished",
+                                      labels=["shard", "node", "resource", "unit"])
         for shard in shards:
+            if shard.allocation is not None:
+                for node, alloc_cpu, alloc_mem, req_cpu, req_mem in shard.allocation():
+                    allocatable.add_metric([shard.shard, node, "cpu", "core"], alloc_cpu / 1000)
+                    allocatable.add_metric([shard.shard, node, "memory", "byte"], float(alloc_mem))
+                    requested.add_metric([shard.shard, node, "cpu", "core"], req_cpu / 1000)
+                    requested.add_metric([shard.shard, node, "memory", "byte"], float(req_mem))
             view = shard.view()
             names: list[str] = view["nodes"]
             if not names:
@@ -206,12 +230,15 @@ class KubeletCollector(Collector):
                 families["throttled_usec"].add_metric(labels, float(view["throttled_usec"][i]) / 1e6)
                 families["memory"].add_metric(labels, float(view["memory"][i]))
                 families["oom_kills"].add_metric(labels, float(view["oom_kills"][i]))
-            for signal, count in sorted(view["evictions"].items()):
+            # The signals kemu's eviction manager acts on, at 0 until they fire: a panel shows 0, not "no data".
+            for signal, count in sorted({**_EVICTION_SIGNALS, **view["evictions"]}.items()):
                 # Upstream's name has no _total suffix (component-base counters): keep it.
                 evictions.add_sample("kubelet_evictions", {"shard": shard.shard, "eviction_signal": signal},
                                      float(count))
         yield from families.values()
         yield evictions
+        yield allocatable
+        yield requested
 
 
 _collector_lock = threading.Lock()

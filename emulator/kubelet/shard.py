@@ -443,6 +443,7 @@ class KubeletShard:
         self.events = EventRecorder(core, mode=cfg.events, burst=cfg.event_burst,
                                     refill_seconds=cfg.event_refill_seconds)
         self.metrics = km.ShardMetrics(shard_index)
+        self.metrics.allocation = self.allocation
         self.stats = ShardStats()
         # State touched only by the tick thread.
         self._nodes: dict[str, _Node] = {}
@@ -523,6 +524,19 @@ class KubeletShard:
                 self._pending_nodes.append(nd.new_pool_node(pool, i, ordinal, allocatable_of=self._allocatable))
         km.collector().add(self.metrics)
         self._started = True
+
+    def allocation(self) -> list[tuple[str, int, int, int, int]]:
+        """Per hosted node: allocatable and requested cpu (millicores) and memory (bytes), for the metrics.
+
+        Called from the metrics server's thread while the tick thread runs: it copies the node table
+        (one C-level step under the GIL) and reads single dict entries, which are atomic.
+        """
+        out = []
+        for node in list(self._nodes.values()):
+            alloc, used = node.alloc, node.used
+            out.append((node.name, alloc.get("cpu", 0), alloc.get("memory", 0), used.get("cpu", 0),
+                        used.get("memory", 0)))
+        return out
 
     def stop(self) -> None:
         """Stop the informers (nodes, leases and pods stay in the store: a new shard object carries on)."""

@@ -52,6 +52,7 @@ __all__ = [
     "StateSource",
     "attempts_label",
     "exponential_buckets",
+    "preinitialise",
     "register_state_source",
 ]
 
@@ -111,6 +112,24 @@ ASSUMED_FORGOTTEN = Counter(
     "scheduler_assumed_forgotten_total",
     "Pods assumed onto a node in the scheduler cache and then dropped again (bind failed, or the assumption "
     "expired without the informer confirming it).", ["scheduler", "reason"])
+
+def preinitialise(scheduler: str, profiles: list[str]) -> None:
+    """Zero series for a new scheduler, so dashboards show 0 (not "no data") for what has not happened yet.
+
+    Upstream pre-creates nothing, but its results are few and fixed; kemu creates the series
+    dashboards query: attempts and their latency by result and profile, conflicts, forgets,
+    preemption attempts and victims.
+    """
+    for profile in profiles:
+        for result in ("scheduled", "unschedulable", "error"):
+            SCHEDULE_ATTEMPTS.labels(result, profile, scheduler)
+            SCHEDULING_ATTEMPT_DURATION.labels(result, profile, scheduler)
+    BIND_CONFLICTS.labels(scheduler)
+    for reason in ("bind_failed", "expired"):
+        ASSUMED_FORGOTTEN.labels(scheduler, reason)
+    PREEMPTION_ATTEMPTS.labels(scheduler)
+    PREEMPTION_VICTIMS.labels(scheduler)
+
 
 def attempts_label(attempts: int) -> str:
     """upstream ``getAttemptsLabel``: the attempt count, with 15 and more folded into ``"15+"``."""

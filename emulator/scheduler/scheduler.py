@@ -83,6 +83,7 @@ import random
 import threading
 import time
 import zlib
+from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
@@ -498,6 +499,8 @@ class _Stats:
     bind_seconds: float = 0.0
     attempt_seconds: list[float] = field(default_factory=list)
     sli_seconds: list[float] = field(default_factory=list)
+    # The latest successful attempts' latencies, always kept (bounded) for the run summary's quantiles.
+    recent_attempts: deque[float] = field(default_factory=lambda: deque(maxlen=50_000))
 
 
 class _Handler:
@@ -573,6 +576,7 @@ class Scheduler:
         self._in_bind = 0
         self._inflight_cond = threading.Condition()
         self._children: dict[tuple[Any, ...], Any] = {}
+        metrics.preinitialise(self.name, list(self.frameworks))
         self._unregister_metrics = metrics.register_state_source(self)
         self.started_at: float | None = None
         self.pod_handler = _Handler(self.on_pod_add, self.on_pod_update, self.on_pod_delete)
@@ -1039,6 +1043,7 @@ class Scheduler:
         with self._stats_lock:
             self.stats.attempts += 1
             self.stats.scheduled += 1
+            self.stats.recent_attempts.append(attempt)
             if self.options.keep_samples:
                 self.stats.attempt_seconds.append(attempt)
                 self.stats.sli_seconds.append(sli)
@@ -1275,6 +1280,10 @@ class Scheduler:
             out = {"attempts": s.attempts, "scheduled": s.scheduled, "unschedulable": s.unschedulable,
                    "errors": s.errors, "conflicts": s.conflicts, "forgotten": s.forgotten, "dropped": s.dropped,
                    "preemptions": s.preemptions, "busy_seconds": s.busy_seconds, "bind_seconds": s.bind_seconds}
+            recent = sorted(s.recent_attempts)
+        for q in (50, 90, 99):  # of the latest (up to 50,000) scheduled attempts; None before any
+            out[f"attempt_p{q}_ms"] = (round(recent[min(len(recent) - 1, len(recent) * q // 100)] * 1000, 2)
+                                       if recent else None)
         if self.started_at is not None:
             out["uptime_seconds"] = time.perf_counter() - self.started_at
         out["process_cpu_seconds"] = time.process_time()  # the whole process's, shared with its other threads

@@ -112,10 +112,10 @@ def test_run_scenario_prints_summary_and_writes_json(kemu_env: dict[str, str], t
     scenario.write_text("name: tiny\nseed: 7\n"
                         "cluster: {nodes: 20, node_cpu: '8', node_memory: 32Gi, kubelet_shards: 1}\n"
                         "schedulers: {count: 1}\n"
-                        "workload: {namespaces: 2, pods: 200, rate: 400, arrival: poisson, batch: 50,\n"
-                        "           cpu: [100m, 500m], memory: [64Mi, 256Mi], profile: [default, web],\n"
-                        "           priorities: [{name: hi, value: 100, weight: 1}, {name: lo, value: 0}],\n"
-                        "           settle_timeout: 30}\n")
+                        "driver: {batch: 50}\nnamespaces: 2\nsettle_timeout: 30\n"
+                        "priorities: [{name: hi, value: 100, weight: 1}, {name: lo, value: 0}]\n"
+                        "templates: {default: {cpu: [100m, 500m], memory: [64Mi, 256Mi], profile: [default, web]}}\n"
+                        "phases: [{pods: {count: 200, rate: 400, arrival: poisson}}]\n")
     out = tmp_path / "summary.json"
     result = kemu(kemu_env, "run", str(scenario), "--output", str(out), module="actors.cli")
     assert result.returncode == 0, result.stdout + result.stderr
@@ -141,21 +141,63 @@ def test_run_without_nodes_passes_only_if_pending_pods_are_expected(kemu_env: di
                                                                     tmp_path: Path) -> None:
     # No nodes: no kubelets, no schedulers (and no Ray); every pod stays Pending.
     expected = tmp_path / "expected.yaml"
-    expected.write_text("name: pending\ncluster: {nodes: 0}\nworkload: {pods: 40, batch: 10, expect_pending: 40}\n")
-    ok = kemu(kemu_env, "run", str(expected))
+    expected.write_text("name: pending\ncluster: {nodes: 0}\ndriver: {batch: 10}\nexpect_pending: 40\n"
+                        "phases: [{pods: {count: 40}}]\n")
+    ok = kemu(kemu_env, "run", str(expected), "--output", str(tmp_path / "ok.json"))
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "scheduled 0, running 0, pending 40" in ok.stdout
 
     unexpected = tmp_path / "unexpected.yaml"
-    unexpected.write_text("name: pending\ncluster: {nodes: 0}\nworkload: {pods: 40, batch: 10}\n")
-    bad = kemu(kemu_env, "run", str(unexpected))
+    unexpected.write_text("name: pending\ncluster: {nodes: 0}\ndriver: {batch: 10}\nphases: [{pods: {count: 40}}]\n")
+    bad = kemu(kemu_env, "run", str(unexpected), "--output", str(tmp_path / "bad.json"))
     assert bad.returncode == 2
     assert "NOT OK (40 unscheduled" in bad.stdout
 
 
+def test_http_driver_from_several_processes_creates_and_deletes_in_order(kemu_env: dict[str, str],
+                                                                         tmp_path: Path) -> None:
+    # The HTTP API as any client, from two driver processes; every pod created once, the churned ones
+    # deleted (after their create: a pod's actions go to one process), the rest left Pending (no nodes).
+    scenario = tmp_path / "http.yaml"
+    scenario.write_text("name: http\ncluster: {nodes: 0}\nnamespaces: 3\n"
+                        "driver: {kind: http, processes: 2, batch: 20, concurrency: 4}\n"
+                        "phases: [{name: ramp, pods: {count: 120, rate: 400}},\n"
+                        "         {name: churn, churn: {rate: 100, duration: 0.2}},\n"
+                        "         {name: dep, deployments: {count: 1, replicas: 3, scale_to: 5, scale_after: 0.1}}]\n"
+                        "expect_pending: 105\n")
+    out = tmp_path / "summary.json"
+    result = kemu(kemu_env, "run", str(scenario), "--output", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    summary = json.loads(out.read_text())
+    assert summary["driver"] == {"kind": "http", "processes": 2, "batch": 20, "maxBacklog": 2000}
+    assert summary["actions"] == {"create-deployment": {"done": 1, "failed": 0},
+                                  "create-pod": {"done": 120, "failed": 0},
+                                  "delete-pod": {"done": 20, "failed": 0},
+                                  "scale-deployment": {"done": 1, "failed": 0}}
+    # 120 - 20 deleted (unbound pods go at once) + the Deployment's 5 replicas.
+    assert summary["pods"]["live"] == 105 and summary["watch"]["complete"]
+    assert (tmp_path / "report.html").exists()
+
+
+def test_run_attaches_to_a_running_cluster(kemu_env: dict[str, str], tmp_path: Path) -> None:
+    assert kemu(kemu_env, "up", "--detach", "--controller-managers", "0").returncode == 0
+    state = json.loads((Path(kemu_env["KEMU_HOME"]) / "cluster.json").read_text())
+    scenario = tmp_path / "attach.yaml"
+    scenario.write_text("name: attach\ncontrollers: false\nexpect_pending: 30\nphases: [{pods: {count: 30}}]\n")
+    out = tmp_path / "summary.json"
+    result = kemu(kemu_env, "run", str(scenario), "--attach", "--redis-url", state["redis_url"], "--output", str(out))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "on an attached cluster" in result.stdout
+    status = kemu(kemu_env, "status", "-o", "json")
+    assert '"pods": 30' in status.stdout  # the pods are in the running cluster, not a private one
+
+    missing = kemu(kemu_env, "run", str(scenario), "--attach")
+    assert missing.returncode == 1 and "--redis-url" in missing.stderr
+
+
 def test_bad_scenario_names_the_field(kemu_env: dict[str, str], tmp_path: Path) -> None:
     scenario = tmp_path / "bad.yaml"
-    scenario.write_text("name: bad\nworkload: {pods: many}\n")
+    scenario.write_text("name: bad\nphases: [{pods: {count: many}}]\n")
     result = kemu(kemu_env, "run", str(scenario))
     assert result.returncode == 1
-    assert "workload.pods: expected an integer >= 0, got 'many'" in result.stderr
+    assert "phases[0].pods.count: expected an integer >= 0, got 'many'" in result.stderr

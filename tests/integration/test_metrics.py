@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import httpx
 import pytest
 import redis
@@ -35,3 +37,52 @@ def test_expired_targets_drop_out(redis_url: str) -> None:
     TargetRegistration(client, "live", "127.0.0.1:2", ttl=10).refresh(now=1005.0)
     assert [t["labels"]["instance"] for t in discover(client, now=1012.0)] == ["live"]
     assert client.hkeys("kemu:targets") == [b"live"]
+
+
+def test_load_driver_serves_and_registers_its_metrics(redis_url: str) -> None:
+    from loadgen import metrics as loadgen_metrics
+
+    client = redis.Redis.from_url(redis_url)
+    endpoint = loadgen_metrics.start(client)
+    try:
+        loadgen_metrics.PODS_CREATED.inc(5)
+        loadgen_metrics.QUEUE_DEPTH.labels("arrivals").set(3)
+        (target,) = discover(client)
+        assert target["labels"] == {"instance": "loadgen", "component": "loadgen"}
+        body = httpx.get(f"http://{target['targets'][0]}/metrics").text
+        assert "kemu_loadgen_pods_created_total" in body and 'kemu_loadgen_queue_depth{queue="arrivals"} 3.0' in body
+        assert "kemu_loadgen_backlog 0.0" in body
+    finally:
+        endpoint.stop()
+    assert discover(client) == []
+
+
+def test_each_api_server_worker_is_a_target_of_its_own(redis_url: str) -> None:
+    """With several worker processes a scrape of the shared port would reach one at random: each registers."""
+    from emulator.apiserver.process import ApiServerProcess
+    from emulator.apiserver.settings import ServerSettings
+    from emulator.metrics import SD_PATH
+
+    proc = ApiServerProcess(ServerSettings(redis_url=redis_url, port=0, workers=2))
+    url = proc.start()
+    try:
+        client = redis.Redis.from_url(redis_url)
+        deadline = time.monotonic() + 20
+        while len(discover(client)) < 2:  # both workers' lifespans have run
+            assert time.monotonic() < deadline, discover(client)
+            time.sleep(0.05)  # polling Redis for registrations made by another process, with a deadline
+        targets = httpx.get(url + SD_PATH).json()
+        assert sorted(t["labels"]["component"] for t in targets) == ["apiserver", "apiserver"]
+        assert all(t["labels"]["instance"].startswith("apiserver-") for t in targets)
+        for _ in range(4):
+            httpx.get(url + "/api/v1/namespaces/default/pods")
+        total = 0.0
+        for t in targets:
+            body = httpx.get(f"http://{t['targets'][0]}/metrics").text
+            for line in body.splitlines():
+                if line.startswith('apiserver_request_total{code="200",group="",resource="pods",subresource="",'
+                                   'verb="LIST"}'):
+                    total += float(line.rsplit(" ", 1)[1])
+        assert total == 4
+    finally:
+        proc.stop()

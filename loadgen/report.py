@@ -1,0 +1,638 @@
+"""The outputs of ``kemu run``: the summary as JSON, and a self-contained HTML report with plots.
+
+Design:
+
+* **One file, nothing external.** The report must open from a CI artefact store, an e-mail
+  attachment or an air-gapped machine, so it references nothing outside itself: no CDN, no
+  web fonts, no scripts. CSS is inline; every plot is a PNG embedded as a ``data:`` URL.
+  PNG rather than SVG because a 100k-pod scatter plot as SVG is megabytes of path data and
+  slow to paint, while its raster is tens of kilobytes.
+* **matplotlib without pyplot.** Figures are built from :class:`matplotlib.figure.Figure`
+  and drawn by the Agg canvas directly: no GUI backend is ever chosen, and no process-wide
+  state (``matplotlib.use``, pyplot's figure registry) is touched, so generating a report
+  inside a process that also plots (or runs tests) changes nothing there.
+* **numpy, not per-pod loops.** Per-pod times become float arrays once (``None`` -> NaN);
+  histograms, 1 s throughput bins and per-bin latency quantiles are vectorised (the
+  quantiles by one lexsort and index arithmetic), and the scatter plot draws a seeded sample
+  of at most :data:`SCATTER_MAX` points, rasterised. 100k pods take well under 2 s.
+* **The summary is rendered generically.** The summary dict grows as the runner does; its
+  nested dicts become nested tables and lists of dicts become tables with the union of their
+  keys, so a new key shows up in the report without a change here. Only the headline cards
+  at the top name keys (:data:`HEADLINE`), and each card is skipped when its key is absent.
+* **Empty is normal.** A scenario with no nodes, or a run that created nothing, still gets a
+  report: each plot section then says "no data".
+* **Escaped.** Every piece of text from the summary goes through :func:`html.escape`
+  (scenario names and kubectl output are user-controlled).
+
+JSON is written NaN-free (``None``, i.e. ``null``; NaN is not JSON) with numpy scalars
+converted, so any strict parser reads it.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import json
+import math
+import re
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+SCATTER_MAX = 20_000  # points in the latency-over-time scatter: enough to show the shape, cheap to draw
+MAX_TIME_BINS = 1_500  # 1 s bins until the run is longer than this; then wider bins (the plot is ~1000 px wide)
+DPI = 110
+
+# Plot colours (matplotlib's tab10, so the report looks like other matplotlib output).
+C_CREATED, C_SCHEDULED, C_READY, C_BACKLOG = "#1f77b4", "#ff7f0e", "#2ca02c", "#7f7f7f"
+PHASE_COLOURS = ("#1f77b4", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22")
+
+
+@dataclass
+class RunSeries:
+    """What the plots need, besides the summary dict (all times in seconds since the run's start)."""
+
+    added: list[float]  # per pod: when its ADDED event arrived
+    bound: list[float | None]  # per pod (same order): when it was seen bound (None: never)
+    ready: list[float | None]  # per pod: when seen Running+Ready (None: never)
+    node_cpu: dict[str, float]  # node name -> requested CPU / allocatable CPU at the end (0..1+)
+    node_memory: dict[str, float]  # node name -> requested memory / allocatable memory at the end
+    phases: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end) to shade on time plots
+
+
+# ---------------------------------------------------------------------------------------------- JSON
+
+
+def json_safe(value: Any) -> Any:
+    """``value`` with NaN/inf as None, numpy scalars and arrays as Python ones, tuples as lists, paths as str."""
+    if isinstance(value, dict):
+        return {str(k): json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [json_safe(v) for v in value]
+    if isinstance(value, np.ndarray):
+        return [json_safe(v) for v in value.tolist()]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def write_json(summary: dict[str, Any], path: Path) -> Path:
+    """Write ``summary`` as indented JSON (NaN-free: strict parsers reject NaN) and return the path."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    # allow_nan=False: should json_safe ever miss a NaN, fail here rather than write invalid JSON.
+    path.write_text(json.dumps(json_safe(summary), indent=2, allow_nan=False) + "\n")
+    return path
+
+
+# ------------------------------------------------------------------------------------------- the page
+
+
+def write_report(summary: dict[str, Any], series: RunSeries, path: Path) -> Path:
+    """Write the self-contained HTML report of a run to ``path`` and return the path."""
+    t0 = time.perf_counter()
+    path = Path(path)
+    summary = json_safe(summary)  # the page shows exactly what the JSON holds (no NaN, no numpy types)
+    data = _Arrays.of(series)
+    sections = [
+        _section("headline", "Headline", _headline(summary)),
+        _section("schedulers", "Schedulers", _schedulers(summary.get("schedulers"))),
+        _section("sli-histogram", "Latency distribution",
+                 _figure_or_none(_latency_histogram(data), "Scheduling SLI latency (created → bound) and pod startup "
+                                 "latency (created → Running and Ready), log scale.")),
+        _section("sli-over-time", "Scheduling latency over time",
+                 _figure_or_none(_latency_over_time(data), "Each dot is a pod (a sample when there are many), at "
+                                 "the time it was bound; the lines are the p50 and p99 of the pods bound in each "
+                                 "bin.")),
+        _section("throughput", "Throughput over time",
+                 _figure_or_none(_throughput(data), "Pods created, bound and Ready per second; the dashed line "
+                                 "(right axis) is the backlog: pods created but not yet bound.")),
+        _section("node-allocation", "Node allocation",
+                 _figure_or_none(_allocation_heatmap(series), "One cell per node (in name order, row by row); "
+                                 "colour: requests / allocatable at the end of the run. Red: over 100%.")
+                 + _allocation_stats(series)),
+        _section("summary", "Summary", _generic_tables(summary)),
+    ]
+    title = f"kemu run: {summary.get('scenario', '?')}"
+    generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
+    body = "\n".join(sections)
+    footer = (f"<footer>Generated by kemu at {_e(generated)} in {time.perf_counter() - t0:.2f} s "
+              f"from {len(data.added):,} pods and {len(series.node_cpu):,} nodes.</footer>")
+    page = (f"<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">"
+            f"<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">"
+            # An empty data: icon, so the browser never asks for /favicon.ico (nothing outside the file).
+            f"<link rel=\"icon\" href=\"data:,\"><title>{_e(title)}</title><style>{CSS}</style></head>\n"
+            f"<body><main>\n{_header(summary, title)}\n{body}\n{footer}\n</main></body></html>\n")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(page, encoding="utf-8")
+    return path
+
+
+CSS = """
+:root { --fg: #1d2330; --muted: #6b7280; --line: #e3e6eb; --bg: #f6f7f9; --card: #fff;
+        --ok: #15803d; --bad: #b91c1c; --accent: #1f77b4; }
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg);
+       font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, "DejaVu Sans", sans-serif; }
+main { max-width: 1180px; margin: 0 auto; padding: 24px 28px 40px; }
+header h1 { margin: 0 0 4px; font-size: 24px; }
+header .meta { color: var(--muted); }
+.badge { display: inline-block; padding: 1px 10px; border-radius: 10px; color: #fff; font-weight: 600;
+         font-size: 13px; margin-left: 8px; vertical-align: 3px; }
+.badge.ok { background: var(--ok); } .badge.bad { background: var(--bad); }
+section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 16px 20px;
+          margin-top: 18px; }
+section h2 { margin: 0 0 10px; font-size: 17px; }
+section h3 { margin: 0 0 6px; font-size: 14px; color: var(--accent); }
+p.caption { color: var(--muted); margin: 4px 0 0; font-size: 13px; }
+p.nodata { color: var(--muted); font-style: italic; margin: 0; }
+.cards { display: grid; grid-template-columns: repeat(auto-fill, minmax(150px, 1fr)); gap: 10px; }
+.card { border: 1px solid var(--line); border-radius: 6px; padding: 8px 12px; }
+.card .label { color: var(--muted); font-size: 12px; }
+.card .value { font-size: 22px; font-weight: 600; font-variant-numeric: tabular-nums; }
+.card .unit { font-size: 13px; color: var(--muted); font-weight: 400; margin-left: 3px; }
+img.plot { display: block; max-width: 100%; height: auto; margin: 0 auto; }
+table { border-collapse: collapse; width: 100%; font-variant-numeric: tabular-nums; }
+th, td { text-align: left; padding: 3px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+th { font-weight: 600; color: var(--muted); font-size: 12px; }
+td.num { text-align: right; }
+td.key { color: var(--muted); width: 45%; }
+table.kv td.key { white-space: nowrap; }
+table table { margin: 0; } table table td { border-bottom: none; padding: 1px 6px 1px 0; }
+.tables { display: grid; grid-template-columns: repeat(auto-fill, minmax(340px, 1fr)); gap: 14px; }
+.tables > div { border: 1px solid var(--line); border-radius: 6px; padding: 10px 12px; overflow-x: auto; }
+.tables > div.wide { grid-column: 1 / -1; }
+.tables > div.wide td.key { width: 18%; }
+pre { margin: 0; font-size: 12px; white-space: pre; overflow-x: auto; }
+.none { color: var(--muted); }
+.stats { margin-top: 8px; color: var(--muted); font-size: 13px; }
+footer { margin-top: 18px; color: var(--muted); font-size: 12px; text-align: center; }
+"""
+
+
+def _e(text: Any) -> str:
+    return html.escape(str(text), quote=True)
+
+
+def _section(anchor: str, title: str, inner: str) -> str:
+    return f'<section id="{anchor}"><h2>{_e(title)}</h2>\n{inner}\n</section>'
+
+
+def _nodata(what: str = "no data") -> str:
+    return f'<p class="nodata">{_e(what)}</p>'
+
+
+def _header(summary: dict[str, Any], title: str) -> str:
+    ok = summary.get("ok")
+    badge = "" if ok is None else (f'<span class="badge {"ok" if ok else "bad"}">{"OK" if ok else "NOT OK"}</span>')
+    meta = []
+    if "seed" in summary:
+        meta.append(f"seed {summary['seed']}")
+    if isinstance(summary.get("wallSeconds"), int | float):
+        meta.append(f"{summary['wallSeconds']:g} s wall time")
+    cluster = summary.get("cluster")
+    if isinstance(cluster, dict):
+        meta.extend(f"{cluster[k]} {label}" for k, label in (("nodes", "nodes"), ("schedulers", "scheduler(s)"))
+                    if k in cluster)
+    return f'<header><h1>{_e(title)}{badge}</h1><div class="meta">{_e(" · ".join(meta))}</div></header>'
+
+
+# ------------------------------------------------------------------------------------ headline cards
+
+# (label, unit, candidate paths in the summary): the first path present gives the card's value;
+# a card none of whose paths is present is left out (the summary's keys change as the runner grows).
+HEADLINE: tuple[tuple[str, str, tuple[str, ...]], ...] = (
+    ("pods created", "", ("pods.created",)),
+    ("scheduled", "", ("pods.scheduled",)),
+    ("pending", "", ("pods.pending",)),
+    ("failed", "", ("pods.failed",)),
+    ("scheduling throughput", "pods/s", ("scheduling.podsPerSecond",)),
+    ("SLI latency p50", "ms", ("scheduling.sliLatencyMs.p50",)),
+    ("SLI latency p90", "ms", ("scheduling.sliLatencyMs.p90",)),
+    ("SLI latency p99", "ms", ("scheduling.sliLatencyMs.p99",)),
+    ("attempt latency p99", "ms", ("scheduling.attemptLatencyMs.p99",)),
+    ("pod startup p50", "ms", ("podStartupMs.p50", "startup.latencyMs.p50")),
+    ("pod startup p99", "ms", ("podStartupMs.p99", "startup.latencyMs.p99")),
+    ("preemptions", "", ("preemptions", "scheduling.preemptions", "preemptions.victims")),
+    ("OOM kills", "", ("oomKills.events", "oomKills")),
+    ("evictions", "", ("evictions.events", "evictions")),
+)
+
+
+def _lookup(summary: dict[str, Any], dotted: str) -> tuple[bool, Any]:
+    node: Any = summary
+    for part in dotted.split("."):
+        if not isinstance(node, dict) or part not in node:
+            return False, None
+        node = node[part]
+    return True, node
+
+
+def _headline(summary: dict[str, Any]) -> str:
+    cards = []
+    for label, unit, paths in HEADLINE:
+        for p in paths:
+            found, value = _lookup(summary, p)
+            if found and not isinstance(value, dict | list):
+                break
+        else:
+            continue
+        unit_html = f'<span class="unit">{_e(unit)}</span>' if unit and value is not None else ""
+        cards.append(f'<div class="card"><div class="label">{_e(label)}</div>'
+                     f'<div class="value">{_fmt_value(value)}{unit_html}</div></div>')
+    if not cards:
+        return _nodata("the summary has none of the headline numbers")
+    return f'<div class="cards">{"".join(cards)}</div>'
+
+
+def _schedulers(schedulers: Any) -> str:
+    """Per scheduler: attempts, conflicts and the conflict fraction (the cost of optimistic concurrency)."""
+    rows = _scheduler_rows(schedulers)
+    if not rows:
+        return _nodata("no schedulers reported")
+    keys = _union_keys(rows)
+    derive = "conflictFraction" not in keys and "attempts" in keys and "conflicts" in keys
+    if derive:
+        rows = [{**r, "conflictFraction": _fraction(r.get("conflicts"), r.get("attempts"))} for r in rows]
+        keys.append("conflictFraction")
+    return _table_of_rows(rows, keys)
+
+
+def _scheduler_rows(schedulers: Any) -> list[dict[str, Any]]:
+    return [s for s in schedulers if isinstance(s, dict)] if isinstance(schedulers, list) else []
+
+
+def _fraction(part: Any, whole: Any) -> float | None:
+    if isinstance(part, int | float) and isinstance(whole, int | float) and whole > 0:
+        return part / whole
+    return None
+
+
+# ---------------------------------------------------------------------------------- generic tables
+
+
+def _generic_tables(summary: dict[str, Any]) -> str:
+    """The whole summary: top-level scalars in one table, every top-level dict or list in its own."""
+    if not summary:
+        return _nodata()
+    scalars = {k: v for k, v in summary.items() if not isinstance(v, dict | list)}
+    shown_above = {"schedulers"} if _scheduler_rows(summary.get("schedulers")) else set()
+    blocks = []
+    if scalars:
+        blocks.append(f"<div><h3>run</h3>{_kv_table(scalars)}</div>")
+    for k, v in summary.items():
+        if k in scalars or k in shown_above:
+            continue
+        wide = (isinstance(v, list) and any(isinstance(x, dict) for x in v)) or _has_long_text(v)
+        blocks.append(f'<div{" class=wide" if wide else ""}><h3 title="{_e(k)}">{_e(_humanize(k))}</h3>'
+                      f"{_render(v)}</div>")
+    return f'<div class="tables">{"".join(blocks)}</div>'
+
+
+def _render(value: Any, key: str = "") -> str:
+    if isinstance(value, dict):
+        return _kv_table(value) if value else '<span class="none">(empty)</span>'
+    if isinstance(value, list):
+        if not value:
+            return '<span class="none">(none)</span>'
+        if all(isinstance(v, dict) for v in value):
+            return _table_of_rows(value, _union_keys(value))
+        if all(isinstance(v, str) for v in value):
+            return f"<pre>{_e(chr(10).join(value))}</pre>"  # e.g. kubectl output lines
+        return ", ".join(_render(v) for v in value)
+    if key.lower().endswith("fraction") and _is_number(value):
+        return f"{value:.2%}"  # conflict fractions and the like: 0.0008 reads better as 0.08%
+    return _fmt_value(value)
+
+
+def _kv_table(d: dict[str, Any]) -> str:
+    rows = []
+    for k, v in d.items():
+        num = ' class="num"' if _is_number(v) else ""
+        rows.append(f'<tr><td class="key" title="{_e(k)}">{_e(_humanize(k))}</td><td{num}>{_render(v, k)}</td></tr>')
+    return f'<table class="kv">{"".join(rows)}</table>'
+
+
+def _table_of_rows(rows: Sequence[dict[str, Any]], keys: list[str]) -> str:
+    head = "".join(f'<th title="{_e(k)}">{_e(_humanize(k))}</th>' for k in keys)
+    body = "".join(
+        "<tr>" + "".join(f'<td{" class=num" if _is_number(r.get(k)) else ""}>{_render(r.get(k), k)}</td>' for k in keys)
+        + "</tr>" for r in rows)
+    return f"<table><tr>{head}</tr>{body}</table>"
+
+
+def _union_keys(rows: Iterable[dict[str, Any]]) -> list[str]:
+    keys: dict[str, None] = {}
+    for r in rows:
+        keys.update(dict.fromkeys(r))
+    return list(keys)
+
+
+def _has_long_text(value: Any) -> bool:
+    return isinstance(value, dict) and any(isinstance(v, list) and v and all(isinstance(x, str) for x in v)
+                                           for v in value.values())
+
+
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+# Word boundaries in camelCase, acronyms kept whole: containersOOMKilled -> containers OOM Killed.
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Z])(?=[A-Z][a-z])")
+_UNITS = {"Ms": "(ms)", "Seconds": "(s)"}
+
+
+def _humanize(key: str) -> str:
+    """``sliLatencyMs`` -> ``sli latency (ms)``: readable labels; the JSON key stays in the tooltip."""
+    words = _CAMEL.split(str(key))
+    if len(words) > 1 and words[-1] in _UNITS:
+        words[-1] = _UNITS[words[-1]]
+    text = " ".join(w if w.isupper() and len(w) > 1 else w.lower() for w in words)
+    return text.replace("sli ", "SLI ").replace("oom ", "OOM ")
+
+
+_NONE_HTML = '<span class="none">&ndash;</span>'  # not measured (None / NaN in the summary)
+
+
+def _fmt_value(v: Any) -> str:
+    if v is None:
+        return _NONE_HTML
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, int):
+        return f"{v:,}"
+    if isinstance(v, float):
+        if not math.isfinite(v):
+            return _NONE_HTML
+        if v.is_integer() and abs(v) >= 1:
+            return f"{v:,.0f}"
+        if abs(v) >= 100:
+            return f"{v:,.1f}"
+        return f"{v:.3g}"
+    return _e(v)
+
+
+# ------------------------------------------------------------------------------------------ plots
+
+
+@dataclass
+class _Arrays:
+    """The series as float arrays (NaN: never happened) and the quantities every plot shares."""
+
+    added: np.ndarray
+    bound: np.ndarray
+    ready: np.ndarray
+    phases: list[tuple[str, float, float]]
+    t_end: float  # the last moment anything happened (or a phase ended)
+    bin_s: float  # the width of the time bins
+
+    @classmethod
+    def of(cls, s: RunSeries) -> _Arrays:
+        # dtype=float turns None into NaN in one C-level pass (no per-pod Python in our code).
+        added = np.asarray(s.added, dtype=float)
+        bound = np.asarray(s.bound, dtype=float)
+        ready = np.asarray(s.ready, dtype=float)
+        if not (len(added) == len(bound) == len(ready)):
+            raise ValueError(f"RunSeries lists differ in length: added {len(added)}, bound {len(bound)}, "
+                             f"ready {len(ready)}")
+        ends = [np.nanmax(a) for a in (added, bound, ready) if a.size and not np.all(np.isnan(a))]
+        ends += [end for _, _, end in s.phases]
+        t_end = float(max(ends, default=0.0))
+        bin_s = max(1.0, math.ceil(t_end / MAX_TIME_BINS)) if t_end > 0 else 1.0
+        return cls(added, bound, ready, list(s.phases), t_end, bin_s)
+
+    def sli(self) -> tuple[np.ndarray, np.ndarray]:
+        """(bound time, created → bound latency in s) of every bound pod."""
+        ok = ~np.isnan(self.bound) & ~np.isnan(self.added)
+        return self.bound[ok], np.maximum(self.bound[ok] - self.added[ok], 0.0)
+
+    def startup(self) -> np.ndarray:
+        ok = ~np.isnan(self.ready) & ~np.isnan(self.added)
+        return np.maximum(self.ready[ok] - self.added[ok], 0.0)
+
+
+def _new_figure(width: float, height: float) -> Figure:
+    # Figure + Agg canvas directly: no pyplot, no backend selection, no global state.
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(width, height), dpi=DPI, layout="constrained")
+    FigureCanvasAgg(fig)
+    return fig
+
+
+def _png(fig: Figure) -> str:
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", dpi=DPI)
+    encoded = base64.b64encode(buf.getvalue()).decode("ascii")
+    width, height = (round(x) for x in fig.get_size_inches() * DPI)
+    return (f'<img class="plot" width="{width}" height="{height}" alt="plot" '
+            f'src="data:image/png;base64,{encoded}">')
+
+
+def _figure_or_none(fig: Figure | None, caption: str) -> str:
+    if fig is None:
+        return _nodata()
+    return f'{_png(fig)}<p class="caption">{_e(caption)}</p>'
+
+
+def _style(ax: Axes) -> None:
+    ax.grid(True, which="major", color="#e5e7eb", linewidth=0.8)
+    ax.set_axisbelow(True)
+    for side in ("top", "right"):
+        ax.spines[side].set_visible(False)
+
+
+def _legend_above(ax: Axes, handles: list[Any] | None = None, markerscale: float = 1.0) -> None:
+    """The legend in a row above the plot: inside, it would hide the data it explains."""
+    handles = handles if handles is not None else ax.get_legend_handles_labels()[0]
+    ax.legend(handles, [str(h.get_label()) for h in handles], loc="lower left", bbox_to_anchor=(0.0, 1.06),
+              ncol=len(handles), fontsize=8, frameon=False, markerscale=markerscale, borderaxespad=0.0)
+
+
+def _shade_phases(ax: Axes, phases: list[tuple[str, float, float]]) -> None:
+    """Shade each phase and name it at the top of the plot, so a change of rate lines up with its cause."""
+    for i, (name, start, end) in enumerate(phases):
+        colour = PHASE_COLOURS[i % len(PHASE_COLOURS)]
+        ax.axvspan(start, end, color=colour, alpha=0.07, linewidth=0)
+        ax.axvline(start, color=colour, alpha=0.5, linewidth=0.8, linestyle=":")
+        ax.text(start, 1.0, f" {name}", transform=ax.get_xaxis_transform(), va="top", ha="left", fontsize=8,
+                color=colour, clip_on=True)
+
+
+def _latency_histogram(data: _Arrays) -> Figure | None:
+    _, sli = data.sli()
+    startup = data.startup()
+    if not sli.size and not startup.size:
+        return None
+    both_ms = np.concatenate([sli, startup]) * 1000.0
+    # Log-spaced bins over the observed range; zero latencies (clock granularity) are clamped to the floor.
+    lo = max(float(np.min(both_ms[both_ms > 0], initial=np.inf)), 0.01) if np.any(both_ms > 0) else 0.1
+    hi = max(float(np.max(both_ms)), lo * 10)
+    edges = np.geomspace(lo / 1.05, hi * 1.05, 80)
+    fig = _new_figure(10, 3.4)
+    ax = fig.add_subplot()
+    for values, colour, label in ((sli, C_SCHEDULED, "scheduling SLI (created → bound)"),
+                                  (startup, C_READY, "pod startup (created → Ready)")):
+        if not values.size:
+            continue
+        counts, _ = np.histogram(np.clip(values * 1000.0, edges[0], edges[-1]), bins=edges)
+        ax.stairs(counts, edges, color=colour, fill=True, alpha=0.25)
+        ax.stairs(counts, edges, color=colour, linewidth=1.4, label=f"{label}, n={values.size:,}")
+        for q, style in ((0.5, "-"), (0.9, "--"), (0.99, ":")):
+            x = float(np.quantile(values, q)) * 1000.0
+            ax.axvline(max(x, edges[0]), color=colour, linestyle=style, linewidth=1)
+            ax.text(max(x, edges[0]), 0.99, f"p{round(q * 100)}", transform=ax.get_xaxis_transform(), fontsize=7,
+                    color=colour, ha="center", va="top", bbox={"facecolor": "white", "edgecolor": "none", "pad": 1})
+    ax.set_xscale("log")
+    ax.set_ylim(0, None if ax.get_ylim()[1] <= 0 else ax.get_ylim()[1] * 1.1)  # headroom for the pNN labels
+    ax.set_xlabel("latency (ms)")
+    ax.set_ylabel("pods")
+    _legend_above(ax)
+    _style(ax)
+    return fig
+
+
+def _binned_quantiles(x: np.ndarray, y: np.ndarray, bin_s: float, qs: Sequence[float]) -> tuple[np.ndarray, ...]:
+    """Per time bin of ``x``: the bin's centre and the ``qs`` quantiles of ``y`` in it (bins with data only).
+
+    Vectorised: sort by (bin, y) once; a bin is then a contiguous run, and its q-quantile is the
+    element at offset floor(q * count) into the run (the runner's nearest-rank definition).
+    """
+    bins = np.floor(x / bin_s).astype(np.int64)
+    order = np.lexsort((y, bins))
+    bins, y = bins[order], y[order]
+    ids, starts, counts = np.unique(bins, return_index=True, return_counts=True)
+    centres = (ids + 0.5) * bin_s
+    out = [y[starts + np.minimum((q * counts).astype(np.int64), counts - 1)] for q in qs]
+    return (centres, *out)
+
+
+def _latency_over_time(data: _Arrays) -> Figure | None:
+    t, sli = data.sli()
+    if not t.size:
+        return None
+    fig = _new_figure(10, 3.4)
+    ax = fig.add_subplot()
+    _shade_phases(ax, data.phases)
+    sli_ms = np.maximum(sli * 1000.0, 0.01)  # log axis: a 0 ms latency (same watch batch) sits on the floor
+    if t.size > SCATTER_MAX:
+        pick = np.random.default_rng(0).choice(t.size, SCATTER_MAX, replace=False)  # seeded: reports repeat
+        ts, ys = t[pick], sli_ms[pick]
+    else:
+        ts, ys = t, sli_ms
+    ax.scatter(ts, ys, s=3, color=C_SCHEDULED, alpha=0.25, linewidths=0, rasterized=True,
+               label="pods" if t.size <= SCATTER_MAX else f"pods (sample of {SCATTER_MAX:,})")
+    centres, p50, p99 = _binned_quantiles(t, sli_ms, data.bin_s, (0.5, 0.99))
+    ax.plot(centres, p50, color="#d62728", linewidth=1.3, label=f"p50 per {data.bin_s:g} s")
+    ax.plot(centres, p99, color="#2b2b2b", linewidth=1.1, label=f"p99 per {data.bin_s:g} s")
+    ax.set_yscale("log")
+    ax.set_xlim(0, max(data.t_end, 1.0))
+    ax.set_xlabel("time since start (s) — when the pod was bound")
+    ax.set_ylabel("created → bound (ms)")
+    _legend_above(ax, markerscale=4)
+    _style(ax)
+    return fig
+
+
+def _throughput(data: _Arrays) -> Figure | None:
+    if not data.added.size:
+        return None
+    n_bins = int(data.t_end // data.bin_s) + 1
+    edges = np.arange(n_bins + 1) * data.bin_s
+
+    def rate(times: np.ndarray) -> np.ndarray:
+        times = times[~np.isnan(times)]
+        idx = np.clip((times // data.bin_s).astype(np.int64), 0, n_bins - 1)
+        return np.bincount(idx, minlength=n_bins) / data.bin_s
+
+    created, scheduled, ready = rate(data.added), rate(data.bound), rate(data.ready)
+    fig = _new_figure(10, 3.4)
+    ax = fig.add_subplot()
+    _shade_phases(ax, data.phases)
+    ax.stairs(created, edges, color=C_CREATED, linewidth=1.2, label="created/s")
+    ax.stairs(scheduled, edges, color=C_SCHEDULED, linewidth=1.2, label="scheduled/s")
+    ax.stairs(ready, edges, color=C_READY, linewidth=1.2, label="Ready/s")
+    ax.set_xlim(0, edges[-1])
+    ax.set_ylim(bottom=0)
+    ax.set_xlabel("time since start (s)")
+    ax.set_ylabel(f"pods per second ({data.bin_s:g} s bins)")
+    _style(ax)
+    # Backlog: created minus bound by the end of each bin (cumulative counts, so no per-pod state).
+    backlog = np.cumsum(created - scheduled) * data.bin_s
+    ax2 = ax.twinx()
+    ax2.plot(edges[1:], backlog, color=C_BACKLOG, linestyle="--", linewidth=1, label="backlog (created \u2212 bound)")
+    ax2.set_ylim(bottom=0, top=max(float(backlog.max(initial=0)) * 1.1, 1.0))
+    ax2.set_ylabel("unbound pods", color=C_BACKLOG)
+    ax2.spines["top"].set_visible(False)
+    lines = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
+    _legend_above(ax, handles=lines)
+    return fig
+
+
+def _natural_key(name: str) -> tuple[Any, ...]:
+    """``node-2`` before ``node-10``: pool nodes are numbered, and the grid should follow their order."""
+    return tuple(int(p) if p.isdigit() else p for p in re.split(r"(\d+)", name))
+
+
+def _grid(values: dict[str, float]) -> np.ndarray:
+    """The nodes' values row by row on a near-square grid; cells past the last node are NaN (masked)."""
+    names = sorted(values, key=_natural_key)
+    n = len(names)
+    cols = math.ceil(math.sqrt(n))
+    rows = math.ceil(n / cols)
+    flat = np.full(rows * cols, np.nan)
+    flat[:n] = np.fromiter((values[k] for k in names), dtype=float, count=n)
+    return flat.reshape(rows, cols)
+
+
+def _allocation_heatmap(series: RunSeries) -> Figure | None:
+    panels = [(title, values) for title, values in (("CPU requested / allocatable", series.node_cpu),
+                                                    ("memory requested / allocatable", series.node_memory)) if values]
+    if not panels:
+        return None
+    import matplotlib as mpl
+
+    cmap = mpl.colormaps["viridis"].with_extremes(over="#d62728", bad="#f3f4f6")
+    fig = _new_figure(10, 4.6)
+    axes = fig.subplots(1, len(panels), squeeze=False)[0]
+    image = None
+    for ax, (title, values) in zip(axes, panels, strict=True):
+        grid = _grid(values)
+        image = ax.imshow(np.ma.masked_invalid(grid), cmap=cmap, vmin=0.0, vmax=1.0, interpolation="nearest",
+                          aspect="equal")
+        ax.set_title(f"{title} ({len(values):,} nodes)", fontsize=10)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    assert image is not None
+    bar = fig.colorbar(image, ax=list(axes), extend="max", shrink=0.85, format=lambda v, _: f"{v:.0%}")
+    bar.set_label("requested fraction (red: over 100%)")
+    return fig
+
+
+def _allocation_stats(series: RunSeries) -> str:
+    parts = []
+    for label, values in (("CPU", series.node_cpu), ("memory", series.node_memory)):
+        if not values:
+            continue
+        a = np.fromiter(values.values(), dtype=float, count=len(values))
+        a = a[np.isfinite(a)]  # a node with no allocatable gives NaN or inf: no fraction to speak of
+        if not a.size:
+            continue
+        parts.append(f"{label}: mean {a.mean():.0%}, p50 {np.median(a):.0%}, max {a.max():.0%}; "
+                     f"{int((a <= 0).sum()):,} nodes empty, {int((a > 1).sum()):,} over 100%")
+    return f'<div class="stats">{_e(" · ".join(parts))}</div>' if parts else ""
