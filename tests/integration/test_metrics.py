@@ -9,7 +9,7 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry, Counter
 
-from emulator.metrics import TargetRegistration, discover, serve
+from emulator.metrics import TargetRegistration, discover, process_instance, serve
 
 pytestmark = pytest.mark.integration
 
@@ -46,11 +46,12 @@ def test_load_driver_serves_and_registers_its_metrics(redis_url: str) -> None:
     endpoint = loadgen_metrics.start(client)
     try:
         loadgen_metrics.PODS_CREATED.inc(5)
-        loadgen_metrics.QUEUE_DEPTH.labels("arrivals").set(3)
+        loadgen_metrics.QUEUE_DEPTH.labels("jobs").set(3)
         (target,) = discover(client)
-        assert target["labels"] == {"instance": "loadgen", "component": "loadgen"}
+        # Named per process (host and pid): several drivers, in several containers, never collide.
+        assert target["labels"] == {"instance": process_instance("loadgen"), "component": "loadgen"}
         body = httpx.get(f"http://{target['targets'][0]}/metrics").text
-        assert "kemu_loadgen_pods_created_total" in body and 'kemu_loadgen_queue_depth{queue="arrivals"} 3.0' in body
+        assert "kemu_loadgen_pods_created_total" in body and 'kemu_loadgen_queue_depth{queue="jobs"} 3.0' in body
         assert "kemu_loadgen_backlog 0.0" in body
     finally:
         endpoint.stop()
