@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -41,9 +40,9 @@ from emulator.apiserver import aggregated, content, discovery, routing
 from emulator.apiserver import metrics as apimetrics
 from emulator.apiserver.auth import TokenAuth
 from emulator.apiserver.handlers import Call, Handlers, Result, query_bool, query_int
-from emulator.apiserver.settings import ServerSettings
+from emulator.apiserver.settings import ServerSettings, is_loopback
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
-from emulator.metrics import SD_PATH, discover, serve_and_register
+from emulator.metrics import SD_PATH, discover, process_instance, serve_and_register
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, parse_resource_version
 
@@ -230,15 +229,17 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
     server = ApiServer(settings, core)
 
     apimetrics.preinitialise()
+    # Several worker processes share one port, and several replicas (compose) share one service name:
+    # a scrape of the shared address would reach one of them at random. Then every process serves its
+    # own /metrics on its own port and is a target of its own (found through the discovery document).
+    own_target = settings.workers > 1 or not is_loopback(settings.host)
 
     @contextlib.asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         endpoint = None
-        if settings.workers > 1:
-            # Each worker process has its own metrics and a scrape of the shared port reaches one
-            # of them at random: every worker serves its own /metrics and is a target of its own.
+        if own_target:
             endpoint = await run_in_threadpool(serve_and_register, server.core.store.redis,
-                                               f"apiserver-{os.getpid()}", "apiserver", prefix=settings.prefix)
+                                               process_instance("apiserver"), "apiserver", prefix=settings.prefix)
         yield
         if endpoint is not None:
             endpoint.stop()
@@ -307,8 +308,8 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
         # Prometheus http_sd: every kemu process that registered its /metrics in Redis, plus this
         # API server itself (as the address the scraper reached it on).
         found = await run_in_threadpool(discover, server.core.store.redis, server.settings.prefix)
-        if server.settings.workers > 1:
-            return _json(found)  # the workers registered themselves (see lifespan)
+        if own_target:
+            return _json(found)  # every API server process registered itself (see lifespan)
         host = request.headers.get("host") or f"{server.settings.host}:{server.settings.port}"
         return _json([{"targets": [host], "labels": {"instance": "apiserver", "component": "apiserver"}}, *found])
 
