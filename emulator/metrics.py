@@ -145,12 +145,39 @@ class MetricsEndpoint:
     address: str
     registration: TargetRegistration
     server: Any = None  # prometheus-client's WSGI server (a daemon thread serves it)
+    release: Any = None  # set on shared endpoints: stop() hands the endpoint back instead
 
     def stop(self) -> None:
+        if self.release is not None:
+            self.release()
+            return
         self.registration.stop()  # first: Prometheus drops the target at its next discovery refresh
         if self.server is not None:
             self.server.shutdown()
             self.server.server_close()
+
+
+# One process, one target: every series of a registry is served once, however many parts of the
+# process (controller managers, a load driver ...) ask to be scraped. Two endpoints serving the
+# same registry would make Prometheus count every series of the process twice.
+_SHARED: dict[tuple[int, str, str], list[Any]] = {}  # key -> [endpoint, users]
+_SHARED_LOCK = threading.Lock()
+
+
+def _shared_key(client: redis.Redis, prefix: str, registry: CollectorRegistry) -> tuple[int, str, str]:
+    kw = client.connection_pool.connection_kwargs
+    return id(registry), prefix, f"{kw.get('host')}:{kw.get('port')}/{kw.get('db')}{kw.get('path', '')}"
+
+
+def _release(key: tuple[int, str, str]) -> None:
+    with _SHARED_LOCK:
+        entry = _SHARED[key]
+        entry[1] -= 1
+        if entry[1] > 0:
+            return
+        del _SHARED[key]
+    entry[0].release = None
+    entry[0].stop()
 
 
 def process_instance(component: str) -> str:
@@ -168,10 +195,21 @@ def serve_and_register(client: redis.Redis, instance: str, component: str, *, pr
 
     The load driver calls ``serve_and_register(store.redis, "loadgen", "loadgen")``; the
     controller-manager host (:class:`emulator.cluster.LocalCluster`) does the same with
-    ``component="controller-manager"``.
+    ``component="controller-manager"``. A second call in the same process (same registry, same
+    cluster) shares the first endpoint - one target per process, its first caller's name and
+    labels - and the endpoint stops when the last caller stops it.
     """
-    server, adv_host, port = _start(host, 0, registry)
-    address = f"[{adv_host}]:{port}" if ":" in adv_host else f"{adv_host}:{port}"
-    registration = TargetRegistration(client, instance, address, {"component": component, **(labels or {})},
-                                      prefix=prefix).start()
-    return MetricsEndpoint(address, registration, server)
+    key = _shared_key(client, prefix, registry)
+    with _SHARED_LOCK:
+        entry = _SHARED.get(key)
+        if entry is not None:
+            entry[1] += 1
+            first: MetricsEndpoint = entry[0]
+            return MetricsEndpoint(first.address, first.registration, None, release=lambda: _release(key))
+        server, adv_host, port = _start(host, 0, registry)
+        address = f"[{adv_host}]:{port}" if ":" in adv_host else f"{adv_host}:{port}"
+        registration = TargetRegistration(client, instance, address, {"component": component, **(labels or {})},
+                                          prefix=prefix).start()
+        endpoint = MetricsEndpoint(address, registration, server, release=lambda: _release(key))
+        _SHARED[key] = [endpoint, 1]
+    return MetricsEndpoint(address, registration, server, release=lambda: _release(key))

@@ -9,7 +9,7 @@ import pytest
 import redis
 from prometheus_client import CollectorRegistry, Counter
 
-from emulator.metrics import TargetRegistration, discover, process_instance, serve
+from emulator.metrics import TargetRegistration, discover, process_instance, serve, serve_and_register
 
 pytestmark = pytest.mark.integration
 
@@ -87,3 +87,23 @@ def test_each_api_server_worker_is_a_target_of_its_own(redis_url: str) -> None:
         assert total == 4
     finally:
         proc.stop()
+
+
+def test_one_process_is_one_target_however_many_parts_ask(redis_url: str) -> None:
+    # A `kemu run` process hosts controller managers and the load driver: serving the process's
+    # registry twice would make Prometheus count each of its series twice.
+    client = redis.Redis.from_url(redis_url)
+    first = serve_and_register(client, "cm", "controller-manager")
+    second = serve_and_register(client, "loadgen", "loadgen")
+    assert second.address == first.address
+    assert [t["labels"] for t in discover(client)] == [{"instance": "cm", "component": "controller-manager"}]
+    first.stop()
+    assert len(discover(client)) == 1  # still served for the part that has not stopped
+    assert httpx.get(f"http://{second.address}/metrics").status_code == 200
+    second.stop()
+    assert discover(client) == []
+    third = serve_and_register(client, "again", "loadgen")  # a fresh endpoint once all are gone
+    try:
+        assert [t["labels"]["instance"] for t in discover(client)] == ["again"]
+    finally:
+        third.stop()
