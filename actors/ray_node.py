@@ -96,6 +96,8 @@ def cmd_ray_node(args: argparse.Namespace) -> int:
             raise CLIError(f"RAY_AUTH_TOKEN_PATH={token_path} does not exist: the head node creates it; start the "
                            "head first (with the same file mounted)")
     argv = ray_start_argv(args, _ray_executable())
+    # The actors are the emulator, not background work: normal priority (see actors.launcher._normal_priority).
+    os.environ.setdefault("RAY_worker_niceness", "0")
     print("kemu ray-node: " + " ".join(argv), flush=True)
     os.execv(argv[0], argv)  # Ray becomes this process: signals (docker stop, Ctrl-C) reach it directly
     return 0  # not reached
