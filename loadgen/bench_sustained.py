@@ -99,13 +99,14 @@ def main() -> int:
             t0 = start + summary["cluster"]["startupSeconds"]
             t1 = min(end, t0 + phase["end"] + summary["create"]["backPressureSeconds"])
             w0 = min(t0 + 60, t1 - 15)  # 1-minute rates: from the first full minute of load
-            targets = httpx.get(f"{prom}/api/v1/targets", timeout=30).json()["data"]["activeTargets"]
             failed_scrapes = query_range(prom, "sum(up == 0) or vector(0)", start, end, 5.0)
             report: dict[str, Any] = {
                 "scenario": summary["scenario"], "nodes": summary["cluster"]["nodes"],
                 "exitCode": run.returncode, "wallSeconds": round(end - start, 1),
                 "phaseSeconds": round(t1 - t0, 1),
-                "targets": len(targets), "targetsDownSamples": int(sum(failed_scrapes)),
+                # Targets scraped during the load (they deregister when the run ends).
+                "targets": int(max(query_range(prom, "count(up)", t0, t1, 5.0), default=0)),
+                "targetsDownSamples": int(sum(failed_scrapes)),
                 "scheduledPerSecond1m": spread(query_range(
                     prom, 'sum(rate(scheduler_schedule_attempts_total{result="scheduled"}[1m]))', w0, t1)),
                 "createdPerSecond1m": spread(query_range(
