@@ -563,7 +563,8 @@ def _print_summary(s: dict[str, Any]) -> None:
     for ph in s["phases"]:
         print(f"  phase         {ph['name']:<16} {ph['kind']:<12} {ph['start']:>8.1f} s → {ph['end']:>8.1f} s, "
               f"{ph['actions']} actions")
-    print(f"  pods          {p['created']} of {p['requested']} created ({p['expected']} expected with Deployments) "
+    by_controllers = f" (+{p['expected'] - p['requested']} from Deployments)" if p["expected"] > p["requested"] else ""
+    print(f"  pods          {p['created']} of {p['requested']} created{by_controllers} "
           f"in {cr['seconds']} s ({cr['podsPerSecond']:,.0f} pods/s; back-pressure {cr['backPressureSeconds']} s); "
           f"{p['deleted']} deleted")
     print(f"                scheduled {p['scheduled']}, running {p['running']}, pending {p['pending']}, "
