@@ -26,13 +26,13 @@ exports nothing (the leader's process does), so the counts are never doubled.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Iterator
 from typing import Any, Protocol
 
 from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+
+from emulator.collectors import SourceCollector
 
 CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 STATUSES = ("true", "false", "unknown")
@@ -77,28 +77,14 @@ _FAMILIES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-class ClusterStateCollector(Collector):
+class ClusterStateCollector(SourceCollector):
     """Exports :func:`count` over the first source that has synced caches (see the module docstring)."""
-
-    def __init__(self) -> None:
-        self._sources: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._lock = threading.Lock()
-
-    def add(self, source: StateSource) -> None:
-        with self._lock:
-            self._sources.add(source)
-
-    def remove(self, source: StateSource) -> None:
-        with self._lock:
-            self._sources.discard(source)
 
     def describe(self) -> list[Metric]:
         return []  # present only while a leader runs in this process: do not pre-register the names
 
     def collect(self) -> Iterator[Metric]:
-        with self._lock:
-            sources = list(self._sources)
-        for source in sources:
+        for source in self.sources():
             objects = source.cluster_objects()
             if objects is None:
                 continue

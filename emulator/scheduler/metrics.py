@@ -28,14 +28,13 @@ process at import, as prometheus-client intends; ``serve`` in
 
 from __future__ import annotations
 
-import threading
-import weakref
 from collections.abc import Callable, Iterator, Mapping
-from typing import Any, Protocol
+from typing import Protocol
 
 from prometheus_client import REGISTRY, Counter, Histogram
 from prometheus_client.core import GaugeMetricFamily
-from prometheus_client.registry import Collector
+
+from emulator.collectors import SourceCollector
 
 __all__ = [
     "ASSUMED_FORGOTTEN",
@@ -161,24 +160,11 @@ _STATE_GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
 }
 
 
-class _StateCollector(Collector):
+class _StateCollector(SourceCollector):
     """Reads the gauges of every live scheduler at scrape time (no cost on the scheduling path)."""
 
-    def __init__(self) -> None:
-        self._sources: weakref.WeakSet[Any] = weakref.WeakSet()
-        self._lock = threading.Lock()
-
-    def add(self, source: StateSource) -> None:
-        with self._lock:
-            self._sources.add(source)
-
-    def remove(self, source: StateSource) -> None:
-        with self._lock:
-            self._sources.discard(source)
-
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        with self._lock:
-            sources = list(self._sources)
+        sources = self.sources()
         families = {name: GaugeMetricFamily(name, text, labels=[*labels, "scheduler"])
                     for name, (text, labels) in _STATE_GAUGES.items()}
         for source in sources:
