@@ -59,6 +59,7 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from emulator.api import errors
+from emulator.api import vpa as vpa_api
 from emulator.api.errors import Cause, render_value
 from emulator.api.kinds import Kind
 from emulator.api.names import (  # name formats, shared with the selector parser
@@ -1736,6 +1737,62 @@ def _metadata_only(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
     """Kinds whose bodies kemu does not constrain beyond ObjectMeta (Event, Lease)."""
 
 
+def _validate_vpa(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    """VerticalPodAutoscaler: the CRD's schema plus the VPA admission webhook's checks.
+
+    kubernetes/autoscaler ``vertical-pod-autoscaler/deploy/vpa-v1-crd-gen.yaml`` and
+    ``pkg/admission-controller/resource/vpa/handler.go`` (ValidateVPA).
+    """
+    spec = _dict_at(causes, "spec", obj.get("spec"))
+    if not spec.get("targetRef"):
+        _required(causes, "spec.targetRef")
+    else:
+        ref = _dict_at(causes, "spec.targetRef", spec["targetRef"])
+        for key in ("kind", "name"):
+            if not ref.get(key):
+                _required(causes, f"spec.targetRef.{key}")
+    policy = _dict_at(causes, "spec.updatePolicy", spec.get("updatePolicy"))
+    mode = policy.get("updateMode")
+    if mode is not None:
+        _check_enum(causes, "spec.updatePolicy.updateMode", mode, vpa_api.UPDATE_MODES)
+    if "minReplicas" in policy:
+        value = _int_at(causes, "spec.updatePolicy.minReplicas", policy["minReplicas"])
+        if value is not None and value <= 0:
+            _invalid(causes, "spec.updatePolicy.minReplicas", value, NOT_POSITIVE)
+    resource_policy = _dict_at(causes, "spec.resourcePolicy", spec.get("resourcePolicy"))
+    for i, raw in enumerate(_list_at(causes, "spec.resourcePolicy.containerPolicies",
+                                     resource_policy.get("containerPolicies"))):
+        p = f"spec.resourcePolicy.containerPolicies[{i}]"
+        cp = _dict_at(causes, p, raw)
+        if not cp.get("containerName"):
+            _required(causes, f"{p}.containerName")
+        if cp.get("mode") is not None:
+            _check_enum(causes, f"{p}.mode", cp["mode"], vpa_api.CONTAINER_MODES)
+        if cp.get("controlledValues") is not None:
+            _check_enum(causes, f"{p}.controlledValues", cp["controlledValues"], vpa_api.CONTROLLED_VALUES)
+            if cp.get("mode") == "Off":
+                _forbidden(causes, f"{p}.controlledValues",
+                           "controlledValues shouldn't be specified if container scaling mode is off")
+        for j, r in enumerate(_list_at(causes, f"{p}.controlledResources", cp.get("controlledResources"))):
+            _check_enum(causes, f"{p}.controlledResources[{j}]", r, vpa_api.RESOURCES)
+        bounds = {}
+        for field in ("minAllowed", "maxAllowed"):
+            values = _dict_at(causes, f"{p}.{field}", cp.get(field))
+            bounds[field] = {}
+            for name, value in values.items():
+                q = validate_quantity(value, f"{p}.{field}[{name}]", causes)
+                if q is not None:
+                    bounds[field][name] = q
+        for name, low in bounds["minAllowed"].items():
+            high = bounds["maxAllowed"].get(name)
+            if high is not None and high < low:
+                _invalid(causes, f"{p}.maxAllowed[{name}]", str(high), f"max resource for {name} is lower than min")
+    recommenders = _list_at(causes, "spec.recommenders", spec.get("recommenders"))
+    if len(recommenders) > 1:
+        _invalid(causes, "spec.recommenders", len(recommenders),
+                 "the current version of VPA object shouldn't specify more than one recommenders")
+
+
 VALIDATORS: dict[str, Validator] = {
     "pods": _validate_pod,
     "nodes": _validate_node,
@@ -1755,6 +1812,7 @@ VALIDATORS: dict[str, Validator] = {
     "storageclasses.storage.k8s.io": _validate_storage_class,
     "events": _metadata_only,
     "leases.coordination.k8s.io": _metadata_only,
+    "verticalpodautoscalers.autoscaling.k8s.io": _validate_vpa,
 }
 
 
