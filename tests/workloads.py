@@ -7,13 +7,10 @@ Deployment → ReplicaSet → Pod chain by hand, as those controllers would
 
 from __future__ import annotations
 
-from typing import Any
-
 from emulator.api.kinds import DEPLOYMENT, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.server.core import ServerCore
 from tests import builders as b
-
-Obj = dict[str, Any]
 
 
 def owner_ref(owner: Obj, *, controller: bool = True, block: bool = True) -> Obj:

@@ -61,6 +61,7 @@ import orjson
 from emulator.api import errors, kinds
 from emulator.api.kinds import Kind
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.apiserver import content, patch, tables
 from emulator.apiserver.content import Wanted
 from emulator.apiserver.discovery import SUBRESOURCES
@@ -69,8 +70,6 @@ from emulator.clock import rfc3339
 from emulator.server import defaults
 from emulator.server.core import ServerCore
 from emulator.server.validation import validate
-
-Obj = dict[str, Any]
 
 # Server-owned metadata a client's update or patch cannot change (rest.BeforeUpdate).
 _SERVER_META = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")

@@ -59,10 +59,9 @@ from prometheus_client import Counter, Histogram
 from emulator.api import errors
 from emulator.api.kinds import Kind
 from emulator.api.selectors import FieldSelector, LabelSelector
+from emulator.api.types import Obj
 from emulator.apiserver import metrics, tables
 from emulator.store.store import Store, WatchEvent, check_window, decode_entries, event_filter
-
-Obj = dict[str, Any]
 
 # Set when the process is asked to stop: open watches end their streams cleanly.
 DRAINING = threading.Event()

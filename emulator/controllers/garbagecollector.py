@@ -68,13 +68,12 @@ import redis
 
 from emulator.api import errors
 from emulator.api.kinds import Kind, all_kinds, by_resource
+from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.server.core import FINALIZER_FOREGROUND, FINALIZER_ORPHAN, ServerCore
 from emulator.store import codec
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 DEFAULT_GROUP = "kemu-garbage-collector"
 _ABSENT_CACHE_SIZE = 10_000  # upstream's absentOwnerCache holds 500 entries; ours are only tuples

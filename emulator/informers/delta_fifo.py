@@ -40,6 +40,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from emulator.api.types import Obj
+
 ADDED = "Added"
 UPDATED = "Updated"
 DELETED = "Deleted"
@@ -47,8 +49,6 @@ DELETED = "Deleted"
 REPLACED = "Replaced"
 # A periodic resync re-delivers an object the cache already holds.
 SYNC = "Sync"
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,11 +71,11 @@ from typing import Any
 import redis
 
 from emulator.api import errors
+from emulator.api.types import Obj
 from emulator.store.store import Store, WatchEvent, check_window, decode_entries
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Deliver = Callable[[list[WatchEvent], int], None]
 OnError = Callable[[Exception], None]
 

@@ -65,6 +65,7 @@ from typing import Any, NamedTuple, Protocol
 
 from emulator.api.kinds import POD, Kind
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock
 from emulator.informers.delta_fifo import (
     ADDED,
@@ -83,8 +84,6 @@ from emulator.informers.reflector import Backoff, Reflector
 from emulator.store.store import Store
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # client-go minimumResyncPeriod: a handler may not ask for resyncs more often than this.
 MINIMUM_RESYNC_PERIOD = 1.0

@@ -48,9 +48,8 @@ from decimal import Decimal
 from typing import Any
 
 from emulator.api.quantity import Format, Quantity, QuantityError, cpu_millis, format_bytes, parse_quantity, to_int
+from emulator.api.types import Obj
 from emulator.kubelet import eviction as ev
-
-Obj = dict[str, Any]
 
 KUBELET_VERSION = "v1.32.0"
 CONTAINER_RUNTIME_VERSION = "containerd://1.7.22"

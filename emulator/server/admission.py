@@ -35,9 +35,8 @@ from typing import Any, Protocol
 from emulator.api import errors, pods
 from emulator.api.kinds import LIMITRANGE, POD, PRIORITYCLASS, RESOURCEQUOTA, RUNTIMECLASS, Kind
 from emulator.api.quantity import Quantity, parse_quantity
+from emulator.api.types import Obj
 from emulator.clock import Clock, parse_rfc3339
-
-Obj = dict[str, Any]
 
 SYSTEM_PRIORITY_CLASSES: dict[str, int] = {
     # pkg/apis/scheduling/types.go: SystemClusterCritical / SystemNodeCritical.

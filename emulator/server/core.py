@@ -25,12 +25,11 @@ import orjson
 from emulator.api import errors, pods
 from emulator.api.kinds import NAMESPACE, POD, PRIORITYCLASS, Kind
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock, parse_rfc3339, rfc3339
 from emulator.server import admission, defaults
 from emulator.server.validation import validate
 from emulator.store.store import ListResult, Store, Watch, object_key
-
-Obj = dict[str, Any]
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # NamespaceLifecycle's immortal namespaces (plugin/pkg/admission/namespace/lifecycle): never deleted.

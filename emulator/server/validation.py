@@ -73,8 +73,8 @@ from emulator.api.names import (
 from emulator.api.names import max_len as _max_len
 from emulator.api.names import regex_error as _regex_error
 from emulator.api.quantity import Quantity, QuantityError, parse_quantity
+from emulator.api.types import Obj
 
-Obj = dict[str, Any]
 Validator = Callable[[Obj, Obj | None, list[Cause]], None]
 
 # --------------------------------------------------------------------------------------------

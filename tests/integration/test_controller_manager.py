@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from emulator.api.kinds import DEPLOYMENT, EVENT, LEASE, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.clock import ManualClock, SystemClock
 from emulator.cluster import LocalCluster
 from emulator.config import Config
@@ -27,7 +28,6 @@ from tests.kubelet_standin import ReadyMonitor, StandInKubelet, wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 LABELS = {"app": "web"}
 
 

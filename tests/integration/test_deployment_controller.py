@@ -14,6 +14,7 @@ from typing import Any
 import pytest
 
 from emulator.api.kinds import DEPLOYMENT, EVENT, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers import deployment as dep
 from emulator.controllers.manager import ControllerManager
@@ -23,7 +24,6 @@ from tests.kubelet_standin import ReadyMonitor, StandInKubelet, wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 LABELS = {"app": "web"}
 
 

@@ -14,6 +14,7 @@ import pytest
 
 from emulator.api import errors
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, POD, REPLICASET, Kind
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.cluster import LocalCluster
 from emulator.config import Config
@@ -23,8 +24,6 @@ from emulator.store.store import Store
 from tests import workloads as w
 
 pytestmark = pytest.mark.integration
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture

@@ -7,11 +7,11 @@ kubelet (``tests/kubelet_standin.py``) where pods must run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from emulator.api.kinds import DEPLOYMENT, EVENT, NODE, POD, PRIORITYCLASS, REPLICASET
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager
 from emulator.controllers.replicaset import ReplicaSetController
@@ -24,7 +24,6 @@ from tests.kubelet_standin import StandInKubelet, running_ready_status, wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 LABELS = {"app": "web"}
 
 

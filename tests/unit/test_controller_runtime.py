@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
 from emulator.controllers import deployment as dep
 from emulator.controllers.manager import ManagerConfig, enabled_controllers
@@ -30,7 +31,6 @@ from emulator.controllers.runtime import (
 )
 from tests.kubelet_standin import wait_for
 
-Obj = dict[str, Any]
 NOW = 1_700_000_000.0
 
 
