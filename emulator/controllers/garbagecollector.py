@@ -68,6 +68,7 @@ import redis
 
 from emulator.api import errors
 from emulator.api.kinds import Kind, all_kinds, by_resource
+from emulator.api.meta import without_owner_references
 from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.server.core import FINALIZER_FOREGROUND, FINALIZER_ORPHAN, ServerCore
@@ -298,7 +299,7 @@ class GarbageCollector:
         if solid:
             stale = {r.get("uid") for r in dangling + waiting}
             if stale:
-                self.core.update_metadata(kind, namespace, name, lambda m: _without_refs(m, stale), uid=uid)
+                self.core.update_metadata(kind, namespace, name, lambda m: without_owner_references(m, stale), uid=uid)
                 self.stats.references_removed += len(stale)
             return True
         if waiting and self.store.dependents(uid):
@@ -475,18 +476,6 @@ class GarbageCollector:
         elif meta.get("ownerReferences") or (meta.get("deletionTimestamp")
                                              and FINALIZER_ORPHAN in (meta.get("finalizers") or [])):
             self._attempt(kind, key)
-
-
-def _without_refs(meta: Obj, uids: set[Any]) -> Obj | None:
-    refs = meta.get("ownerReferences") or []
-    kept = [r for r in refs if r.get("uid") not in uids]
-    if len(kept) == len(refs):
-        return None
-    if kept:
-        meta["ownerReferences"] = kept
-    else:
-        meta.pop("ownerReferences", None)
-    return meta
 
 
 def _unblocked(meta: Obj) -> Obj | None:

@@ -64,6 +64,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from emulator.api.kinds import POD, Kind
+from emulator.api.meta import resource_version
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock
@@ -118,10 +119,6 @@ class ResourceEventHandlerFuncs:
     def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
         if self.delete is not None:
             self.delete(obj)
-
-
-def _rv(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 # Notifications: (kind, a, b). add: (obj, is_in_initial_list); update: (old, new); delete: (obj, None).
@@ -431,7 +428,8 @@ class SharedInformer:
                 old = indexer.update(obj)
                 if old is not None:
                     # Same resourceVersion: nothing changed (a resync, or a relist of an unchanged object).
-                    self._distribute(listeners, _Notification(_UPDATE, old, obj), sync=_rv(old) == _rv(obj))
+                    self._distribute(listeners, _Notification(_UPDATE, old, obj),
+                                     sync=resource_version(old) == resource_version(obj))
                 else:
                     self._distribute(listeners, _Notification(_ADD, obj, is_in_initial_list), sync=False)
 

@@ -24,6 +24,7 @@ import orjson
 
 from emulator.api import errors, pods
 from emulator.api.kinds import NAMESPACE, POD, PRIORITYCLASS, Kind
+from emulator.api.meta import without_owner_references
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock, parse_rfc3339, rfc3339
@@ -446,22 +447,12 @@ class ServerCore:
         ``pkg/controller/garbagecollector/garbagecollector.go``.
         """
 
-        def strip(meta: Obj) -> Obj | None:
-            refs = meta.get("ownerReferences") or []
-            kept = [r for r in refs if r.get("uid") != owner_uid]
-            if len(kept) == len(refs):
-                return None
-            if kept:
-                meta["ownerReferences"] = kept
-            else:
-                meta.pop("ownerReferences", None)
-            return meta
-
         changed = 0
         for dep_kind, key in self.store.dependents(owner_uid):
             dep_ns, _, dep_name = key.rpartition("/")
             try:
-                self.update_metadata(dep_kind, dep_ns or None, dep_name, strip)
+                self.update_metadata(dep_kind, dep_ns or None, dep_name,
+                                     lambda m: without_owner_references(m, (owner_uid,)))
                 changed += 1
             except errors.StatusError as e:
                 if e.code != 404:
