@@ -54,8 +54,10 @@ import orjson
 
 from emulator.api import errors
 from emulator.api.kinds import DAEMONSET, NODE, POD
+from emulator.api.nodeaffinity import RequiredNodeAffinity
 from emulator.api.pdb import is_pod_ready
 from emulator.api.selectors import LabelSelector
+from emulator.api.taints import taint_of, tolerations_tolerate
 from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.controllers.runtime import (
@@ -73,7 +75,6 @@ from emulator.controllers.runtime import (
     resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
-from emulator.scheduler.plugins.helper import RequiredNodeAffinity, taint_of, tolerations_tolerate
 
 log = logging.getLogger(__name__)
 

@@ -58,7 +58,9 @@ from typing import Any
 import numpy as np
 
 from emulator.api.gomath import go_round, go_round_array
+from emulator.api.nodeaffinity import RequiredNodeAffinity
 from emulator.api.selectors import LabelSelector
+from emulator.api.taints import find_untolerated_taint, taint_of
 from emulator.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     Code,
@@ -72,7 +74,6 @@ from emulator.scheduler.framework.interface import (
 )
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.helper import RequiredNodeAffinity, find_untolerated_taint, taint_of
 from emulator.scheduler.plugins.listers import (
     REPLICASETS,
     REPLICATIONCONTROLLERS,
