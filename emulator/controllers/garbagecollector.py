@@ -212,16 +212,6 @@ class GarbageCollector:
                                       block=block_ms)
         return reply[0][1] if reply else []
 
-    def read_without_processing(self, count: int = 100) -> int:
-        """Take up to ``count`` new entries and do nothing with them (what a collector that crashes does).
-
-        For tests and tools that need to show the queue survives a dead consumer.
-        """
-        if not self._group_ready:
-            self.ensure_group()
-        reply = self.redis.xreadgroup(self.group, self.consumer, {self.queue: ">"}, count=count)
-        return len(reply[0][1]) if reply else 0
-
     def _handle_entry(self, entry_id: bytes, fields: dict[bytes, bytes] | None) -> int:
         try:
             complete = self._handle(fields or {})

@@ -197,12 +197,6 @@ class DeltaFIFO:
                     deltas[-1] = keep
             self._wake()
 
-    def add_if_not_present(self, deltas: Deltas) -> None:
-        """Put back popped deltas, unless newer deltas for the key were queued meanwhile."""
-        key = self.key_of(deltas)
-        with self._lock:
-            self._add_if_not_present(key, deltas)
-
     def _add_if_not_present(self, key: str, deltas: Deltas) -> None:
         self._populated = True
         if key in self._items:

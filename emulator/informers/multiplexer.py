@@ -187,10 +187,6 @@ class Multiplexer:
         sub.cancel()
         self._forget([sub])
 
-    def subscriptions(self) -> list[Subscription]:
-        with self._lock:
-            return [s for subs in self._subs.values() for s in subs]
-
     def streams(self) -> list[str]:
         with self._lock:
             return sorted(s for s, subs in self._subs.items() if subs)

@@ -363,10 +363,6 @@ class SharedInformer:
     def has_started(self) -> bool:
         return self._started
 
-    @property
-    def is_stopped(self) -> bool:
-        return self._stopped
-
     def has_synced(self) -> bool:
         """The first list has been popped into the cache (client-go ``HasSynced``)."""
         return self._started and self.fifo.has_synced()
@@ -389,9 +385,6 @@ class SharedInformer:
 
     # ------------------------------------------------------------ the cache
     def get_store(self) -> Indexer:
-        return self.indexer
-
-    def get_indexer(self) -> Indexer:
         return self.indexer
 
     def listeners(self) -> list[HandlerRegistration]:

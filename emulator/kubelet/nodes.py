@@ -294,16 +294,6 @@ def image_entry(image: str, size: int) -> Obj:
     return {"names": names, "sizeBytes": int(size)}
 
 
-def images_of(node: Mapping[str, Any]) -> dict[str, int]:
-    """Image reference -> size from a Node's ``status.images`` (every name of every entry)."""
-    out: dict[str, int] = {}
-    for entry in (node.get("status") or {}).get("images") or ():
-        size = int(entry.get("sizeBytes") or 0)
-        for name in entry.get("names") or ():
-            out[str(name)] = size
-    return out
-
-
 # -- the Node object ------------------------------------------------------------------------------------
 
 

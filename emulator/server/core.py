@@ -585,14 +585,3 @@ def _assigned(pod: Obj, node_name: str, now: str, annotations: dict[str, str] | 
     conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
     status["conditions"] = conditions
     return {**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": node_name}, "status": status}
-
-
-def retry_on_conflict(fn: Callable[[], Obj], attempts: int = 16) -> Obj:
-    """Run ``fn`` until it does not raise Conflict (client-go ``retry.RetryOnConflict``)."""
-    for _ in range(attempts - 1):
-        try:
-            return fn()
-        except errors.StatusError as e:
-            if e.reason != "Conflict":
-                raise
-    return fn()

@@ -546,7 +546,7 @@ class Watch:
         self._batch = batch
         self.last_rv = since_rv
         self.closed = False
-        check_window(since_rv, store.redis.hget(store._trim_key, stream))
+        check_window(since_rv, store.redis.hget(store.trim_key, stream))
 
     def next_batch(self, timeout: float = 1.0) -> list[WatchEvent]:
         """Block up to ``timeout`` seconds for events; [] on timeout. Raises 410 if the window moved past us."""

@@ -17,10 +17,11 @@ from emulator.controllers.manager import ControllerManager
 from emulator.controllers.replicaset import ReplicaSetController
 from emulator.controllers.runtime import ControllerContext, EventRecorder
 from emulator.informers import SharedInformerFactory
-from emulator.server.core import ServerCore, retry_on_conflict
+from emulator.server.core import ServerCore
 from tests import builders as b
 from tests import workloads as w
 from tests.kubelet_standin import StandInKubelet, running_ready_status, wait_for
+from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration
 
