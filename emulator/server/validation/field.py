@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from emulator.api.errors import Cause, render_value
+from emulator.api.labels import LabelSelector
 from emulator.api.names import (
     label_value_errors,
     qualified_name_errors,
@@ -194,25 +195,8 @@ def selector_is_empty(selector: Obj) -> bool:
 
 
 def selector_matches(selector: Obj, labels: Obj) -> bool:
-    """``LabelSelectorAsSelector(sel).Matches(labels)`` for an already validated selector."""
-    for key, value in (selector.get("matchLabels") or {}).items():
-        if labels.get(key) != value:
-            return False
-    for expr in selector.get("matchExpressions") or []:
-        key, op = expr.get("key"), expr.get("operator")
-        present = key in labels
-        if op == "In":
-            if not present or labels[key] not in (expr.get("values") or ()):
-                return False
-        elif op == "NotIn":
-            if present and labels[key] in (expr.get("values") or ()):
-                return False
-        elif op == "Exists":
-            if not present:
-                return False
-        elif op == "DoesNotExist" and present:
-            return False
-    return True
+    """``LabelSelectorAsSelector(sel).Matches(labels)`` for a selector :func:`check_label_selector` passed."""
+    return LabelSelector.from_dict(selector).matches(labels)
 
 
 def _int_or_percent(value: Any) -> tuple[int | None, bool]:
