@@ -67,7 +67,17 @@ from emulator.api.names import dns1123_label_errors, qualified_name_errors
 from emulator.api.types import Obj
 
 # Every group module registers its validators when imported: a new API group adds its module here.
-from emulator.server.validation import apps, batch, coordination, core, node, pods, policy, scheduling, storage
+from emulator.server.validation import (  # noqa: F401 (imported for their @register calls)
+    apps,
+    batch,
+    coordination,
+    core,
+    node,
+    pods,
+    policy,
+    scheduling,
+    storage,
+)
 from emulator.server.validation.field import wrong_type
 from emulator.server.validation.objectmeta import check_object_meta, check_object_meta_update
 from emulator.server.validation.registry import VALIDATORS, Validator, register
@@ -82,9 +92,6 @@ __all__ = [
     "validate",
     "validate_quantity",
 ]
-
-# Referenced so the imports above (made for their registrations) are not unused.
-_GROUPS = (apps, batch, coordination, core, node, policy, pods, scheduling, storage)
 
 
 def validate(kind: Kind, obj: Obj, old: Obj | None = None) -> None:
