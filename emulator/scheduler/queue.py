@@ -755,10 +755,6 @@ class SchedulingQueue:
         with self._cond:
             self._add_nominated(info, node)
 
-    def delete_nominated_pod(self, pod: Obj) -> None:
-        with self._cond:
-            self._delete_nominated(pod_key(pod))
-
     def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
         with self._cond:
             return list(self._nominated.get(node, {}).values())
