@@ -16,8 +16,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from emulator.api.quantity import cpu_millis, format_bytes, format_millis, to_int
-
-Obj = dict[str, Any]
+from emulator.api.types import Obj
 
 GROUP = "autoscaling.k8s.io"
 UPDATE_MODES = ("Off", "Initial", "Recreate", "Auto", "InPlaceOrRecreate")

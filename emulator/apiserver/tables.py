@@ -27,9 +27,9 @@ from functools import lru_cache
 from typing import Any
 
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 
-Obj = dict[str, Any]
 Cell = str | int | bool | float | None
 
 _NAME_DOC = "Name must be unique within a namespace. Is required when creating resources."

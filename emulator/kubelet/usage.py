@@ -39,6 +39,7 @@ from emulator.api import errors
 from emulator.api.kinds import NODE, POD
 from emulator.api.quantity import format_bytes
 from emulator.api.selectors import parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.store.store import Store
 
@@ -48,7 +49,6 @@ PODS_KEY = "mu:pods:"
 # An entry older than this many windows is stale (its shard stopped publishing).
 MAX_AGE_WINDOWS = 4.0
 
-Obj = dict[str, Any]
 # One pod's usage: [(container name, cpu nanocores, memory bytes)].
 ContainerUsage = tuple[str, int, int]
 

@@ -45,9 +45,8 @@ from emulator.api.kinds import (
 )
 from emulator.api.quantity import Quantity, parse_quantity
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import Clock, parse_rfc3339
-
-Obj = dict[str, Any]
 
 SYSTEM_PRIORITY_CLASSES: dict[str, int] = {
     # pkg/apis/scheduling/types.go: SystemClusterCritical / SystemNodeCritical.

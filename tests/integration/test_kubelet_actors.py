@@ -18,6 +18,7 @@ import ray
 from actors.cli import kubelet_runner
 from actors.launcher import KubeletLauncher, init_ray
 from emulator.api.kinds import LEASE, NODE, POD
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.cluster import LocalCluster
 from emulator.config import Config
@@ -26,7 +27,6 @@ from tests import builders as b
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 SPEED = 10.0
 NODES = 300
 

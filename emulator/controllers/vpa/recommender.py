@@ -30,6 +30,7 @@ from emulator.api import errors, vpa
 from emulator.api.kinds import POD, REPLICASET, VERTICALPODAUTOSCALER, by_api_version_kind
 from emulator.api.quantity import cpu_millis, to_int
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.collectors import SourceCollector
 from emulator.controllers.runtime import Controller, ControllerContext
@@ -40,7 +41,6 @@ from emulator.kubelet import usage
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 KEY = "recommend"
 DEFAULT_INTERVAL = 60.0  # --recommender-interval
 

@@ -31,6 +31,7 @@ from prometheus_client import Counter
 
 from emulator.api import errors, vpa
 from emulator.api.kinds import POD, REPLICASET, VERTICALPODAUTOSCALER, by_api_version_kind
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.controllers.runtime import Controller, ControllerContext
 from emulator.informers import NAMESPACE_INDEX
@@ -38,7 +39,6 @@ from emulator.server import eviction
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 KEY = "update"
 DEFAULT_INTERVAL = 60.0  # --updater-interval
 MIN_REPLICAS = 2  # --min-replicas
