@@ -15,12 +15,11 @@ from typing import Any, Protocol
 
 from emulator.api.errors import StatusError
 from emulator.api.kinds import Kind, by_resource
+from emulator.api.types import ObjView
 from emulator.scheduler.cache import Cache
 from emulator.scheduler.queue import ASSIGNED_POD_DELETE, NODE_ADD, SchedulingQueue, node_change_events, pod_key
 
 __all__ = ["LISTER_RESOURCES", "EventHandlers", "Handler", "InformerLister", "InformerSource"]
-
-Obj = Mapping[str, Any]
 
 
 class InformerSource(Protocol):
@@ -53,14 +52,14 @@ class InformerLister:
                 continue
             self._informers[resource] = informers.informer_for(kind)
 
-    def list(self, resource: str, namespace: str | None = None) -> Sequence[Obj]:
+    def list(self, resource: str, namespace: str | None = None) -> Sequence[ObjView]:
         informer = self._informers.get(resource)
         if informer is None:
             return ()
         items = informer.indexer.by_index("namespace", namespace) if namespace else informer.indexer.list()
         return sorted(items, key=pod_key)
 
-    def get(self, resource: str, name: str, namespace: str | None = None) -> Obj | None:
+    def get(self, resource: str, name: str, namespace: str | None = None) -> ObjView | None:
         informer = self._informers.get(resource)
         if informer is None:
             return None
@@ -73,14 +72,14 @@ class InformerLister:
 class Handler:
     """An informer handler (``on_add(obj, is_in_initial_list)``, ``on_update``, ``on_delete``) over three functions."""
 
-    def __init__(self, add: Callable[[Obj], None], update: Callable[[Obj, Obj], None],
-                 delete: Callable[[Obj], None]) -> None:
+    def __init__(self, add: Callable[[ObjView], None], update: Callable[[ObjView, ObjView], None],
+                 delete: Callable[[ObjView], None]) -> None:
         self._add, self._update, self._delete = add, update, delete
 
-    def on_add(self, obj: Obj, is_in_initial_list: bool = False) -> None:
+    def on_add(self, obj: ObjView, is_in_initial_list: bool = False) -> None:
         self._add(obj)
 
-    def on_update(self, old: Obj, new: Obj) -> None:
+    def on_update(self, old: ObjView, new: ObjView) -> None:
         self._update(old, new)
 
     def on_delete(self, obj: Any) -> None:
@@ -95,17 +94,17 @@ class EventHandlers:
 
     cache: Cache
     queue: SchedulingQueue
-    responsible: Callable[[Obj], bool]
+    responsible: Callable[[ObjView], bool]
 
     @staticmethod
-    def _assigned(pod: Obj) -> bool:
+    def _assigned(pod: ObjView) -> bool:
         return bool((pod.get("spec") or {}).get("nodeName"))
 
     @staticmethod
-    def _terminal(pod: Obj) -> bool:
+    def _terminal(pod: ObjView) -> bool:
         return (pod.get("status") or {}).get("phase") in ("Succeeded", "Failed")
 
-    def on_pod_add(self, pod: Obj) -> None:
+    def on_pod_add(self, pod: ObjView) -> None:
         if self._assigned(pod):
             if not self._terminal(pod):
                 self.cache.on_pod_add(pod)
@@ -113,7 +112,7 @@ class EventHandlers:
         elif self.responsible(pod) and not self._terminal(pod):
             self.queue.add(pod)
 
-    def on_pod_update(self, old: Obj, new: Obj) -> None:
+    def on_pod_update(self, old: ObjView, new: ObjView) -> None:
         if self._assigned(new):
             if self._terminal(new):
                 self.cache.on_pod_delete(new)
@@ -131,21 +130,21 @@ class EventHandlers:
         else:
             self.queue.delete(new)
 
-    def on_pod_delete(self, pod: Obj) -> None:
+    def on_pod_delete(self, pod: ObjView) -> None:
         if self._assigned(pod):
             self.cache.on_pod_delete(pod)
             self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE)
         else:
             self.queue.delete(pod)
 
-    def on_node_add(self, node: Obj) -> None:
+    def on_node_add(self, node: ObjView) -> None:
         self.cache.on_node_add(node)
         self.queue.move_all_to_active_or_backoff(NODE_ADD)
 
-    def on_node_update(self, old: Obj, new: Obj) -> None:
+    def on_node_update(self, old: ObjView, new: ObjView) -> None:
         self.cache.on_node_update(old, new)
         for event in node_change_events(old, new):
             self.queue.move_all_to_active_or_backoff(event)
 
-    def on_node_delete(self, node: Obj) -> None:
+    def on_node_delete(self, node: ObjView) -> None:
         self.cache.on_node_delete(node)

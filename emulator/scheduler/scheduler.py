@@ -101,6 +101,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from emulator.api.kinds import NODE, POD, Kind
+from emulator.api.types import ObjView
 from emulator.clock import Clock, SystemClock
 from emulator.scheduler import metrics
 from emulator.scheduler.api_writer import ApiWriter
@@ -129,8 +130,6 @@ __all__ = [
     "owner_replica",
 ]
 
-Obj = Mapping[str, Any]
-
 
 class SchedulerClient(Protocol):
     """The API the scheduler needs (``ServerCore`` has it): bind, read, status, events, deletes."""
@@ -152,7 +151,7 @@ class SchedulerClient(Protocol):
     def delete(self, kind: Kind, namespace: str | None, name: str, **options: Any) -> dict[str, Any]: ...
 
 
-def owner_replica(pod: Obj, replicas: int) -> int:
+def owner_replica(pod: ObjView, replicas: int) -> int:
     """Which of ``replicas`` competing schedulers owns ``pod``: crc32 of its uid (its ``ns/name`` if none) mod N."""
     if replicas <= 1:
         return 0
@@ -269,7 +268,7 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
                     out[name] = list(fn())
         return out
 
-    def _pre_enqueue(self, pod: Obj) -> Status | None:
+    def _pre_enqueue(self, pod: ObjView) -> Status | None:
         fwk = self.frameworks.get((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
         return fwk.run_pre_enqueue_plugins(pod) if fwk is not None else None
 
@@ -286,10 +285,10 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
         return all(r.has_synced() for r in self._registrations) and self.listers.has_synced()
 
     # ------------------------------------------------------------------ ownership
-    def profile_for(self, pod: Obj) -> TimedFramework | None:
+    def profile_for(self, pod: ObjView) -> TimedFramework | None:
         return self.frameworks.get((pod.get("spec") or {}).get("schedulerName") or "default-scheduler")
 
-    def responsible(self, pod: Obj) -> bool:
+    def responsible(self, pod: ObjView) -> bool:
         """This scheduler serves the pod's schedulerName and, among replicas, owns the pod."""
         if self.profile_for(pod) is None:
             return False

@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Mapping
-from typing import Any
 
+from emulator.api.types import ObjView
 from emulator.scheduler.framework.interface import Code, Status
 from emulator.scheduler.framework.types import PodInfo
 
 __all__ = ["WaitingPod"]
 
-Obj = Mapping[str, Any]
 
 class WaitingPod:
     """A pod held at Permit (upstream ``waitingPod``): allowed once every waiting plugin allows it."""
@@ -40,7 +39,7 @@ class WaitingPod:
         return self.info.uid
 
     @property
-    def pod(self) -> Obj:
+    def pod(self) -> ObjView:
         return self.info.pod
 
     def start(self) -> None:

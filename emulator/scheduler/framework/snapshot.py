@@ -48,6 +48,7 @@ import numpy as np
 
 from emulator.api.quantity import parse_quantity
 from emulator.api.selectors import LabelSelector
+from emulator.api.taints import Taint, node_taints
 from emulator.scheduler.framework.types import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -62,9 +63,6 @@ from emulator.scheduler.framework.types import (
 )
 
 __all__ = ["LabelColumn", "Snapshot", "Taint", "node_allocatable"]
-
-Taint = tuple[str, str, str]
-"""A node taint as (key, value, effect)."""
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _BIND_ALL = "0.0.0.0"
@@ -89,11 +87,6 @@ def node_allocatable(node: Mapping[str, Any]) -> tuple[dict[str, int], int]:
         elif tracked_resource(name):
             out[name] = quantity.value()
     return out, pods
-
-
-def _node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
-    return tuple((t.get("key") or "", t.get("value") or "", t.get("effect") or "")
-                 for t in (node.get("spec") or {}).get("taints") or ())
 
 
 def _node_images(node: Mapping[str, Any]) -> dict[str, int]:
@@ -170,7 +163,7 @@ class _NodeDerived:
     def taint_groups(self) -> tuple[np.ndarray, tuple[tuple[Taint, ...], ...]]:
         if self._taint_groups is None:
             group_of: dict[tuple[Taint, ...], int] = {}
-            codes = np.fromiter((group_of.setdefault(_node_taints(n), len(group_of)) for n in self._nodes),
+            codes = np.fromiter((group_of.setdefault(node_taints(n), len(group_of)) for n in self._nodes),
                                 dtype=np.int32, count=len(self._nodes))
             self._taint_groups = (_frozen(codes), tuple(group_of))
         return self._taint_groups

@@ -10,7 +10,8 @@ Python.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
+
+from emulator.api.types import ObjView
 
 __all__ = [
     "ASSIGNED_POD_ADD",
@@ -34,7 +35,6 @@ __all__ = [
     "node_change_events",
 ]
 
-Obj = Mapping[str, Any]
 
 # Cluster events (upstream framework/events.go labels).
 NODE_ADD = "NodeAdd"
@@ -77,11 +77,11 @@ PLUGIN_EVENTS: Mapping[str, frozenset[str]] = {
 }
 
 
-def _conditions(node: Obj) -> dict[str, str]:
+def _conditions(node: ObjView) -> dict[str, str]:
     return {c.get("type") or "": c.get("status") or "" for c in (node.get("status") or {}).get("conditions") or ()}
 
 
-def node_change_events(old: Obj, new: Obj) -> list[str]:
+def node_change_events(old: ObjView, new: ObjView) -> list[str]:
     """upstream ``NodeSchedulingPropertiesChange``: the events a node update amounts to (possibly none)."""
     events = []
     old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}

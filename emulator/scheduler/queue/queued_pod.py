@@ -7,18 +7,16 @@ our own Python.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from emulator.api.types import ObjView
 from emulator.scheduler.framework.types import QueuedPodInfo
 
 __all__ = ["QueuedPod", "pod_key"]
 
-Obj = Mapping[str, Any]
 
-
-def pod_key(pod: Obj) -> str:
+def pod_key(pod: ObjView) -> str:
     meta = pod.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
@@ -43,7 +41,7 @@ class QueuedPod(QueuedPodInfo):
     extra: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def pod(self) -> Obj:
+    def pod(self) -> ObjView:
         return self.pod_info.pod
 
     @property

@@ -52,6 +52,7 @@ import time
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from emulator.api.types import ObjView
 from emulator.clock import Clock, SystemClock
 from emulator.scheduler import metrics
 from emulator.scheduler.framework.interface import Status
@@ -90,16 +91,14 @@ ACTIVE, BACKOFF, UNSCHEDULABLE, GATED = "active", "backoff", "unschedulable", "g
 DEFAULT_POD_MAX_IN_UNSCHEDULABLE = 300.0  # upstream DefaultPodMaxInUnschedulablePodsDuration
 _LEFTOVER_FLUSH_PERIOD = 30.0  # upstream flushes the unschedulable pool every 30 s
 
-Obj = Mapping[str, Any]
 
-
-def _strip_for_update(pod: Obj) -> dict[str, Any]:
+def _strip_for_update(pod: ObjView) -> dict[str, Any]:
     meta = {k: v for k, v in (pod.get("metadata") or {}).items()
             if k not in ("resourceVersion", "generation", "managedFields", "finalizers")}
     return {**{k: v for k, v in pod.items() if k != "status"}, "metadata": meta}
 
 
-def is_pod_updated(old: Obj, new: Obj) -> bool:
+def is_pod_updated(old: ObjView, new: ObjView) -> bool:
     """upstream ``isPodUpdated``: did anything change but status, resourceVersion, generation, managedFields
     or finalizers?"""
     return _strip_for_update(old) != _strip_for_update(new)
@@ -117,7 +116,7 @@ class SchedulingQueue:
 
     def __init__(self, less: Callable[[QueuedPodInfo, QueuedPodInfo], bool] | None = None, *,
                  priority_sort: bool | None = None, clock: Clock | None = None,
-                 pre_enqueue: Callable[[Obj], Status | None] | None = None,
+                 pre_enqueue: Callable[[ObjView], Status | None] | None = None,
                  pod_initial_backoff: float = DEFAULT_POD_INITIAL_BACKOFF,
                  pod_max_backoff: float = DEFAULT_POD_MAX_BACKOFF,
                  pod_max_in_unschedulable: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE,
@@ -160,7 +159,7 @@ class SchedulingQueue:
                     UNSCHEDULABLE: len(self._unschedulable) - gated, GATED: gated}
 
     # ------------------------------------------------------------------ helpers (lock held)
-    def _new(self, pod: Obj, info: PodInfo | None = None) -> QueuedPod:
+    def _new(self, pod: ObjView, info: PodInfo | None = None) -> QueuedPod:
         return QueuedPod(info if info is not None else PodInfo(pod), timestamp=self.clock.now(), seq=next(self._seq))
 
     def _run_pre_enqueue(self, qp: QueuedPod) -> None:
@@ -224,7 +223,7 @@ class SchedulingQueue:
         return moved
 
     # ------------------------------------------------------------------ the informer side
-    def add(self, pod: Obj, info: PodInfo | None = None) -> None:
+    def add(self, pod: ObjView, info: PodInfo | None = None) -> None:
         """A new unscheduled pod (upstream ``Add``)."""
         key = pod_key(pod)
         with self._cond:
@@ -234,12 +233,12 @@ class SchedulingQueue:
             if self._move_to_active(self._new(pod, info), UNSCHEDULED_POD_ADD):
                 self._cond.notify()
 
-    def update(self, old: Obj | None, new: Obj) -> None:
+    def update(self, old: ObjView | None, new: ObjView) -> None:
         """An unscheduled pod changed (upstream ``Update``)."""
         with self._cond:
             self._update_locked(old, new)
 
-    def _update_locked(self, old: Obj | None, new: Obj) -> None:
+    def _update_locked(self, old: ObjView | None, new: ObjView) -> None:
         key = pod_key(new)
         flying = self._in_flight.get(key)
         if flying is not None:
@@ -272,7 +271,7 @@ class SchedulingQueue:
         if self._move_to_active(self._new(new), UNSCHEDULED_POD_UPDATE):
             self._cond.notify()
 
-    def delete(self, pod: Obj) -> None:
+    def delete(self, pod: ObjView) -> None:
         """An unscheduled pod was deleted, or got bound (upstream ``Delete``)."""
         key = pod_key(pod)
         with self._cond:
@@ -285,7 +284,7 @@ class SchedulingQueue:
             if flying is not None:
                 flying.deleted = True
 
-    def activate(self, pods: Iterable[Obj]) -> None:
+    def activate(self, pods: Iterable[ObjView]) -> None:
         """Move these pods to activeQ now, skipping any backoff (upstream ``Activate``)."""
         with self._cond:
             moved = False
@@ -300,7 +299,7 @@ class SchedulingQueue:
             if moved:
                 self._cond.notify_all()
 
-    def move_all_to_active_or_backoff(self, event: str, pre_check: Callable[[Obj], bool] | None = None) -> int:
+    def move_all_to_active_or_backoff(self, event: str, pre_check: Callable[[ObjView], bool] | None = None) -> int:
         """Move the unschedulable pods ``event`` may help (``MoveAllToActiveOrBackoffQueue``); how many moved."""
         with self._cond:
             if not self._unschedulable.anyone_interested(event, self.plugin_events):
@@ -308,7 +307,7 @@ class SchedulingQueue:
                 return 0
             return self._move_locked(event, list(self._unschedulable.values()), pre_check)
 
-    def _move_locked(self, event: str, candidates: list[QueuedPod], pre_check: Callable[[Obj], bool] | None) -> int:
+    def _move_locked(self, event: str, candidates: list[QueuedPod], pre_check: Callable[[ObjView], bool] | None) -> int:
         moved = 0
         activated = False
         for qp in candidates:
@@ -328,11 +327,11 @@ class SchedulingQueue:
             self._cond.notify_all()
         return moved
 
-    def assigned_pod_added(self, pod: Obj) -> int:
+    def assigned_pod_added(self, pod: ObjView) -> int:
         """A bound pod appeared: it may satisfy affinity / spread constraints of unschedulable pods."""
         return self.move_all_to_active_or_backoff(ASSIGNED_POD_ADD)
 
-    def assigned_pod_updated(self, old: Obj, new: Obj) -> int:
+    def assigned_pod_updated(self, old: ObjView, new: ObjView) -> int:
         return self.move_all_to_active_or_backoff(ASSIGNED_POD_UPDATE)
 
     # ------------------------------------------------------------------ the scheduling side
@@ -459,7 +458,7 @@ class SchedulingQueue:
         with self._cond:
             return self._nominator.pods_for_node(node)
 
-    def nominated_node(self, pod: Obj) -> str | None:
+    def nominated_node(self, pod: ObjView) -> str | None:
         with self._cond:
             return self._nominator.node_of(pod_key(pod))
 
@@ -477,7 +476,7 @@ class SchedulingQueue:
             qp = self._in_flight.get(key)
             return ("in-flight", qp) if qp is not None else None
 
-    def pending_pods(self) -> tuple[list[Obj], str]:
+    def pending_pods(self) -> tuple[list[ObjView], str]:
         """Every pod the queue holds (in flight included) and upstream's summary line."""
         with self._cond:
             active = [qp.pod for qp in self._active.values()]
