@@ -8,7 +8,8 @@ from emulator.api.quantity import to_int
 from emulator.config import Config, ConfigError
 from emulator.kubelet import eviction as ev
 from emulator.kubelet import nodes as nd
-from emulator.kubelet.shard import go_duration, kubelet_shard_config, micro_time
+from emulator.kubelet.formats import go_duration, micro_time
+from emulator.kubelet.shard import kubelet_shard_config
 
 MI = 1024**2
 GI = 1024**3
