@@ -117,7 +117,6 @@ class PodRecord:
     kill_exit: int = 0
     final: Obj | None = None  # status to write when the pod is done (termination, rejection)
     delete_after_write: bool = False
-    dirty: bool = True
 
 
 @dataclass
@@ -127,7 +126,6 @@ class ShardStats:
     ticks: int = 0
     nodes: int = 0
     pods: int = 0
-    pods_running: int = 0
     admitted: int = 0
     rejected: int = 0
     restored: int = 0
