@@ -58,9 +58,6 @@ class KubeletShardConfig:
         # nodelease: renewInterval = leaseDuration * 0.25 (pkg/kubelet/kubelet.go).
         return self.lease_duration_seconds * 0.25
 
-    def total_nodes(self) -> int:
-        return sum(p.count for p in self.pools)
-
 
 _MODEL_KEYS = {"seed", "default_profile", "memory_qos", "memory_throttling_factor", "pod_pids_limit", "eviction_hard",
                "eviction_soft", "eviction_soft_grace_period", "eviction_pressure_transition_period",
