@@ -72,7 +72,7 @@ class PodWorkers:
         self.admission = admission
         self.images = images
         self.usage = usage
-        self.incoming: dict[str, Obj] = {}  # uid -> pod seen but not admitted yet
+        self._incoming: dict[str, Obj] = {}  # uid -> pod seen but not admitted yet
         self._orphans: dict[str, dict[str, Obj]] = {}  # node name -> uid -> pods of nodes we do not host (yet)
         self._timed: list[tuple[float, int, str]] = []  # (next_at, seq, uid): pulls and init containers
         self._kills: list[tuple[float, int, str]] = []  # (kill at, seq, uid): terminating pods
@@ -81,7 +81,7 @@ class PodWorkers:
     def node_added(self, name: str) -> None:
         """A node is hosted now: the pods that arrived for it before it did are queued for admission."""
         for uid, pod in self._orphans.pop(name, {}).items():
-            self.incoming[uid] = pod
+            self._incoming[uid] = pod
 
     def node_removed(self, node: NodeRecord) -> None:
         """A node is no longer hosted: forget every pod on it."""
@@ -101,7 +101,7 @@ class PodWorkers:
         uid = meta.get("uid") or ""
         rec = self.state.pods.get(uid)
         if typ == "delete":
-            self.incoming.pop(uid, None)
+            self._incoming.pop(uid, None)
             node_name = (obj.get("spec") or {}).get("nodeName") or ""
             self._orphans.get(node_name, {}).pop(uid, None)
             if rec is not None:
@@ -115,20 +115,20 @@ class PodWorkers:
             return
         status = obj.get("status") or {}
         if status.get("phase") in TERMINAL:
-            self.incoming.pop(uid, None)
+            self._incoming.pop(uid, None)
             return
         node_name = (obj.get("spec") or {}).get("nodeName") or ""
         if node_name not in self.state.nodes:
             self._orphans.setdefault(node_name, {})[uid] = obj
             return
-        self.incoming[uid] = obj
+        self._incoming[uid] = obj
 
     def admit_incoming(self, now: float) -> None:
         """``HandlePodAdditions``: admit (or restore) the queued pods, at most ``max_admissions_per_tick``."""
-        if not self.incoming:
+        if not self._incoming:
             return
         # HandlePodAdditions admits in creation order (creationTimestamp has 1 s resolution: then by rv).
-        incoming = sorted(self.incoming.values(),
+        incoming = sorted(self._incoming.values(),
                           key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", _rv(p)))
         if self.state.chaos.broken:
             # chaos break-runtime: the sandbox never comes up, so the pod is never admitted and stays
@@ -136,7 +136,7 @@ class PodWorkers:
             incoming = [p for p in incoming if (p.get("spec") or {}).get("nodeName") not in self.state.chaos.broken]
         limit = max(1, self.state.config.max_admissions_per_tick)
         for pod in incoming[:limit]:
-            self.incoming.pop(pod["metadata"].get("uid") or "", None)
+            self._incoming.pop(pod["metadata"].get("uid") or "", None)
             self._admit(pod, now)
 
     def _new_record(self, pod: Obj, node: NodeRecord, now: float) -> PodRecord:

@@ -291,13 +291,23 @@ def test_remove_node_deletes_it_stops_its_lease_and_leaves_no_pod_on_it(env: tup
     core.create(POD, pod(core, "survivor", node="n-00001", cpu="100m"))
     run_until(shard, clock, lambda: is_ready(core, "doomed") and is_ready(core, "survivor"), 10)
     renewed = core.get(LEASE, "kube-node-lease", "n-00000")["spec"]["renewTime"]
+    since = core.store.current_rv()
 
     assert shard.remove_node("n-00000") is True
     assert shard.nodes() == ["n-00001"]
     with pytest.raises(errors.StatusError) as gone:
         core.get(NODE, None, "n-00000")
     assert gone.value.code == 404
-    assert get_pod(core, "doomed") is None  # podgc's gcOrphaned: failed and deleted, not Running on a ghost
+    assert get_pod(core, "doomed") is None  # not left Running on a ghost node
+    # podgc's gcOrphaned: Failed with DisruptionTarget (DeletionByPodGC), then deleted with grace 0.
+    seen = [e for e in core.watch(POD, since, namespace="default").next_batch(timeout=5)
+            if e.object["metadata"]["name"] == "doomed"]
+    assert seen[0].type == "MODIFIED" and seen[-1].type == "DELETED"
+    failed = seen[0].object
+    assert failed["status"]["phase"] == "Failed"
+    target = condition(failed, "DisruptionTarget")
+    assert (target["status"], target["reason"], target["message"]) == (
+        "True", "DeletionByPodGC", "PodGC: node no longer exists")
     for _ in range(30):  # three renew intervals: events from before the removal must not bring it back
         step(shard, clock)
     assert shard.nodes() == ["n-00001"]
