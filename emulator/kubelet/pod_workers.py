@@ -132,7 +132,7 @@ class PodWorkers:
                           key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", _rv(p)))
         if self.state.chaos.broken:
             # chaos break-runtime: the sandbox never comes up, so the pod is never admitted and stays
-            # Pending (it is kept in `incoming` and starts once the runtime is restored).
+            # Pending (it is kept in `_incoming` and starts once the runtime is restored).
             incoming = [p for p in incoming if (p.get("spec") or {}).get("nodeName") not in self.state.chaos.broken]
         limit = max(1, self.state.config.max_admissions_per_tick)
         for pod in incoming[:limit]:
