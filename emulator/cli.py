@@ -390,7 +390,7 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
     stopped = _abort_start(proc, table)
     raise CLIError(f"the cluster was not ready after {args.timeout:g} s: {_part_name(part)} "
                    f"{_were(part)} not ready (stopped {stopped}); see {log}"
-                   + _tail_text(part_log or log))
+                   + (_tail_text(part_log) or _tail_text(log)))
 
 
 def _abort_start(proc: subprocess.Popen[bytes], table: ProcessTable, timeout: float = 30.0) -> str:
