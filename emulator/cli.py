@@ -14,6 +14,16 @@ program may add subcommands (``actors.cli`` adds ``ray-node``). Each
 failure a user can cause (busy port, unreachable Redis, bad config, no
 cluster running) ends with one clear line on stderr and exit code 1, never a
 traceback.
+
+No process outlives its cluster. ``kemu up`` records itself and every process
+it starts in ``$KEMU_HOME/processes`` (:mod:`emulator.processes`: pid and start
+time, written as each is spawned). Every failure of the start - a part not
+ready within ``--timeout`` (``--detach``), a part that exits, Ctrl-C or
+SIGTERM, an error found late - stops what was started and says which part
+and why (its last log lines) before exiting non-zero (128 + the signal for
+a signal). ``kemu down`` stops the cluster's ``kemu up`` and then whatever is
+still recorded, which is everything when that ``kemu up`` was killed;
+``kemu status`` lists the records with their state.
 """
 
 from __future__ import annotations
@@ -140,77 +150,6 @@ def _add_component_flags(p: argparse.ArgumentParser) -> None:
 SUPERVISOR = "kemu-up"  # the record of the `kemu up` process itself (emulator.processes)
 
 
-class StartInterrupted(KeyboardInterrupt):
-    """The cluster's start was aborted: by SIGINT / SIGTERM, or because a part that was up exited."""
-
-    def __init__(self, reason: str, signum: int = signal.SIGTERM) -> None:
-        super().__init__(reason)
-        self.reason = reason
-        self.signum = signum
-
-
-class _StartGuard:
-    """While the cluster starts, SIGINT and SIGTERM abort the start (:class:`StartInterrupted`, after which
-    the cluster stops the parts it started), and a watchdog thread turns a part that exits into the same
-    abort. Only the first signal aborts: the stop that follows is never interrupted halfway."""
-
-    def __init__(self, cluster: LocalCluster) -> None:
-        self.cluster = cluster
-        self.failure: str | None = None  # set by the watchdog: which part exited, and its log
-        self._aborting = False
-        self._done = threading.Event()
-
-    def __enter__(self) -> _StartGuard:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(sig, self._abort)
-        threading.Thread(target=self._watch, name="kemu-start-watchdog", daemon=True).start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-
-    def _abort(self, signum: int, _frame: FrameType | None) -> None:
-        if self._aborting or self._done.is_set() or self.cluster.stopping:
-            return  # already stopping: let the stop finish
-        self._aborting = True
-        reason = self.failure or f"interrupted ({signal.Signals(signum).name})"
-        raise StartInterrupted(reason, signal.SIGTERM if self.failure else signum)
-
-    def _watch(self) -> None:
-        while not self._done.wait(0.1):
-            exited = self.cluster.exited_part()
-            if exited is not None:
-                self.failure = _exited_message(exited, self.cluster.starting)
-                # A real signal, not a flag: it interrupts whatever the main thread is blocked in.
-                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
-                return
-
-
-def _part_name(part: str | None) -> str:
-    from emulator.cluster import PARTS
-
-    return PARTS.get(part or "", "the cluster")
-
-
-def _exited_message(exited: tuple[str, str, Path | None], starting: str | None) -> str:
-    _part, what, log = exited
-    return f"{what} while {_part_name(starting)} {_were(starting)} starting" + _tail_text(log)
-
-
-def _were(part: str | None) -> str:
-    return "were" if (part or "").endswith("s") else "was"
-
-
-def _tail_text(log: Path | str | None, message: str = "") -> str:
-    """The last lines of ``log`` for an error message (nothing if the message already ends with them)."""
-    from emulator.processes import log_tail
-
-    tail = log_tail(log)
-    if not tail or tail[-1].strip() in message:
-        return ""
-    return f"\n  last lines of {log}:\n    " + "\n    ".join(tail)
-
-
 def _quiet_while_stopping() -> None:
     """SIGINT / SIGTERM while the cluster stops: noted, never allowed to cut the stop short."""
     def note(signum: int, _frame: FrameType | None) -> None:
@@ -243,7 +182,7 @@ def _record_self(table: ProcessTable) -> None:
 
 def cmd_up(args: argparse.Namespace) -> int:
     from emulator import processes
-    from emulator.cluster import LocalCluster
+    from emulator.cluster import LocalCluster, StartGuard, StartInterrupted, exited_message, part_name, tail_text, were
 
     table = processes.ProcessTable(kemu_home())
     _refuse_second_cluster(table)
@@ -259,32 +198,30 @@ def cmd_up(args: argparse.Namespace) -> int:
     cluster = LocalCluster(cfg, kubelets=getattr(args, "kubelets", None),
                            schedulers=getattr(args, "scheduler_runner", None),
                            controllers=getattr(args, "controller_runner", None), records=table)
-    code = 0
     try:
         try:
-            with _StartGuard(cluster):
+            with StartGuard(cluster):
                 cluster.start()
             exited = cluster.exited_part()  # a part that died after the watchdog's last look
             if exited is not None:
-                raise StartInterrupted(_exited_message(exited, None))
+                raise StartInterrupted(exited_message(exited, None))
         except StartInterrupted as e:
             _quiet_while_stopping()
             if e.signum == signal.SIGINT or e.reason.startswith("interrupted"):
-                print(f"kemu: {e.reason} while {_part_name(cluster.starting)} {_were(cluster.starting)} starting; "
+                print(f"kemu: {e.reason} while {part_name(cluster.starting)} {were(cluster.starting)} starting; "
                       "stopping every part", file=sys.stderr, flush=True)
-                code = 128 + e.signum
-                return code
+                return 128 + e.signum
             raise CLIError(e.reason) from None
         except Exception as e:
             _quiet_while_stopping()
             part = cluster.starting
-            if not isinstance(e, CLIError | ConfigError | StatusError | _user_errors()):
+            if not isinstance(e, (CLIError, ConfigError, StatusError, *_user_errors())):  # a bug: show where
                 traceback.print_exc()
             message = str(e.message if isinstance(e, StatusError) else e) or type(e).__name__
-            raise CLIError(f"{_part_name(part)} did not start: {message}"
-                           + _tail_text(cluster.starting_log, message)) from None
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+            raise CLIError(f"{part_name(part)} did not start: {message}"
+                           + tail_text(cluster.starting_log, message)) from None
+        for sig in (signal.SIGTERM, signal.SIGINT):  # from now on a signal means "stop, in order"
+            signal.signal(sig, lambda *_: stop.set())
         state = cluster.state()
         if cluster.api_url is not None:
             state.kubeconfig = str(cluster.write_kubeconfig())
@@ -306,13 +243,12 @@ def cmd_up(args: argparse.Namespace) -> int:
                   flush=True)
         if cluster.schedulers is not None:
             print(f"schedulers: {len(cluster.schedulers.health())} competing replica(s)", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        stop.wait()
         _quiet_while_stopping()
     finally:
         _stop_cluster(cluster, table)
     print("kemu cluster stopped.", flush=True)
-    return code
+    return 0
 
 
 def _user_errors() -> tuple[type[Exception], ...]:
@@ -341,7 +277,7 @@ def _stop_cluster(cluster: LocalCluster, table: ProcessTable) -> None:
 
 
 def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
-    from emulator.cluster import ClusterState
+    from emulator.cluster import ClusterState, part_name, tail_text, were
 
     # Re-run the program that was started (``actors.cli`` under the ``kemu`` command: it brings the kubelets).
     argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
@@ -383,19 +319,20 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
     except KeyboardInterrupt:
         starting = table.starting()
         stopped = _abort_start(proc, table)
-        raise CLIError(f"interrupted while {_part_name(starting[0] if starting else None)} "
-                       f"{_were(starting[0] if starting else None)} starting; stopped {stopped}") from None
+        raise CLIError(f"interrupted while {part_name(starting[0] if starting else None)} "
+                       f"{were(starting[0] if starting else None)} starting; stopped {stopped}") from None
     starting = table.starting()
     part, part_log = starting if starting else (None, None)
     stopped = _abort_start(proc, table)
-    raise CLIError(f"the cluster was not ready after {args.timeout:g} s: {_part_name(part)} "
-                   f"{_were(part)} not ready (stopped {stopped}); see {log}"
-                   + (_tail_text(part_log) or _tail_text(log)))
+    raise CLIError(f"the cluster was not ready after {args.timeout:g} s: {part_name(part)} "
+                   f"{were(part)} not ready (stopped {stopped}); see {log}"
+                   + (tail_text(part_log) or tail_text(log)))
 
 
 def _abort_start(proc: subprocess.Popen[bytes], table: ProcessTable, timeout: float = 30.0) -> str:
     """Stop a detached start that failed: SIGTERM its ``kemu up`` (it stops the parts it started, in order),
     then whatever is still recorded. Says what was stopped."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
     if proc.poll() is None:
         proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):  # the sweep below SIGKILLs its group

@@ -16,6 +16,17 @@ A detached cluster is the foreground ``kemu up`` running in a background
 process; it writes a state file (``$KEMU_HOME/cluster.json``) once it is
 ready, which ``kemu status`` and ``kemu down`` read.
 
+**Failed starts.** Given ``records`` (a :class:`~emulator.processes.ProcessTable`;
+``kemu up`` passes one), each child process is recorded the moment it is
+spawned, and :attr:`LocalCluster.starting` names the part being started
+(a key of :data:`PARTS`, also written to the records for whoever waits). A
+start that fails or is interrupted stops the parts already up, in reverse
+order, and a failing stop of one part never keeps the next running.
+:class:`StartGuard` is how ``kemu up`` aborts a start: SIGINT/SIGTERM raise
+:class:`StartInterrupted` in the main thread, and its watchdog turns a child
+that was ready and exited (:meth:`LocalCluster.exited_part`) into the same
+abort.
+
 **Components.** The same lifecycle runs one *part* of a cluster whose parts
 live in several processes (``docker-compose.yml``: one container each),
 because every part meets the others only in Redis: given an external
@@ -36,15 +47,18 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from emulator.clock import SystemClock
 from emulator.config import Config, ConfigError, kemu_home
+from emulator.processes import log_tail
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig, wait_for_redis
 from emulator.store.store import Store, StoreConfig
@@ -444,6 +458,79 @@ class LocalCluster:
         assert self.redis_url is not None
         return ClusterState(os.getpid(), self.redis_url, self.redis is not None, str(self.config.data_dir),
                             time.time(), api_url=self.api_url)
+
+
+# ------------------------------------------------- the start of a supervised cluster (`kemu up`)
+
+
+class StartInterrupted(KeyboardInterrupt):
+    """The cluster's start was aborted: by SIGINT / SIGTERM, or because a part that was up exited."""
+
+    def __init__(self, reason: str, signum: int = signal.SIGTERM) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.signum = signum
+
+
+class StartGuard:
+    """While the cluster starts, SIGINT and SIGTERM abort the start (:class:`StartInterrupted`, after which
+    the cluster stops the parts it started), and a watchdog thread turns a part that exits into the same
+    abort. Only the first signal aborts: the stop that follows is never interrupted halfway."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.failure: str | None = None  # set by the watchdog: which part exited, and its log
+        self._aborting = False
+        self._done = threading.Event()
+
+    def __enter__(self) -> StartGuard:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._abort)
+        threading.Thread(target=self._watch, name="kemu-start-watchdog", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+
+    def _abort(self, signum: int, _frame: FrameType | None) -> None:
+        if self._aborting or self._done.is_set() or self.cluster.stopping:
+            return  # already stopping: let the stop finish
+        self._aborting = True
+        reason = self.failure or f"interrupted ({signal.Signals(signum).name})"
+        raise StartInterrupted(reason, signal.SIGTERM if self.failure else signum)
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.1):
+            exited = self.cluster.exited_part()
+            if exited is not None:
+                self.failure = exited_message(exited, self.cluster.starting)
+                # A real signal, not a flag: it interrupts whatever the main thread is blocked in.
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+                return
+
+
+def part_name(part: str | None) -> str:
+    """How messages name a part (a key of PARTS)."""
+    return PARTS.get(part or "", "the cluster")
+
+
+def exited_message(exited: tuple[str, str, Path | None], starting: str | None) -> str:
+    """Which part exited while which was starting, with the exited part's last log lines."""
+    _part, what, log = exited
+    return f"{what} while {part_name(starting)} {were(starting)} starting" + tail_text(log)
+
+
+def were(part: str | None) -> str:
+    """The verb for a part's name: "the schedulers were", "Redis was"."""
+    return "were" if (part or "").endswith("s") else "was"
+
+
+def tail_text(log: Path | str | None, message: str = "") -> str:
+    """The last lines of ``log`` for an error message (nothing if the message already ends with them)."""
+    tail = log_tail(log)
+    if not tail or tail[-1].strip() in message:
+        return ""
+    return f"\n  last lines of {log}:\n    " + "\n    ".join(tail)
 
 
 def object_counts(store: Store) -> dict[str, Any]:

@@ -137,6 +137,17 @@ def test_ctrl_c_during_start_stops_every_part(kemu_env: dict[str, str], api_port
     assert_nothing_left(kemu_env, api_port)
 
 
+def test_a_config_error_found_late_stops_the_parts_already_up(kemu_env: dict[str, str], api_port: int) -> None:
+    # Nodes need the kubelet runner only the `kemu` entry point brings: found after Redis, the controllers
+    # and the API server are up.
+    up = kemu(kemu_env, "up", "--api-port", str(api_port), "--nodes", "2")
+    assert up.returncode == 1
+    assert "kemu: error: the kubelet shards did not start: kubelet shards run as Ray actors" in up.stderr
+    assert "Traceback" not in up.stderr
+    assert (Path(kemu_env["KEMU_HOME"]) / "apiserver.log").exists()  # the API server had been started
+    assert_nothing_left(kemu_env, api_port)
+
+
 def test_down_after_kill_9_of_kemu_up_stops_what_it_left(kemu_env: dict[str, str], api_port: int) -> None:
     # Through the `kemu` entry point: a local Ray instance with one kubelet shard that has no nodes
     # (ready once started and synced), so Ray's processes are recorded and stopped too.
