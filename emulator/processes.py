@@ -140,11 +140,15 @@ class ProcessTable:
 
     def records(self) -> list[ProcessRecord]:
         """Every record, oldest first."""
-        out = []
-        for path in sorted(self.dir.glob("*.json"), key=lambda p: (p.stat().st_mtime_ns, p.name)):
+        found = []
+        for path in self.dir.glob("*.json"):
+            try:
+                mtime = path.stat().st_mtime_ns
+            except OSError:
+                continue  # forgotten meanwhile
             if path.name != _STARTING and (rec := self.get(path.stem)) is not None:
-                out.append(rec)
-        return out
+                found.append((mtime, rec.name, rec))
+        return [rec for _mtime, _name, rec in sorted(found, key=lambda f: (f[0], f[1]))]
 
     def forget(self, name: str) -> None:
         (self.dir / f"{name}.json").unlink(missing_ok=True)
