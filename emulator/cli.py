@@ -264,7 +264,12 @@ def _stop_cluster(cluster: LocalCluster, table: ProcessTable) -> None:
     from emulator.cluster import ClusterState
 
     cluster.stop()
-    for leftover in table.stop(exclude={SUPERVISOR}):
+    try:
+        leftovers = table.stop(exclude={SUPERVISOR})
+    except processes.StillRunning as e:  # its record stays: `kemu down` tries again
+        print(f"kemu: {e}", file=sys.stderr, flush=True)
+        leftovers = []
+    for leftover in leftovers:
         if leftover.how != "exited":
             print(f"kemu: {leftover.name} (pid {leftover.pid}, {leftover.part}) outlived its part's stop: "
                   f"{leftover.how}", file=sys.stderr, flush=True)
@@ -332,14 +337,19 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
 def _abort_start(proc: subprocess.Popen[bytes], table: ProcessTable, timeout: float = 30.0) -> str:
     """Stop a detached start that failed: SIGTERM its ``kemu up`` (it stops the parts it started, in order),
     then whatever is still recorded. Says what was stopped."""
+    from emulator.processes import StillRunning
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
     if proc.poll() is None:
         proc.terminate()
         with contextlib.suppress(subprocess.TimeoutExpired):  # the sweep below SIGKILLs its group
             proc.wait(timeout)
-    names = [s.name for s in table.stop(timeout=10.0) if s.how != "exited"]
+    try:
+        names = [s.name for s in table.stop(timeout=10.0) if s.how != "exited"]
+    except StillRunning as e:
+        raise CLIError(f"the cluster failed to start, and could not be stopped entirely: {e}") from None
     proc.poll()  # reap it if the sweep killed it
-    return "every part" if not names else "every part; by signal: " + ", ".join(names)
+    return "every part" + (f" ({', '.join(names)} by signal, after their kemu up)" if names else "")
 
 
 def _failure_lines(log: Path) -> list[str]:
@@ -468,7 +478,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     """Stop the cluster: its ``kemu up`` first (it stops the parts in order), then every process still
     recorded for this KEMU_HOME - all of them when that ``kemu up`` died (SIGTERM, then SIGKILL)."""
     from emulator.cluster import ClusterState
-    from emulator.processes import ProcessTable
+    from emulator.processes import ProcessTable, StillRunning
 
     table = ProcessTable(kemu_home())
     state = _running_state(table)
@@ -487,7 +497,7 @@ def cmd_down(args: argparse.Namespace) -> int:
     # What is left: everything, if the supervisor died or did not stop in time (SIGKILL after 10 s).
     try:
         swept = [s for s in table.stop(timeout=min(args.timeout, 10.0)) if s.how != "exited"]
-    except ProcessLookupError as e:
+    except StillRunning as e:
         raise CLIError(f"could not stop every process of the cluster: {e}") from None
     ClusterState.clear()
     table.note_ready()

@@ -38,7 +38,7 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["ProcessRecord", "ProcessTable", "Stopped", "activate", "active", "log_tail", "proc_stat"]
+__all__ = ["ProcessRecord", "ProcessTable", "StillRunning", "Stopped", "activate", "active", "log_tail", "proc_stat"]
 
 _STARTING = "starting.json"
 _PROC = Path("/proc")
@@ -98,6 +98,10 @@ class ProcessRecord:
 
     def running(self) -> bool:
         return self.state() == "running"
+
+
+class StillRunning(RuntimeError):
+    """A recorded process survived SIGKILL (stuck in uninterruptible sleep): its record is kept."""
 
 
 @dataclass(frozen=True)
@@ -200,7 +204,7 @@ class ProcessTable:
                     done[rec.name] = "SIGKILL"
             if not self._wait_gone(targets, 5.0):  # SIGKILL cannot be ignored: only a D-state straggler is left
                 left = [f"{name} (pid {p})" for name, ps in targets.items() for p, s in ps if _same(p, s)]
-                raise ProcessLookupError(f"still alive after SIGKILL: {', '.join(left)}")
+                raise StillRunning(f"still alive after SIGKILL: {', '.join(left)}")
         for rec in recs:
             self.forget(rec.name)
         return [Stopped(r.name, r.pid, r.part, done[r.name]) for r in recs]
@@ -217,14 +221,14 @@ class ProcessTable:
         return procs
 
     def _signal(self, rec: ProcessRecord, procs: list[tuple[int, int]], sig: signal.Signals) -> None:
-        with contextlib.suppress(ProcessLookupError):
-            if rec.leads_group and rec.running():
+        if rec.leads_group and rec.running():
+            with contextlib.suppress(ProcessLookupError):  # no such group: signal the processes one by one
                 os.killpg(rec.pid, sig)  # the group id is the live leader's pid: it cannot be anyone else's
                 return
-            for pid, start in procs:
-                if _same(pid, start):
-                    with contextlib.suppress(ProcessLookupError):
-                        os.kill(pid, sig)
+        for pid, start in procs:
+            if _same(pid, start):
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, sig)
 
     def _carries_home(self, pid: int) -> bool:
         """Whether ``pid``'s environment names this table's ``KEMU_HOME`` (every child of ``kemu up`` does)."""
