@@ -227,7 +227,8 @@ class LocalCluster:
         except BaseException:
             self.stop()
             raise
-        return self.core  # type: ignore[return-value]  # set by _start
+        assert self.core is not None
+        return self.core
 
     def _start(self) -> None:
         cfg = self.config
