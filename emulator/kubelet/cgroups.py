@@ -272,8 +272,6 @@ def node_oom_victims(
     docstring); rows with ``oom_score_adj == -1000`` or no usage are never
     chosen. Returns the victims' row indexes, in kill order.
     """
-    if len(capacity) == 0:  # a shard with no nodes (yet): no node to be over, and `over[node]` has no rows
-        return np.zeros(0, dtype=np.int64)
     usage = np.where(alive, usage, 0.0)
     victims: list[np.ndarray] = []
     eligible = alive & (adj > OOM_SCORE_ADJ_MIN) & (usage > 0)
