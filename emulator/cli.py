@@ -14,6 +14,16 @@ program may add subcommands (``actors.cli`` adds ``ray-node``). Each
 failure a user can cause (busy port, unreachable Redis, bad config, no
 cluster running) ends with one clear line on stderr and exit code 1, never a
 traceback.
+
+No process outlives its cluster. ``kemu up`` records itself and every process
+it starts in ``$KEMU_HOME/processes`` (:mod:`emulator.processes`: pid and start
+time, written as each is spawned). Every failure of the start - a part not
+ready within ``--timeout`` (``--detach``), a part that exits, Ctrl-C or
+SIGTERM, an error found late - stops what was started and says which part
+and why (its last log lines) before exiting non-zero (128 + the signal for
+a signal). ``kemu down`` stops the cluster's ``kemu up`` and then whatever is
+still recorded, which is everything when that ``kemu up`` was killed;
+``kemu status`` lists the records with their state.
 """
 
 from __future__ import annotations
@@ -27,15 +37,24 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from emulator.api.errors import StatusError
 from emulator.config import Config, ConfigError, kemu_home
 
 if TYPE_CHECKING:
-    from emulator.cluster import ControllerRunnerFactory, KubeletRunnerFactory, SchedulerRunnerFactory
+    from emulator.cluster import (
+        ClusterState,
+        ControllerRunnerFactory,
+        KubeletRunnerFactory,
+        LocalCluster,
+        SchedulerRunnerFactory,
+    )
+    from emulator.processes import ProcessTable
 
 
 class CLIError(Exception):
@@ -128,24 +147,81 @@ def _add_component_flags(p: argparse.ArgumentParser) -> None:
                                                "http://apiserver:6443)")
 
 
-def cmd_up(args: argparse.Namespace) -> int:
-    from emulator.cluster import ClusterState, LocalCluster, pid_alive
+SUPERVISOR = "kemu-up"  # the record of the `kemu up` process itself (emulator.processes)
 
-    existing = ClusterState.read()
-    # A state file naming this very pid is a previous life of this process slot (a restarted container,
-    # where kemu is always the same pid), not another cluster.
-    if existing and existing.pid != os.getpid() and pid_alive(existing.pid):
-        raise CLIError(f"a kemu cluster is already running (pid {existing.pid}); run `kemu down` first")
+
+def _quiet_while_stopping() -> None:
+    """SIGINT / SIGTERM while the cluster stops: noted, never allowed to cut the stop short."""
+    def note(signum: int, _frame: FrameType | None) -> None:
+        print(f"kemu: {signal.Signals(signum).name} while stopping: still stopping every part", file=sys.stderr,
+              flush=True)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, note)
+
+
+def _refuse_second_cluster(table: ProcessTable) -> None:
+    """A live process recorded for this KEMU_HOME (other than this one) means a cluster runs, or left
+    processes behind: never start a second one over it."""
+    me = os.getpid()
+    live = [r for r in table.records() if r.pid != me and r.running()]
+    supervisor = next((r for r in live if r.name == SUPERVISOR), None)
+    if supervisor is not None:
+        raise CLIError(f"a kemu cluster is already running (pid {supervisor.pid}); run `kemu down` first")
+    if live:
+        names = ", ".join(f"{r.name} (pid {r.pid})" for r in live)
+        raise CLIError(f"processes of an earlier kemu cluster are still running: {names}; `kemu down` stops them")
+
+
+def _record_self(table: ProcessTable) -> None:
+    # `kemu up --detach` recorded this process (with its log) when it spawned it: keep that record.
+    rec = table.get(SUPERVISOR)
+    if rec is None or rec.pid != os.getpid() or not rec.running():
+        table.record(SUPERVISOR, os.getpid(), part="kemu up")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from emulator import processes
+    from emulator.cluster import LocalCluster, StartGuard, StartInterrupted, exited_message, part_name, tail_text, were
+
+    table = processes.ProcessTable(kemu_home())
+    _refuse_second_cluster(table)
     if args.detach:
-        return _detach(args)
+        return _detach(args, table)
     cfg = _config(args)
+    table.forget_exited()
+    # Every child carries KEMU_HOME: how `kemu down` tells a dead part's forked workers from strangers.
+    os.environ["KEMU_HOME"] = str(table.home)
+    _record_self(table)
+    processes.activate(table)  # the local Ray instance, if a runner starts one, is recorded here too
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     cluster = LocalCluster(cfg, kubelets=getattr(args, "kubelets", None),
                            schedulers=getattr(args, "scheduler_runner", None),
-                           controllers=getattr(args, "controller_runner", None))
+                           controllers=getattr(args, "controller_runner", None), records=table)
     try:
-        cluster.start()
+        try:
+            with StartGuard(cluster):
+                cluster.start()
+            exited = cluster.exited_part()  # a part that died after the watchdog's last look
+            if exited is not None:
+                raise StartInterrupted(exited_message(exited, None))
+        except StartInterrupted as e:
+            _quiet_while_stopping()
+            if e.signum == signal.SIGINT or e.reason.startswith("interrupted"):
+                print(f"kemu: {e.reason} while {part_name(cluster.starting)} {were(cluster.starting)} starting; "
+                      "stopping every part", file=sys.stderr, flush=True)
+                return 128 + e.signum
+            raise CLIError(e.reason) from None
+        except Exception as e:
+            _quiet_while_stopping()
+            part = cluster.starting
+            if not isinstance(e, (CLIError, ConfigError, StatusError, *_user_errors())):  # a bug: show where
+                traceback.print_exc()
+            message = str(e.message if isinstance(e, StatusError) else e) or type(e).__name__
+            raise CLIError(f"{part_name(part)} did not start: {message}"
+                           + tail_text(cluster.starting_log, message)) from None
+        for sig in (signal.SIGTERM, signal.SIGINT):  # from now on a signal means "stop, in order"
+            signal.signal(sig, lambda *_: stop.set())
         state = cluster.state()
         if cluster.api_url is not None:
             state.kubeconfig = str(cluster.write_kubeconfig())
@@ -167,19 +243,46 @@ def cmd_up(args: argparse.Namespace) -> int:
                   flush=True)
         if cluster.schedulers is not None:
             print(f"schedulers: {len(cluster.schedulers.health())} competing replica(s)", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        stop.wait()
+        _quiet_while_stopping()
     finally:
-        cluster.stop()
-        current = ClusterState.read()
-        if current and current.pid == os.getpid():
-            ClusterState.clear()
+        _stop_cluster(cluster, table)
     print("kemu cluster stopped.", flush=True)
     return 0
 
 
-def _detach(args: argparse.Namespace) -> int:
+def _user_errors() -> tuple[type[Exception], ...]:
+    from emulator.apiserver.process import ApiServerError
+    from emulator.store.redis_server import RedisServerError
+
+    return RedisServerError, ApiServerError
+
+
+def _stop_cluster(cluster: LocalCluster, table: ProcessTable) -> None:
+    """Stop the parts in order, then whatever is still recorded (a part that failed to stop its process)."""
+    from emulator import processes
     from emulator.cluster import ClusterState
+
+    cluster.stop()
+    try:
+        leftovers = table.stop(exclude={SUPERVISOR})
+    except processes.StillRunning as e:  # its record stays: `kemu down` tries again
+        print(f"kemu: {e}", file=sys.stderr, flush=True)
+        leftovers = []
+    for leftover in leftovers:
+        if leftover.how != "exited":
+            print(f"kemu: {leftover.name} (pid {leftover.pid}, {leftover.part}) outlived its part's stop: "
+                  f"{leftover.how}", file=sys.stderr, flush=True)
+    current = ClusterState.read()
+    if current and current.pid == os.getpid():
+        ClusterState.clear()
+    table.note_ready()
+    table.forget(SUPERVISOR)
+    processes.activate(None)
+
+
+def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
+    from emulator.cluster import ClusterState, part_name, tail_text, were
 
     # Re-run the program that was started (``actors.cli`` under the ``kemu`` command: it brings the kubelets).
     argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
@@ -194,41 +297,98 @@ def _detach(args: argparse.Namespace) -> int:
     for flag, value in (("api-server", args.api_enabled), ("api-require-token", args.api_require_token)):
         if value is not None:
             argv.append(f"--{flag}" if value else f"--no-{flag}")
+    table.forget_exited()
+    table.note_ready()  # a marker left by an earlier start that was killed
     log = kemu_home() / "cluster.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "KEMU_HOME": str(table.home)}
     with log.open("wb") as out:
+        # A session of its own: it outlives this command and the terminal; its group is the cluster's.
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
+    table.record(SUPERVISOR, proc.pid, part="kemu up", log=log)
     deadline = time.monotonic() + args.timeout
-    while time.monotonic() < deadline:
-        state = ClusterState.read()
-        if state and state.pid == proc.pid:
-            print(f"kemu cluster up in the background (pid {proc.pid}): redis {state.redis_url}. "
-                  f"Logs: {log}. Stop it with `kemu down`.")
-            if state.api_url:
-                print(f"Kubernetes API at {state.api_url}; kubeconfig: {state.kubeconfig}")
-            return 0
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-            raise CLIError("the cluster failed to start:\n  " + "\n  ".join(tail))
-        time.sleep(0.05)  # waiting on another process's readiness file: nothing to block on
-    proc.terminate()
-    raise CLIError(f"the cluster was not ready after {args.timeout:.0f} s; see {log}")
+    try:
+        while time.monotonic() < deadline:
+            state = ClusterState.read()
+            if state and state.pid == proc.pid:
+                print(f"kemu cluster up in the background (pid {proc.pid}): redis {state.redis_url}. "
+                      f"Logs: {log}. Stop it with `kemu down`.")
+                if state.api_url:
+                    print(f"Kubernetes API at {state.api_url}; kubeconfig: {state.kubeconfig}")
+                return 0
+            if proc.poll() is not None:
+                _abort_start(proc, table)
+                raise CLIError("the cluster failed to start:\n  " + "\n  ".join(_failure_lines(log)))
+            time.sleep(0.05)  # waiting on another process's readiness file: nothing to block on
+    except KeyboardInterrupt:
+        starting = table.starting()
+        stopped = _abort_start(proc, table)
+        raise CLIError(f"interrupted while {part_name(starting[0] if starting else None)} "
+                       f"{were(starting[0] if starting else None)} starting; stopped {stopped}") from None
+    starting = table.starting()
+    part, part_log = starting if starting else (None, None)
+    stopped = _abort_start(proc, table)
+    raise CLIError(f"the cluster was not ready after {args.timeout:g} s: {part_name(part)} "
+                   f"{were(part)} not ready (stopped {stopped}); see {log}"
+                   + (tail_text(part_log) or tail_text(log)))
+
+
+def _abort_start(proc: subprocess.Popen[bytes], table: ProcessTable, timeout: float = 30.0) -> str:
+    """Stop a detached start that failed: SIGTERM its ``kemu up`` (it stops the parts it started, in order),
+    then whatever is still recorded. Says what was stopped."""
+    from emulator.processes import StillRunning
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+    if proc.poll() is None:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # the sweep below SIGKILLs its group
+            proc.wait(timeout)
+    try:
+        names = [s.name for s in table.stop(timeout=10.0) if s.how != "exited"]
+    except StillRunning as e:
+        raise CLIError(f"the cluster failed to start, and could not be stopped entirely: {e}") from None
+    proc.poll()  # reap it if the sweep killed it
+    return "every part" + (f" ({', '.join(names)} by signal, after their kemu up)" if names else "")
+
+
+def _failure_lines(log: Path) -> list[str]:
+    """What a ``kemu up`` that exited said about why: its log from the last error on (or the last lines)."""
+    from emulator.processes import log_tail
+
+    lines = log_tail(log, 40)
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("kemu: "):
+            return lines[i:]
+    return lines[-5:]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from emulator.cluster import ClusterState, object_counts, pid_alive
+    from emulator.cluster import object_counts
+    from emulator.processes import ProcessTable
     from emulator.store.store import Store, StoreConfig
 
-    state = ClusterState.read()
-    if state is None or not pid_alive(state.pid):
-        print("no kemu cluster is running (start one with `kemu up --detach`)")
+    table = ProcessTable(kemu_home())
+    procs = [{"name": r.name, "pid": r.pid, "part": r.part, "state": r.state(), "log": r.log}
+             for r in table.records()]
+    state = _running_state(table)
+    if state is None:
+        left = [p for p in procs if p["state"] == "running"]
+        if args.output == "json":
+            print(json.dumps({"running": False, "processes": procs}, indent=2))
+        else:
+            print("no kemu cluster is running (start one with `kemu up --detach`)")
+            if left:
+                print(f"{len(left)} recorded process(es) of an earlier cluster are still running "
+                      "(`kemu down` stops them):")
+            _print_processes(procs)
         return 1
     store = Store.connect(state.redis_url, StoreConfig())
     try:
-        info: dict[str, Any] = {"pid": state.pid, "redis": state.redis_url, "api": state.api_url,
+        info: dict[str, Any] = {"running": True, "pid": state.pid, "redis": state.redis_url, "api": state.api_url,
                                 "kubeconfig": state.kubeconfig, "uptimeSeconds":
-                                round(time.time() - state.started_at, 1), **object_counts(store)}
+                                round(time.time() - state.started_at, 1), **object_counts(store),
+                                "processes": procs}
     finally:
         store.close()
     if args.output == "json":
@@ -240,7 +400,28 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"resourceVersion {info['resourceVersion']}")
         for resource, n in sorted(info["objects"].items()):
             print(f"  {resource:<40} {n}")
+        _print_processes(procs)
     return 0
+
+
+def _print_processes(procs: list[dict[str, Any]]) -> None:
+    if procs:
+        print("processes:")
+    for p in procs:
+        print(f"  {p['name']:<24} pid {p['pid']:<8} {p['state']:<8} {p['part']}"
+              + (f" (log {p['log']})" if p["log"] else ""))
+
+
+def _running_state(table: ProcessTable) -> ClusterState | None:
+    """The state file of a cluster whose ``kemu up`` is alive (its record, or its pid without one), else None."""
+    from emulator.cluster import ClusterState, pid_alive
+
+    state = ClusterState.read()
+    if state is None:
+        return None
+    rec = table.get(SUPERVISOR)
+    alive = rec.running() if rec is not None and rec.pid == state.pid else pid_alive(state.pid)
+    return state if alive else None
 
 
 def _chaos_target(text: str) -> str:
@@ -294,18 +475,53 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from emulator.cluster import ClusterState, pid_alive, stop_detached
+    """Stop the cluster: its ``kemu up`` first (it stops the parts in order), then every process still
+    recorded for this KEMU_HOME - all of them when that ``kemu up`` died (SIGTERM, then SIGKILL)."""
+    from emulator.cluster import ClusterState
+    from emulator.processes import ProcessTable, StillRunning
 
-    state = ClusterState.read()
-    if state is None or not pid_alive(state.pid):
-        ClusterState.clear()
+    table = ProcessTable(kemu_home())
+    state = _running_state(table)
+    supervisor = table.get(SUPERVISOR)
+    stopped_supervisor = None
+    if state is not None and (supervisor is None or supervisor.pid != state.pid):
+        # A cluster without a record (a state file from before records): its pid, as before.
+        stopped_supervisor = _stop_pid(state.pid, args.timeout)
+    elif supervisor is not None and supervisor.running():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(supervisor.pid, signal.SIGTERM)
+        deadline = time.monotonic() + args.timeout
+        while supervisor.running() and time.monotonic() < deadline:
+            time.sleep(0.05)  # another process's exit: nothing to block on
+        stopped_supervisor = supervisor.pid
+    # What is left: everything, if the supervisor died or did not stop in time (SIGKILL after 10 s).
+    try:
+        swept = [s for s in table.stop(timeout=min(args.timeout, 10.0)) if s.how != "exited"]
+    except StillRunning as e:
+        raise CLIError(f"could not stop every process of the cluster: {e}") from None
+    ClusterState.clear()
+    table.note_ready()
+    if stopped_supervisor is None and not swept:
         print("no kemu cluster is running")
         return 0
-    if not stop_detached(state, timeout=args.timeout):
-        raise CLIError(f"the cluster (pid {state.pid}) did not stop within {args.timeout:.0f} s")
-    ClusterState.clear()
-    print(f"kemu cluster (pid {state.pid}) stopped")
+    if stopped_supervisor is not None:
+        print(f"kemu cluster (pid {stopped_supervisor}) stopped")
+    for s in swept:
+        print(f"stopped {s.name} (pid {s.pid}, {s.part}) with {s.how}")
     return 0
+
+
+def _stop_pid(pid: int, timeout: float) -> int:
+    from emulator.cluster import pid_alive
+
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            raise CLIError(f"the cluster (pid {pid}) did not stop within {timeout:.0f} s")
+        time.sleep(0.05)  # another process's exit: nothing to block on
+    return pid
 
 
 def cmd_kubeconfig(args: argparse.Namespace) -> int:

@@ -315,10 +315,14 @@ class EmbeddedRedis:
     when :meth:`start` runs in the main thread: Linux delivers it when the *thread*
     that spawned the child exits, which for a worker thread would stop Redis under a
     live kemu. From other threads only the exit finalizer applies.
+
+    ``on_spawn`` is called with the pid of each redis-server it spawns, before it is
+    ready (``kemu up`` records the process then, :mod:`emulator.processes`).
     """
 
-    def __init__(self, config: RedisServerConfig) -> None:
+    def __init__(self, config: RedisServerConfig, *, on_spawn: Callable[[int], None] | None = None) -> None:
         self.config = config
+        self.on_spawn = on_spawn
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[..., EmbeddedRedis] | None = None
@@ -486,6 +490,8 @@ class EmbeddedRedis:
             )
         self._proc = proc
         try:
+            if self.on_spawn is not None:
+                self.on_spawn(proc.pid)
             self._wait_ready(proc, port, deadline, log_offset)
         except BaseException:
             _kill_group(proc)
