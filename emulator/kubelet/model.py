@@ -9,7 +9,7 @@ advances them all in one :meth:`~KubeletModel.tick`:
    container instance with fresh cgroup counters, ``restartCount`` + 1 on
    restarts;
 2. every running container's profile is evaluated at its own run time
-   (vectorised, :class:`~emulator.kubelet.profiles.CurveSet`); containers
+   (vectorised, :class:`~emulator.kubelet.curves.CurveSet`); containers
    whose run duration is over exit with the profile's exit code at the exact
    end time;
 3. the cgroup model accounts the tick (:class:`~emulator.kubelet.cgroups.
