@@ -25,7 +25,11 @@ from emulator.api.quantity import QuantityError, parse_quantity
 from emulator.kubelet.curves import CurveKind
 
 CURVE_FIELDS: tuple[str, ...] = ("cpu", "memory", "ephemeral-storage", "pids")
-FIELDS: tuple[str, ...] = ("startup-delay", "duration", "exit-code", *CURVE_FIELDS)
+# Load-driven behaviour (emulator.kubelet.load): the pod's load target, its request latency at no load,
+# and each container's CPU cost of one request per second.
+LOAD_FIELDS: tuple[str, ...] = ("load-target", "cost-per-request", "request-latency")
+POD_FIELDS = frozenset({"load-target", "request-latency"})  # pod-wide only: no per-container form
+FIELDS: tuple[str, ...] = ("startup-delay", "duration", "exit-code", *CURVE_FIELDS, *LOAD_FIELDS)
 _FIELD_SET = frozenset(FIELDS)
 
 # The resource each curve field is measured against for %request / %limit.
@@ -308,9 +312,24 @@ class _DurationSpec:
 
 
 @dataclass(frozen=True)
+class _ValueSpec:
+    expr: _Expr  # cost-per-request: millicores per request/s
+
+
+@dataclass(frozen=True)
+class _NameSpec:
+    name: str  # load-target
+
+
+_TARGET_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
+
+
+@dataclass(frozen=True)
 class _ExitCodeSpec:
     code: int
 
+
+FieldSpec = CurveSpec | _DurationSpec | _ExitCodeSpec | _ValueSpec | _NameSpec
 
 _CURVE_SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {
     # name: (argument kinds, number of required arguments)
@@ -396,19 +415,25 @@ def _replay(field_name: str, tree: _Call, text: str) -> CurveSpec:
 
 
 @lru_cache(maxsize=4096)
-def _parse_field_cached(field_name: str, text: str) -> CurveSpec | _DurationSpec | _ExitCodeSpec:
+def _parse_field_cached(field_name: str, text: str) -> FieldSpec:
     if field_name in _FIELD_RESOURCE:
         return _curve(field_name, text)
     if field_name == "exit-code":
         if not re.fullmatch(r"\s*[0-9]+\s*", text) or not 0 <= int(text) <= 255:
             raise ValueError(f"{text!r} is not an exit code (an integer 0..255)")
         return _ExitCodeSpec(int(text))
+    if field_name == "load-target":
+        if not _TARGET_NAME.fullmatch(text.strip()):
+            raise ValueError("a load target is a lowercase DNS subdomain, e.g. web")
+        return _NameSpec(text.strip())
+    if field_name == "cost-per-request":
+        return _ValueSpec(_value_expr("cpu", _parse_tree(text), field_name))
     if field_name == "duration" and text.strip() == "forever":
         return _DurationSpec(None)
     return _DurationSpec(_duration_expr(_parse_tree(text), field_name))
 
 
-def parse_field(field_name: str, raw: Any, source: str) -> CurveSpec | _DurationSpec | _ExitCodeSpec:
+def parse_field(field_name: str, raw: Any, source: str) -> FieldSpec:
     """Parse one field's text; errors become :class:`ProfileError` naming ``source``."""
     if field_name not in _FIELD_SET:
         raise ProfileError(f"unknown field {field_name!r}; fields: {', '.join(FIELDS)}", source)

@@ -29,6 +29,15 @@ Fields (the same names in annotations and in profile files):
 ``memory``         curve of memory working set (bytes: ``64Mi``)
 ``ephemeral-storage`` curve of writable-layer + log usage (bytes)
 ``pids``           curve of the number of pids (tasks)
+``load-target``    pod-wide: the load target whose requests the pod serves
+                   (:mod:`emulator.loadtargets`); usually the annotation
+                   ``kemu.io/load-target: web`` on a pod template
+``cost-per-request`` CPU (millicores) one request/s costs the container: its
+                   CPU demand is the ``cpu`` curve (the base, with its noise)
+                   plus the pod's share of the target's rate times this
+``request-latency`` pod-wide: the latency of one request on an idle pod
+                   (default 20ms); it grows as CPU nears its limit
+                   (:mod:`emulator.kubelet.load`)
 ================== ==========================================================
 
 Curve syntax (``t`` is seconds since the container (re)started; a restart
@@ -82,6 +91,7 @@ from emulator.kubelet.profile_fields import (
     _FIELD_SET,
     CURVE_FIELDS,
     FIELDS,
+    POD_FIELDS,
     CurveSpec,
     ProfileError,
     _Ctx,
@@ -182,6 +192,11 @@ class ContainerBehaviour:
     memory: ResolvedCurve  # bytes
     ephemeral_storage: ResolvedCurve  # bytes
     pids: ResolvedCurve  # count
+    cost_per_request: float = 0.0  # millicores of CPU per request/s of the pod's share
+
+
+# A request's latency on an idle pod when the profile names none.
+DEFAULT_REQUEST_LATENCY = 0.02
 
 
 @dataclass(frozen=True)
@@ -189,6 +204,8 @@ class PodBehaviour:
     uid: str
     profile: str
     containers: tuple[ContainerBehaviour, ...]
+    load_target: str = ""  # "": the pod serves no load target
+    request_latency: float = DEFAULT_REQUEST_LATENCY  # seconds, at no load
 
 
 def _resolve_curve(spec: CurveSpec, ctx: _Ctx) -> ResolvedCurve:
@@ -282,7 +299,14 @@ class ProfileLibrary:
             merged.update(pod_fields)
             merged.update(per_container.get(name, {}))
             result.append(_resolve_container(container, merged, rng))
-        return PodBehaviour(uid, profile.name, tuple(result))
+        # Pod-wide fields, drawn after every container's (a fixed order: repeatable).
+        pod_wide: dict[str, Any] = {k: v for k, v in profile.fields.items() if k in POD_FIELDS}
+        pod_wide.update({k: v for k, v in pod_fields.items() if k in POD_FIELDS})
+        target = pod_wide.get("load-target")
+        latency = pod_wide.get("request-latency")
+        return PodBehaviour(uid, profile.name, tuple(result), target.name if target is not None else "",
+                            latency.expr.resolve(_Ctx(rng, 0.0, 0.0)) if latency is not None and latency.expr
+                            is not None else DEFAULT_REQUEST_LATENCY)
 
 
 def _annotation_fields(annotations: Mapping[str, str], names: set[str]) -> tuple[dict[str, Any], dict[str, dict]]:
@@ -296,6 +320,8 @@ def _annotation_fields(annotations: Mapping[str, str], names: set[str]) -> tuple
         if field_name not in _FIELD_SET:
             continue  # other kemu.io/ annotations belong to other components
         source = f"annotation {key}"
+        if dot and field_name in POD_FIELDS:
+            raise ProfileError(f"{field_name} is pod-wide: use kemu.io/{field_name} without a container name", source)
         parsed = parse_field(field_name, value, source)
         if not dot:
             pod_fields[field_name] = parsed
@@ -325,10 +351,14 @@ def _resolve_container(container: Mapping[str, Any], specs: Mapping[str, Any], r
         request = float(requests.get(resource, 0)) if resource else 0.0
         limit = float(limits.get(resource, 0)) if resource else 0.0
         curves[_FIELD_ATTR[field_name]] = _resolve_curve(spec, _Ctx(rng, request, limit))
+    cost_spec = specs.get("cost-per-request")
+    cpu_request, cpu_limit = float(requests.get("cpu", 0)), float(limits.get("cpu", 0))
     return ContainerBehaviour(
         name=str(container.get("name")),
         startup_delay=max(0.0, startup_delay),
         duration=max(0.0, duration),
         exit_code=exit_spec.code if exit_spec is not None else 0,
         **curves,
+        cost_per_request=max(0.0, cost_spec.expr.resolve(_Ctx(rng, cpu_request, cpu_limit)))
+        if cost_spec is not None else 0.0,
     )
