@@ -32,10 +32,17 @@ container rows, and nothing at all while no pod has a load target.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-__all__ = ["MAX_UTILISATION", "LoadTable", "LoadWindow"]
+from emulator import loadtargets
+from emulator.kubelet.usage import LATENCY_SERIES, REQUESTS_SERIES
+
+if TYPE_CHECKING:
+    from emulator.kubelet.model import KubeletModel
+
+__all__ = ["MAX_UTILISATION", "LoadTable", "LoadWindow", "app_series", "exchange"]
 
 # rho is capped here: latency at most base / (1 - 0.95) = 20 * base (a throttled pod's queue grows without bound).
 MAX_UTILISATION = 0.95
@@ -175,3 +182,23 @@ class LoadTable:
         self._latency_sum = np.zeros_like(self._latency_sum)
         self._window = 0.0
         return LoadWindow(rate, latency)
+
+
+def exchange(model: KubeletModel, client: Any, prefix: str, shard: int, now: float) -> None:
+    """A kubelet shard's per-tick step: publish its ready pods per target, take each target's share.
+
+    No round trip while the shard has never hosted a pod with a load target.
+    """
+    ready = model.load_ready_counts()
+    if ready:
+        model.set_load_shares(loadtargets.exchange(client, prefix, shard, ready, now))
+
+
+def app_series(model: KubeletModel, pods: Mapping[str, tuple[str, str]]) -> dict[tuple[str, str], dict[str, float]]:
+    """The window's app series of the load-target pods among ``pods`` (uid -> (namespace, name)), by (ns, name)."""
+    out = {}
+    for uid, (rate, latency) in model.take_load_window().items():
+        key = pods.get(uid)
+        if key is not None:
+            out[key] = {REQUESTS_SERIES: rate, LATENCY_SERIES: latency}
+    return out

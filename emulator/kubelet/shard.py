@@ -138,8 +138,8 @@ from emulator.clock import Clock, SystemClock, parse_rfc3339, rfc3339
 from emulator.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from emulator.kubelet import eviction as ev
 from emulator.kubelet import kubelet_metrics as km
+from emulator.kubelet import load, usage
 from emulator.kubelet import nodes as nd
-from emulator.kubelet import usage
 from emulator.kubelet.events import EventRecorder, ObjectRef, node_ref
 from emulator.kubelet.model import KubeletConfig, KubeletModel, TickReport
 from emulator.kubelet.profiles import PROFILE_ANNOTATION, PodBehaviour, ProfileError, ProfileLibrary, parse_duration
@@ -598,6 +598,8 @@ class KubeletShard:
         self.heartbeat(now)  # first: never behind this tick's pod work
         self._admit_incoming(now)
         self._advance_timed(now)
+        if not cut:  # load targets: share each target's rate among its ready pods (emulator.kubelet.load)
+            load.exchange(self.model, self.store.redis, self.store.config.prefix, self.index, now)
         report = self.model.tick(now)
         self._apply_report(report, now)
         self._advance_kills(now)
@@ -1782,8 +1784,9 @@ class KubeletShard:
         self._gone_usage = []
         gone_nodes, self._gone_nodes = self._gone_nodes, []
         pipe = self.store.redis.pipeline(transaction=False)
+        app = load.app_series(self.model, {rec.uid: (rec.ns, rec.name) for rec in self._pods.values()})
         usage.write_snapshot(pipe, self.store.config.prefix, timestamp=now, window=span, nodes=nodes, pods=pods,
-                             gone_pods=gone, gone_nodes=gone_nodes)
+                             gone_pods=gone, gone_nodes=gone_nodes, app=app)
         pipe.execute()
 
     # ----------------------------------------------------------------------------------------- reads
