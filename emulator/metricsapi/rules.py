@@ -125,7 +125,7 @@ def parse_selector(text: str) -> tuple[Matcher, ...]:
     return tuple(matchers)
 
 
-_AGG = re.compile(r"^\s*(" + "|".join(AGGREGATIONS) + r")\s*(?:by\s*\(([^)]*)\)\s*)?\((.*)\)\s*"
+_AGG = re.compile(r"^\s*(" + "|".join(AGGREGATIONS) + r")\s*(?:by\s*\(([^)]*)\)\s*)?\((.*?)\)\s*"
                   r"(?:by\s*\(([^)]*)\))?\s*$", re.S)
 
 
@@ -141,7 +141,7 @@ def parse_query(text: str) -> Query:
     if m.group(2) is not None and m.group(4) is not None:
         raise RulesError(f"'by' given twice in {text!r}")
     inner = m.group(3).strip()
-    if "(" in inner:
+    if re.search(r"[(\[]", re.sub(r'"(?:[^"\\]|\\.)*"', '""', inner)):  # a call or range outside quoted values
         raise RulesError(f"kemu's own series are evaluated without PromQL functions ({text!r}); "
                          "give --prometheus-url to run such queries on a real Prometheus")
     return Query(parse_selector(inner), m.group(1), _labels(m.group(2) or m.group(4)))
