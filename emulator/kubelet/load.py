@@ -27,16 +27,26 @@ publishes as the pod's ``http_requests_per_second`` and
 
 Everything is vectorised: a tick costs a few array operations over all
 container rows, and nothing at all while no pod has a load target.
+
+The same per-pod series are exported for Prometheus by the shard's process
+(:class:`AppSeriesCollector`, at scrape time, from the last published window;
+one series per load-target pod, not per pod of the cluster), so
+``--prometheus-url`` pointed at a Prometheus that scrapes kemu serves the same
+custom metrics through the same rules.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import threading
+from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+from prometheus_client import REGISTRY
+from prometheus_client.core import GaugeMetricFamily, Metric
 
 from emulator import loadtargets
+from emulator.collectors import SourceCollector
 from emulator.kubelet.usage import LATENCY_SERIES, REQUESTS_SERIES
 
 if TYPE_CHECKING:
@@ -85,6 +95,8 @@ class LoadTable:
         self._names: list[str] = []
         self._share = np.zeros(1)
         self._pods_with_target = 0
+        # The last window's app series by (namespace, pod), for the Prometheus collector.
+        self.published: dict[tuple[str, str], dict[str, float]] = {}
 
     @property
     def active(self) -> bool:
@@ -195,10 +207,49 @@ def exchange(model: KubeletModel, client: Any, prefix: str, shard: int, now: flo
 
 
 def app_series(model: KubeletModel, pods: Mapping[str, tuple[str, str]]) -> dict[tuple[str, str], dict[str, float]]:
-    """The window's app series of the load-target pods among ``pods`` (uid -> (namespace, name)), by (ns, name)."""
+    """The window's app series of the load-target pods among ``pods`` (uid -> (namespace, name)), by (ns, name).
+
+    Also what the process exports for Prometheus until the next window (:class:`AppSeriesCollector`).
+    """
     out = {}
     for uid, (rate, latency) in model.take_load_window().items():
         key = pods.get(uid)
         if key is not None:
             out[key] = {REQUESTS_SERIES: rate, LATENCY_SERIES: latency}
+    if out or model.load.published:
+        model.load.published = out
+        collector().add(model.load)
     return out
+
+
+class AppSeriesCollector(SourceCollector):
+    """``http_requests_per_second`` / ``http_request_duration_seconds`` {namespace, pod} of the process's shards."""
+
+    def describe(self) -> list[Metric]:
+        return []  # series come and go with load-target pods
+
+    def collect(self) -> Iterator[Metric]:
+        rate = GaugeMetricFamily(REQUESTS_SERIES, "Requests per second the pod served over the last metrics window "
+                                 "(its share of its load target's rate)", labels=["namespace", "pod"])
+        latency = GaugeMetricFamily(LATENCY_SERIES, "Mean latency of the pod's requests over the last metrics "
+                                    "window, in seconds", labels=["namespace", "pod"])
+        for table in self.sources():
+            for (ns, pod), series in dict(table.published).items():
+                rate.add_metric([ns, pod], series[REQUESTS_SERIES])
+                latency.add_metric([ns, pod], series[LATENCY_SERIES])
+        yield rate
+        yield latency
+
+
+_collector_lock = threading.Lock()
+_collector: AppSeriesCollector | None = None
+
+
+def collector() -> AppSeriesCollector:
+    """The process's app series collector, registered in the default registry on first use."""
+    global _collector
+    with _collector_lock:
+        if _collector is None:
+            _collector = AppSeriesCollector()
+            REGISTRY.register(_collector)
+        return _collector
