@@ -206,16 +206,16 @@ def exchange(model: KubeletModel, client: Any, prefix: str, shard: int, now: flo
         model.set_load_shares(loadtargets.exchange(client, prefix, shard, ready, now))
 
 
-def app_series(model: KubeletModel, pods: Mapping[str, tuple[str, str]]) -> dict[tuple[str, str], dict[str, float]]:
-    """The window's app series of the load-target pods among ``pods`` (uid -> (namespace, name)), by (ns, name).
+def app_series(model: KubeletModel, pods: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, float]]:
+    """The window's app series of the load-target pods among ``pods`` (uid -> a record with ``ns`` and ``name``).
 
     Also what the process exports for Prometheus until the next window (:class:`AppSeriesCollector`).
     """
     out = {}
     for uid, (rate, latency) in model.take_load_window().items():
-        key = pods.get(uid)
-        if key is not None:
-            out[key] = {REQUESTS_SERIES: rate, LATENCY_SERIES: latency}
+        record = pods.get(uid)
+        if record is not None:
+            out[(record.ns, record.name)] = {REQUESTS_SERIES: rate, LATENCY_SERIES: latency}
     if out or model.load.published:
         model.load.published = out
         collector().add(model.load)

@@ -567,8 +567,12 @@ class KubeletModel:
         if not self.load.targets():
             return {}
         window = self.load.take_window()
-        return {uid: (float(window.rate[rec.row]), float(window.latency[rec.row]))
-                for uid, rec in self._pods.items() if self.load.p_target[rec.row] >= 0}
+        out = {}
+        for row in np.flatnonzero(self.load.p_target[: len(self._pod_rows)] >= 0):
+            record = self._pod_rows[row]
+            if record is not None:
+                out[record.uid] = (float(window.rate[row]), float(window.latency[row]))
+        return out
 
     # -- reading the state ---------------------------------------------------------------
 

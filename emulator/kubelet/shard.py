@@ -1784,7 +1784,7 @@ class KubeletShard:
         self._gone_usage = []
         gone_nodes, self._gone_nodes = self._gone_nodes, []
         pipe = self.store.redis.pipeline(transaction=False)
-        app = load.app_series(self.model, {rec.uid: (rec.ns, rec.name) for rec in self._pods.values()})
+        app = load.app_series(self.model, self._pods)  # load-target pods' http_requests_per_second, latency
         usage.write_snapshot(pipe, self.store.config.prefix, timestamp=now, window=span, nodes=nodes, pods=pods,
                              gone_pods=gone, gone_nodes=gone_nodes, app=app)
         pipe.execute()
