@@ -64,6 +64,7 @@ from typing import Any
 
 import yaml
 
+from emulator import loadtargets
 from emulator.api.quantity import QuantityError, parse_quantity
 from emulator.kubelet.nodes import NodeConfigError, NodePool
 
@@ -386,6 +387,10 @@ def _check_phase(s: Scenario, phase: Phase, where: str) -> None:
             raise ScenarioError(f"{where}.shape: must be one of {', '.join(SHAPES)}, got {spec.shape!r}")
         if spec.shape == "sine" and spec.period <= 0:
             raise ScenarioError(f"{where}.period: must be > 0 for a sine")
+        try:
+            loadtargets.validate_name(spec.target)  # the run writes it as a load target (emulator.loadtargets)
+        except loadtargets.LoadTargetError as e:
+            raise ScenarioError(f"{where}.target: {e}") from None
 
 
 def _phases(items: Any) -> tuple[Phase, ...]:
