@@ -16,6 +16,7 @@ with httpx.
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -62,6 +63,7 @@ OWN_SERIES: dict[str, tuple[str, ...]] = {
     "kemu_loadgen_queue_depth": ("queue",),
 }
 _POD_SERIES = (usage.REQUESTS_SERIES, usage.LATENCY_SERIES)
+_PLAIN = re.compile(r"[a-z0-9]([-a-z0-9]*[a-z0-9])?")  # a namespace name, no regex metacharacters
 
 
 def _could_match(matchers: tuple[Matcher, ...], name: str, label_names: tuple[str, ...]) -> bool:
@@ -93,7 +95,9 @@ class OwnSeries:
     def _samples(self, names: list[str], matchers: tuple[Matcher, ...], now: float) -> list[tuple[str, Sample]]:
         out: list[tuple[str, Sample]] = []
         if any(n in _POD_SERIES for n in names):
-            namespace = next((m.value for m in matchers if m.label == "namespace" and m.op == "="), None)
+            # One namespace's hash when the query names one (= or a regex that is a plain name), else all.
+            namespace = next((m.value for m in matchers if m.label == "namespace" and (
+                m.op == "=" or (m.op == "=~" and _PLAIN.fullmatch(m.value)))), None)
             for ns, pod, timestamp, window, values in usage.pod_series(self.client, self.prefix, namespace, now=now):
                 for name in names:
                     if name in _POD_SERIES and name in values:
