@@ -138,6 +138,7 @@ class TemplateSpec:
     profile: tuple[str, ...] = ()
     gpu_milli: tuple[str, ...] = ()  # alibabacloud.com/gpu-milli requests drawn per pod (openb's GPU sharing)
     priority: str = ""  # a PriorityClass name; "" draws from the scenario's priority mix
+    load_target: str = ""  # the pods serve this load target's requests (kemu.io/load-target); "": none
 
 
 # -- phases ----------------------------------------------------------------------------------------------------
@@ -341,6 +342,11 @@ def _check(s: Scenario) -> None:
         for key in ("cpu", "memory", "gpu_milli"):
             for i, v in enumerate(getattr(t, key)):
                 _quantity(v, f"{where}.{key}[{i}]")
+        if t.load_target:
+            try:
+                loadtargets.validate_name(t.load_target)
+            except loadtargets.LoadTargetError as e:
+                raise ScenarioError(f"{where}.load_target: {e}") from None
         if t.priority and t.priority not in priorities:
             raise ScenarioError(f"{where}.priority: {t.priority!r} is not one of the scenario's priorities "
                                 f"({', '.join(sorted(priorities)) or 'none defined'})")
