@@ -233,10 +233,12 @@ class AppSeriesCollector(SourceCollector):
                                  "(its share of its load target's rate)", labels=["namespace", "pod"])
         latency = GaugeMetricFamily(LATENCY_SERIES, "Mean latency of the pod's requests over the last metrics "
                                     "window, in seconds", labels=["namespace", "pod"])
+        merged: dict[tuple[str, str], dict[str, float]] = {}
         for table in self.sources():
-            for (ns, pod), series in dict(table.published).items():
-                rate.add_metric([ns, pod], series[REQUESTS_SERIES])
-                latency.add_metric([ns, pod], series[LATENCY_SERIES])
+            merged.update(table.published)  # a pod is one series even if two shards of the process saw it
+        for (ns, pod), series in merged.items():
+            rate.add_metric([ns, pod], series[REQUESTS_SERIES])
+            latency.add_metric([ns, pod], series[LATENCY_SERIES])
         yield rate
         yield latency
 

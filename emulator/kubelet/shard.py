@@ -541,6 +541,7 @@ class KubeletShard:
     def stop(self) -> None:
         """Stop the informers (nodes, leases and pods stay in the store: a new shard object carries on)."""
         km.collector().remove(self.metrics)
+        load.collector().remove(self.model.load)
         if self.factory is not None:
             self.factory.shutdown()
             self.factory = None
