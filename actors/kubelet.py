@@ -15,7 +15,10 @@ only decides where it runs and when it ticks:
   lease controller is its own goroutine too). It also serves this
   process's ``/metrics`` and registers the scrape target in Redis.
 * Actor methods (``ready``, ``health``, ``stop``) run on Ray's method thread
-  and only read counters, so a health check never waits for a tick.
+  and only read counters, so a health check never waits for a tick;
+  ``add_node`` / ``remove_node`` (a cloud provider's instances coming and going,
+  e.g. the Cluster Autoscaler's) take the shard's lock, so they wait for the
+  tick under way and then register or remove the node at once.
 * A restarted actor (Ray restarts it after a crash or ``ray.kill(...,
   no_restart=False)``: the launcher sets ``max_restarts``) runs ``__init__``
   again with the same spec: a new shard object for the same index re-lists its
@@ -147,6 +150,14 @@ class KubeletShardActor:
                        "lastTickAgeSeconds": round(time.time() - self._last_tick_wall, 3) if self._last_tick_wall
                        else None})
         return report
+
+    def add_node(self, node: dict[str, Any], index: int | None = None) -> dict[str, Any]:
+        """Register a node with this shard now (:meth:`KubeletShard.add_node`); returns its Node object."""
+        return self.shard.add_node(node, index)
+
+    def remove_node(self, name: str) -> bool:
+        """Take a node away now (:meth:`KubeletShard.remove_node`); False if it did not exist."""
+        return self.shard.remove_node(name)
 
     def stop(self) -> bool:
         self._stop.set()

@@ -275,6 +275,8 @@ def node_oom_victims(
     usage = np.where(alive, usage, 0.0)
     victims: list[np.ndarray] = []
     eligible = alive & (adj > OOM_SCORE_ADJ_MIN) & (usage > 0)
+    if not eligible.any():  # nothing to kill - and no node at all yet would make `over[node]` index nothing
+        return np.zeros(0, dtype=np.int64)
     while True:
         totals = np.bincount(node, weights=usage, minlength=len(capacity))
         over = totals > capacity

@@ -20,6 +20,7 @@ import pytest
 
 from emulator.api import errors
 from emulator.api.kinds import DAEMONSET, DEPLOYMENT, NODE, PDB, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
@@ -34,7 +35,6 @@ from tests import workloads as w
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 LABELS = {"app": "web"}
 
 

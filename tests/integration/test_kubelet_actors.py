@@ -18,6 +18,7 @@ import ray
 from actors.cli import kubelet_runner
 from actors.launcher import KubeletLauncher, init_ray
 from emulator.api.kinds import LEASE, NODE, POD
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.cluster import LocalCluster
 from emulator.config import Config
@@ -26,7 +27,6 @@ from tests import builders as b
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 SPEED = 10.0
 NODES = 300
 
@@ -121,3 +121,19 @@ def test_shard_actors_run_hundreds_of_nodes_and_survive_a_kill(cluster: LocalClu
                 was["status"]["containerStatuses"][0]["state"]["running"]["startedAt"])
     total = sum(r["pods"] for r in launcher.health())
     assert total == 40  # each pod handled by exactly one shard
+
+    # A node added and removed at run time through the actor of the shard that owns its name (what a
+    # cloud provider's new or deleted instance does).
+    extra = "scaled-0"
+    owner = launcher.actors[core.store.shard_of(extra) % 2]
+    added = ray.get(owner.add_node.remote(b.node(extra, cpu="4", memory="8Gi")), timeout=30)
+    assert added["metadata"]["name"] == extra
+
+    def extra_ready() -> bool:
+        leases = {lease["metadata"]["name"] for lease in core.list(LEASE, "kube-node-lease").items}
+        return extra in leases and ready(core.get(NODE, None, extra))
+
+    wait_for(core, extra_ready, 30, "the added node to be Ready with a lease")
+    assert ray.get(owner.remove_node.remote(extra), timeout=30) is True
+    assert extra not in {n["metadata"]["name"] for n in core.list(NODE).items}
+    assert sum(r["nodes"] for r in launcher.health()) == NODES

@@ -17,6 +17,7 @@ from prometheus_client import REGISTRY
 
 from emulator.api import errors
 from emulator.api.kinds import EVENT, POD
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.scheduler import in_tree_registry
 from emulator.scheduler.config import parse_configuration
@@ -24,8 +25,6 @@ from emulator.scheduler.framework.interface import Code, NominatingInfo, PostFil
 from emulator.scheduler.framework.types import PodInfo
 from emulator.scheduler.scheduler import Scheduler, SchedulerOptions, owner_replica
 from tests.builders import req_pod, sched_node
-
-Obj = dict[str, Any]
 
 
 def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
