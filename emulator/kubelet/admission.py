@@ -20,13 +20,14 @@ import ipaddress
 from collections.abc import Mapping
 from typing import Any
 
+from emulator.api.nodeaffinity import RequiredNodeAffinity
 from emulator.api.pods import pod_requests
 from emulator.api.quantity import QuantityError
+from emulator.api.taints import find_untolerated_taint, taint_of
 from emulator.kubelet import kubelet_metrics as km
 from emulator.kubelet.images import ImageManager
 from emulator.kubelet.profiles import PROFILE_ANNOTATION, PodBehaviour, ProfileError, ProfileLibrary, parse_duration
 from emulator.kubelet.state import DONE, NodeRecord, PodRecord, ShardState
-from emulator.scheduler.plugins.helper import RequiredNodeAffinity, find_untolerated_taint, taint_of
 
 INIT_DURATION_ANNOTATION = "kemu.io/init-duration"
 TERMINATION_DELAY_ANNOTATION = "kemu.io/termination-delay"

@@ -14,12 +14,11 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from emulator.api.gotime import go_duration
 from emulator.api.quantity import to_int
+from emulator.api.types import Obj
 from emulator.kubelet import nodes as nd
-from emulator.kubelet.formats import go_duration
 from emulator.kubelet.state import BLOCKED, NodeRecord, PodRecord, Pull, ShardState
-
-Obj = dict[str, Any]
 
 IMAGE_SIZE_ANNOTATION = "kemu.io/image-size"
 

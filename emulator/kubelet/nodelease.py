@@ -14,16 +14,14 @@ from __future__ import annotations
 import heapq
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from emulator.api import errors
+from emulator.api.gotime import micro_time
 from emulator.api.kinds import LEASE
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.kubelet import kubelet_metrics as km
-from emulator.kubelet.formats import micro_time
 from emulator.kubelet.state import NodeRecord, ShardState, phase_of
-
-Obj = dict[str, Any]
 
 LEASE_NAMESPACE = "kube-node-lease"
 

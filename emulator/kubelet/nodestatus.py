@@ -24,6 +24,7 @@ from typing import Any
 from emulator.api import errors
 from emulator.api.kinds import NODE
 from emulator.api.quantity import QuantityError
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.kubelet import eviction as ev
 from emulator.kubelet import nodes as nd
@@ -34,7 +35,6 @@ from emulator.kubelet.state import NodeRecord, ShardState
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 PRESSURE_TAINTS = {ev.MEMORY_PRESSURE: "node.kubernetes.io/memory-pressure",
                    ev.DISK_PRESSURE: "node.kubernetes.io/disk-pressure",

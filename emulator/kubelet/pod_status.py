@@ -11,14 +11,11 @@ these functions render.
 
 from __future__ import annotations
 
-from typing import Any
-
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.kubelet import nodes as nd
 from emulator.kubelet.model import KubeletModel
 from emulator.kubelet.state import APP_PULL, TERMINAL, NodeRecord, PodRecord, container_id
-
-Obj = dict[str, Any]
 
 POD_CONDITIONS = ("PodReadyToStartContainers", "Initialized", "Ready", "ContainersReady", "PodScheduled")
 

@@ -29,14 +29,15 @@ import logging
 import math
 from typing import Any
 
+from emulator.api.meta import resource_version
 from emulator.api.pods import pod_requests
 from emulator.api.quantity import QuantityError
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.informers import DeletedFinalStateUnknown
 from emulator.kubelet import eviction as ev
 from emulator.kubelet.admission import PodAdmission
 from emulator.kubelet.events import node_ref
-from emulator.kubelet.formats import _rv
 from emulator.kubelet.images import ImageManager
 from emulator.kubelet.model import TickReport
 from emulator.kubelet.pod_status import POD_CONDITIONS, terminated_status
@@ -58,7 +59,6 @@ from emulator.kubelet.usage_publisher import UsagePublisher
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 _EVICTION_SIGNAL = {"memory": ev.MEMORY_AVAILABLE, "ephemeral-storage": ev.NODEFS_AVAILABLE, "pids": ev.PID_AVAILABLE}
 
@@ -108,7 +108,7 @@ class PodWorkers:
                 self.forget_pod(rec)
             return
         if rec is not None:
-            if _rv(obj) >= _rv(rec.obj):
+            if int(resource_version(obj) or 0) >= int(resource_version(rec.obj) or 0):
                 rec.obj = obj
             if meta.get("deletionTimestamp") and rec.stage not in (TERMINATING, DONE):
                 self._begin_termination(rec, now)
@@ -129,7 +129,8 @@ class PodWorkers:
             return
         # HandlePodAdditions admits in creation order (creationTimestamp has 1 s resolution: then by rv).
         incoming = sorted(self._incoming.values(),
-                          key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "", _rv(p)))
+                          key=lambda p: ((p.get("metadata") or {}).get("creationTimestamp") or "",
+                                         int(resource_version(p) or 0)))
         if self.state.chaos.broken:
             # chaos break-runtime: the sandbox never comes up, so the pod is never admitted and stays
             # Pending (it is kept in `_incoming` and starts once the runtime is restored).

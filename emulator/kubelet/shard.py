@@ -78,7 +78,9 @@ from typing import Any, cast
 from emulator import chaos
 from emulator.api import errors
 from emulator.api.kinds import NODE, POD
+from emulator.api.meta import resource_version
 from emulator.api.selectors import LabelSelector, parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock, rfc3339
 from emulator.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from emulator.kubelet import kubelet_metrics as km
@@ -87,7 +89,6 @@ from emulator.kubelet import nodes as nd
 from emulator.kubelet.admission import PodAdmission, ResolveCache
 from emulator.kubelet.config import KubeletShardConfig, kubelet_shard_config
 from emulator.kubelet.events import EventRecorder
-from emulator.kubelet.formats import _rv
 from emulator.kubelet.images import ImageManager
 from emulator.kubelet.model import KubeletModel
 from emulator.kubelet.nodelease import NodeLeases
@@ -101,7 +102,6 @@ from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 __all__ = ["KubeletShard", "KubeletShardConfig", "ShardStats", "kubelet_shard_config"]
 
@@ -246,7 +246,7 @@ class KubeletShard:
     def _enqueue(self, kind: str, typ: str, obj: Any, stream: str) -> None:
         self._inbox.append((kind, typ, obj))
         target = obj.obj if isinstance(obj, DeletedFinalStateUnknown) else obj
-        rv = _rv(target) if isinstance(target, dict) else 0
+        rv = int(resource_version(target) or 0) if isinstance(target, dict) else 0
         with self._seen_lock:
             if rv > self._seen.get(stream, 0):
                 self._seen[stream] = rv
@@ -358,7 +358,7 @@ class KubeletShard:
             if self.selector.matches(labels):
                 self._host(obj, now, adopted=True)
             return
-        if _rv(obj) < _rv(node.obj):
+        if int(resource_version(obj) or 0) < int(resource_version(node.obj) or 0):
             return
         node.obj = obj
         if not self.selector.matches(labels):

@@ -18,16 +18,14 @@ import math
 import zlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
+from emulator.api.types import Obj
 from emulator.chaos import NO_CHAOS, ChaosState
 from emulator.kubelet import kubelet_metrics as km
 from emulator.kubelet.config import KubeletShardConfig
 from emulator.kubelet.events import EventRecorder, ObjectRef
 from emulator.kubelet.model import KubeletModel
 from emulator.server.core import ServerCore
-
-Obj = dict[str, Any]
 
 TERMINAL = ("Succeeded", "Failed")
 

@@ -18,10 +18,10 @@ from __future__ import annotations
 import heapq
 import logging
 import math
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import NODE, POD
+from emulator.api.types import Obj
 from emulator.kubelet import kubelet_metrics as km
 from emulator.kubelet.nodestatus import NodeStatus
 from emulator.kubelet.pod_status import render
@@ -29,8 +29,6 @@ from emulator.kubelet.pod_workers import PodWorkers
 from emulator.kubelet.state import DONE, TERMINAL, NodeRecord, PodRecord, ShardState, phase_of
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 
 class StatusManager:

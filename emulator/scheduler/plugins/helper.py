@@ -10,14 +10,9 @@ from __future__ import annotations
 
 import numpy as np
 
-# The kubelet shard still reads these three through this module; once it imports them from
-# emulator.api (and the import contract's ignore line goes) these re-exports go too.
-from emulator.api.nodeaffinity import RequiredNodeAffinity
-from emulator.api.taints import find_untolerated_taint, taint_of
 from emulator.scheduler.framework.interface import MAX_NODE_SCORE
 
-__all__ = ["RequiredNodeAffinity", "default_normalize_score", "find_untolerated_taint", "go_div", "go_int_div",
-           "taint_of"]
+__all__ = ["default_normalize_score", "go_div", "go_int_div"]
 
 # -- integer arithmetic as Go does it ---------------------------------------------------------
 

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from emulator.api.gotime import go_duration, micro_time
 from emulator.api.quantity import to_int
 from emulator.config import Config, ConfigError
 from emulator.kubelet import eviction as ev
 from emulator.kubelet import nodes as nd
-from emulator.kubelet.formats import go_duration, micro_time
 from emulator.kubelet.shard import KubeletShardConfig, kubelet_shard_config
 
 MI = 1024**2
