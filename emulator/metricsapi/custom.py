@@ -20,14 +20,16 @@ satisfies the whole :class:`~emulator.metricsapi.client.MetricsClient` protocol.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from emulator.api import errors, kinds
 from emulator.api.selectors import LabelSelector
 from emulator.metricsapi.adapter import MetricsAdapter, MetricValue
 from emulator.metricsapi.client import MetricsUnavailable, ObjectReference, PodMetric, PodMetricsInfo
+from emulator.store.store import Store
 
-__all__ = ["DEFAULT_WINDOW", "CustomMetricsClient"]
+__all__ = ["DEFAULT_WINDOW", "CustomMetricsClient", "metrics_client"]
 
 # metricServerDefaultMetricWindow: the window of a value the API gives none for.
 DEFAULT_WINDOW = 60.0
@@ -99,3 +101,13 @@ class CustomMetricsClient:
         if not values:
             raise MetricsUnavailable("no metrics returned from external metrics API")
         return [v.milli for v in values], values[0].timestamp
+
+
+def metrics_client(store: Store, now: Callable[[], float], *, rules_path: str | None = None,
+                   prometheus_url: str | None = None, resources: ResourceMetrics | None = None) -> CustomMetricsClient:
+    """The whole ``MetricsClient`` a controller manager hands its autoscalers.
+
+    ``rules_path`` / ``prometheus_url`` as the API server's (config ``metrics_rules``,
+    ``prometheus_url``), ``now`` the cluster clock, ``resources`` the ``metrics.k8s.io`` reader.
+    """
+    return CustomMetricsClient(MetricsAdapter.build(store, rules_path, prometheus_url, now), resources)

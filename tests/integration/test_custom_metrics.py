@@ -28,7 +28,7 @@ from emulator.clock import ManualClock
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.metricsapi.adapter import MetricsAdapter
 from emulator.metricsapi.client import MetricsUnavailable, ObjectReference
-from emulator.metricsapi.custom import CustomMetricsClient
+from emulator.metricsapi.custom import CustomMetricsClient, metrics_client
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis
 from emulator.store.store import Store
@@ -219,3 +219,28 @@ def test_kemu_load_set_round_trips(redis_url: str, capsys: pytest.CaptureFixture
 def test_kemu_load_set_refuses_bad_input(redis_url: str, capsys: pytest.CaptureFixture[str], args: list[str]) -> None:
     assert kemu(["load", "--redis-url", redis_url, *args]) == 1
     assert capsys.readouterr().err.startswith("kemu: error: ")
+
+
+def test_metrics_client_failures_are_metrics_unavailable(cluster: tuple[ServerCore, ManualClock, KubeletShard]) -> None:
+    """What the HPA turns into ScalingActive=False: never an exception of another type."""
+    core, clock, _ = cluster
+    client = metrics_client(core.store, clock.now)
+    everyone = parse_label_selector("")
+    with pytest.raises(MetricsUnavailable, match="no resource metrics reader"):
+        client.resource_metric("cpu", "default", everyone)
+    with pytest.raises(MetricsUnavailable, match="could not find the metric nope for pods"):
+        client.pod_metric("nope", "default", everyone)
+    with pytest.raises(MetricsUnavailable, match=r"could not find the metric http_requests_per_second for "
+                                                 r"deployments\.apps"):
+        client.object_metric("http_requests_per_second", "default", ObjectReference("Deployment", "web", "apps/v1"))
+    with pytest.raises(MetricsUnavailable, match="no resource for kind Widget"):
+        client.object_metric("http_requests_per_second", "default", ObjectReference("Widget", "w", "example.com/v1"))
+    with pytest.raises(MetricsUnavailable, match="no metrics returned from external metrics API"):
+        client.external_metric("queue_depth", "default", parse_label_selector("queue=none"))
+
+    class Resources:
+        def resource_metric(self, resource: str, namespace: str, selector: Any, container: str = "") -> Any:
+            return {"p": None}, 1.0
+
+    assert metrics_client(core.store, clock.now, resources=Resources()).resource_metric(
+        "cpu", "default", everyone) == ({"p": None}, 1.0)
