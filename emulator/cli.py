@@ -5,7 +5,8 @@ Commands: ``up`` (foreground until Ctrl-C, or ``--detach``), ``status``,
 SCENARIO`` (the main job: a cluster under load, with its summary), ``chaos``
 (``stop-kubelet NODE``, ``break-runtime NODE``, ``partition-shard N``,
 ``restore TARGET|--all``, ``list``: faults for the detached cluster's kubelets,
-see :mod:`emulator.chaos`), ``dashboards push`` (the Grafana dashboards into a
+see :mod:`emulator.chaos`), ``load set TARGET RATE|get`` (load targets'
+request rates, :mod:`emulator.load_command`), ``dashboards push`` (the Grafana dashboards into a
 Grafana, :mod:`emulator.dashboards`). ``up`` also runs one *component* of a cluster
 whose parts share an external Redis (``--no-api-server``, ``--controller-managers
 0``, ``--schedulers N``, ``--nodes N``, ``--api-token-file``; see
@@ -75,7 +76,10 @@ def _config(args: argparse.Namespace) -> Config:
                        controllers_on_ray=getattr(args, "controllers_on_ray", None),
                        api_require_token=getattr(args, "api_require_token", None),
                        api_token_file=getattr(args, "api_token_file", None),
-                       api_advertise_url=getattr(args, "api_advertise_url", None))
+                       api_advertise_url=getattr(args, "api_advertise_url", None),
+                       clock_speed=getattr(args, "clock_speed", None),
+                       prometheus_url=getattr(args, "prometheus_url", None),
+                       metrics_rules=getattr(args, "metrics_rules", None))
 
 
 def _read_pools(path: str | None) -> list[dict[str, Any]] | None:
@@ -125,6 +129,10 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-workers", type=int, help="API server worker processes (default 1)")
     p.add_argument("--controller-managers", type=int, help="controller managers to run; they elect one leader "
                                                            "through a Lease (default 1; 0: no controllers)")
+    p.add_argument("--prometheus-url", help="serve custom/external metrics from this Prometheus (its HTTP API) "
+                                            "instead of kemu's own series")
+    p.add_argument("--metrics-rules", help="prometheus-adapter rules file for custom/external metrics (default: "
+                                           "kemu's, emulator/metricsapi/rules.yaml)")
 
 
 def _add_component_flags(p: argparse.ArgumentParser) -> None:
@@ -288,7 +296,8 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
     argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
     for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
                  "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
-                 "scheduler_config", "api_token_file", "api_advertise_url"):
+                 "scheduler_config", "api_token_file", "api_advertise_url", "clock_speed", "prometheus_url",
+                 "metrics_rules"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
@@ -579,6 +588,9 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     up = sub.add_parser("up", help="run a local cluster (foreground until Ctrl-C, or --detach)")
     _add_cluster_flags(up)
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready; stop with kemu down")
+    up.add_argument("--clock-speed", type=float, help="cluster clock speed factor: 10 runs every period, delay and "
+                                                      "window (a 5-minute stabilization window: 30 s) 10x faster "
+                                                      "(default 1)")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness with --detach")
     _add_kubelet_flags(up)
     _add_scheduler_flags(up)
@@ -635,6 +647,9 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     push.add_argument("--password", help="basic-auth password (default: $GRAFANA_PASSWORD)")
     push.add_argument("--folder", default="kemu", help="folder to put them in, created if missing (default kemu)")
     push.set_defaults(fn=cmd_dashboards)
+    from emulator import load_command
+
+    load_command.register(sub)  # kemu load set|set-queue|get|clear (emulator/load_command.py)
     for register in commands:
         register(sub)
     return parser

@@ -327,7 +327,8 @@ class LocalCluster:
             redis_url=self.redis_url, prefix=cfg.prefix, stream_cap=cfg.stream_cap, node_shards=cfg.node_shards,
             host=cfg.api_host, port=DEFAULT_API_PORT if cfg.api_port is None else cfg.api_port, workers=cfg.api_workers,
             token=self.api_token, require_token=require, clock_speed=cfg.clock_speed,
-            clock_start=self.core.clock.now(), clock_wall=time.time())
+            clock_start=self.core.clock.now(), clock_wall=time.time(), metrics_rules=cfg.metrics_rules,
+            prometheus_url=cfg.prometheus_url)
         # Without an explicit port, 6443 if it is free, else any free port: the kubeconfig says which.
         self.api = ApiServerProcess(settings, log_path=self._api_log(), fallback_to_free_port=cfg.api_port is None,
                                     on_spawn=self._recorder("apiserver", "api-server"))

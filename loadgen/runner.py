@@ -61,6 +61,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emulator import loadtargets
 from emulator.api.kinds import EVENT, NAMESPACE, NODE, POD, PRIORITYCLASS
 from emulator.api.quantity import cpu_millis, to_int
 from emulator.clock import SystemClock
@@ -354,6 +355,9 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     def on_load(kind: str, target: str, value: float) -> None:
         gauge = metrics.HTTP_REQUESTS_PER_SECOND if kind == "http" else metrics.QUEUE_DEPTH
         gauge.labels(target).set(value)
+        # The load target itself (emulator.loadtargets): what the pods attached to it serve.
+        write = loadtargets.set_rate if kind == "http" else loadtargets.set_queue_depth
+        write(core.store.redis, core.store.config.prefix, target, value)
 
     def backlog() -> int:
         metrics.BACKLOG.set(recorder.unbound)

@@ -64,6 +64,7 @@ from typing import Any
 
 import yaml
 
+from emulator import loadtargets
 from emulator.api.quantity import QuantityError, parse_quantity
 from emulator.kubelet.nodes import NodeConfigError, NodePool
 
@@ -137,6 +138,7 @@ class TemplateSpec:
     profile: tuple[str, ...] = ()
     gpu_milli: tuple[str, ...] = ()  # alibabacloud.com/gpu-milli requests drawn per pod (openb's GPU sharing)
     priority: str = ""  # a PriorityClass name; "" draws from the scenario's priority mix
+    load_target: str = ""  # the pods serve this load target's requests (kemu.io/load-target); "": none
 
 
 # -- phases ----------------------------------------------------------------------------------------------------
@@ -340,6 +342,11 @@ def _check(s: Scenario) -> None:
         for key in ("cpu", "memory", "gpu_milli"):
             for i, v in enumerate(getattr(t, key)):
                 _quantity(v, f"{where}.{key}[{i}]")
+        if t.load_target:
+            try:
+                loadtargets.validate_name(t.load_target)
+            except loadtargets.LoadTargetError as e:
+                raise ScenarioError(f"{where}.load_target: {e}") from None
         if t.priority and t.priority not in priorities:
             raise ScenarioError(f"{where}.priority: {t.priority!r} is not one of the scenario's priorities "
                                 f"({', '.join(sorted(priorities)) or 'none defined'})")
@@ -386,6 +393,10 @@ def _check_phase(s: Scenario, phase: Phase, where: str) -> None:
             raise ScenarioError(f"{where}.shape: must be one of {', '.join(SHAPES)}, got {spec.shape!r}")
         if spec.shape == "sine" and spec.period <= 0:
             raise ScenarioError(f"{where}.period: must be > 0 for a sine")
+        try:
+            loadtargets.validate_name(spec.target)  # the run writes it as a load target (emulator.loadtargets)
+        except loadtargets.LoadTargetError as e:
+            raise ScenarioError(f"{where}.target: {e}") from None
 
 
 def _phases(items: Any) -> tuple[Phase, ...]:
