@@ -17,7 +17,8 @@ from emulator.controllers.daemonset import REVISION_LABEL, replace_node_name_aff
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore, retry_on_conflict
 from tests import builders as b
-from tests.kubelet_standin import ReadyMonitor, running_ready_status, wait_for
+from tests.kubelet_standin import ReadyMonitor, running_ready_status
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,8 @@ from emulator.informers import SharedInformerFactory
 from emulator.server.core import ServerCore, retry_on_conflict
 from tests import builders as b
 from tests import workloads as w
-from tests.kubelet_standin import StandInKubelet, running_ready_status, wait_for
+from tests.kubelet_standin import StandInKubelet, running_ready_status
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
