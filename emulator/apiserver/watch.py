@@ -38,9 +38,7 @@ events it sends in ``apiserver_watch_events_total``, and how far behind the
 newest resourceVersion each batch was in
 ``kemu_apiserver_watch_lag_resource_versions`` (:mod:`.metrics`).
 
-Simplifications: an object that stops matching a selector is not turned into
-a DELETED event (upstream's watch cache does that), and the per-watch reader
-is not multiplexed across watches of one kind.
+Simplifications (selector transitions, one reader per watch): see ``docs/architecture.md``.
 """
 
 from __future__ import annotations
