@@ -19,16 +19,14 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import NODE, POD
 from emulator.api.selectors import LabelSelector, parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.server.core import ServerCore
 from tests import builders as b
-
-Obj = dict[str, Any]
 
 
 def is_ready(pod: Obj) -> bool:

@@ -33,6 +33,8 @@ class Kind:
     )
     # Fields of the object, besides metadata.name/namespace, usable in field selectors.
     selectable_fields: tuple[str, ...] = ()
+    # A CustomResourceDefinition upstream (not kube-apiserver's own): served as JSON/YAML only, never protobuf.
+    custom_resource: bool = False
 
     @property
     def api_version(self) -> str:
@@ -117,3 +119,6 @@ PERSISTENTVOLUMECLAIM = register(Kind("", "v1", "PersistentVolumeClaim", "persis
 STORAGECLASS = register(Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, (), ("sc",)))
 JOB = register(Kind("batch", "v1", "Job", "jobs", True, ("status",), (), ("all",)))
 RESOURCEQUOTA = register(Kind("", "v1", "ResourceQuota", "resourcequotas", True, ("status",), ("quota",)))
+# A custom resource upstream (kubernetes/autoscaler's CRD); kemu serves it like a built-in kind.
+VERTICALPODAUTOSCALER = register(Kind("autoscaling.k8s.io", "v1", "VerticalPodAutoscaler", "verticalpodautoscalers",
+                                      True, ("status",), ("vpa",), custom_resource=True))

@@ -17,13 +17,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from emulator.api import errors
+from emulator.api.types import Obj
 from emulator.kubelet import usage
 from emulator.store.store import Store
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

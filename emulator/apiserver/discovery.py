@@ -38,14 +38,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import orjson
 
 from emulator.api.kinds import Kind, all_kinds
+from emulator.api.types import Obj
 from emulator.apiserver.aggregated import AGGREGATED
-
-Obj = dict[str, Any]
 
 KUBE_MAJOR, KUBE_MINOR = "1", "32"
 GIT_VERSION = f"v{KUBE_MAJOR}.{KUBE_MINOR}.0-kemu"

@@ -52,8 +52,11 @@ import orjson
 
 from emulator.api import errors
 from emulator.api.kinds import DAEMONSET, NODE, POD
+from emulator.api.nodeaffinity import RequiredNodeAffinity
 from emulator.api.pdb import is_pod_ready
 from emulator.api.selectors import LabelSelector
+from emulator.api.taints import taint_of, tolerations_tolerate
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
@@ -70,11 +73,8 @@ from emulator.controllers.runtime import (
     resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
-from emulator.scheduler.plugins.helper import RequiredNodeAffinity, taint_of, tolerations_tolerate
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 REVISION_LABEL = "controller-revision-hash"
 DEFAULT_WORKERS = 2  # kube-controller-manager --concurrent-daemonset-syncs

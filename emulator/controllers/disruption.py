@@ -56,14 +56,13 @@ from typing import Any
 
 from emulator.api import errors, pdb
 from emulator.api.kinds import DEPLOYMENT, PDB, POD, REPLICASET, Kind, all_kinds
+from emulator.api.types import Obj
 from emulator.clock import Clock, parse_rfc3339, rfc3339
 from emulator.controllers.runtime import Controller, ControllerContext, meta_key, object_of
 from emulator.informers import ResourceEventHandlerFuncs
 from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 
 class SyncError(Exception):

@@ -28,13 +28,13 @@ import redis
 
 from emulator.api import errors
 from emulator.api.kinds import Kind, all_kinds, by_resource
+from emulator.api.meta import without_owner_references
+from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.server.core import FINALIZER_FOREGROUND, FINALIZER_ORPHAN, ServerCore
 from emulator.store import codec
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 DEFAULT_GROUP = "kemu-garbage-collector"
 _ABSENT_CACHE_SIZE = 10_000  # upstream's absentOwnerCache holds 500 entries; ours are only tuples
@@ -172,16 +172,6 @@ class GarbageCollector:
                                       block=block_ms)
         return reply[0][1] if reply else []
 
-    def read_without_processing(self, count: int = 100) -> int:
-        """Take up to ``count`` new entries and do nothing with them (what a collector that crashes does).
-
-        For tests and tools that need to show the queue survives a dead consumer.
-        """
-        if not self._group_ready:
-            self.ensure_group()
-        reply = self.redis.xreadgroup(self.group, self.consumer, {self.queue: ">"}, count=count)
-        return len(reply[0][1]) if reply else 0
-
     def _handle_entry(self, entry_id: bytes, fields: dict[bytes, bytes] | None) -> int:
         try:
             complete = self._handle(fields or {})
@@ -259,7 +249,7 @@ class GarbageCollector:
         if solid:
             stale = {r.get("uid") for r in dangling + waiting}
             if stale:
-                self.core.update_metadata(kind, namespace, name, lambda m: _without_refs(m, stale), uid=uid)
+                self.core.update_metadata(kind, namespace, name, lambda m: without_owner_references(m, stale), uid=uid)
                 self.stats.references_removed += len(stale)
             return True
         if waiting and self.store.dependents(uid):
@@ -436,18 +426,6 @@ class GarbageCollector:
         elif meta.get("ownerReferences") or (meta.get("deletionTimestamp")
                                              and FINALIZER_ORPHAN in (meta.get("finalizers") or [])):
             self._attempt(kind, key)
-
-
-def _without_refs(meta: Obj, uids: set[Any]) -> Obj | None:
-    refs = meta.get("ownerReferences") or []
-    kept = [r for r in refs if r.get("uid") not in uids]
-    if len(kept) == len(refs):
-        return None
-    if kept:
-        meta["ownerReferences"] = kept
-    else:
-        meta.pop("ownerReferences", None)
-    return meta
 
 
 def _unblocked(meta: Obj) -> Obj | None:

@@ -46,17 +46,15 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import LEASE, NODE, POD
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import Controller, ControllerContext
 from emulator.informers import NODE_NAME_INDEX, ResourceEventHandlerFuncs
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 LEASE_NAMESPACE = "kube-node-lease"
 TAINT_PREFIX = "node.kubernetes.io/"

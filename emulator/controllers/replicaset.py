@@ -56,6 +56,7 @@ from emulator.api import errors
 from emulator.api.kinds import POD, REPLICASET
 from emulator.api.pdb import is_pod_ready
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
@@ -78,8 +79,6 @@ from emulator.controllers.runtime import (
 from emulator.informers import ResourceEventHandlerFuncs
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # pkg/controller/replicaset/replica_set.go BurstReplicas, controller.SlowStartInitialBatchSize.
 BURST_REPLICAS = 500

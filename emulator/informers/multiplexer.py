@@ -26,11 +26,11 @@ from typing import Any
 import redis
 
 from emulator.api import errors
+from emulator.api.types import Obj
 from emulator.store.store import Store, WatchEvent, check_window, decode_entries
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 Deliver = Callable[[list[WatchEvent], int], None]
 OnError = Callable[[Exception], None]
 
@@ -141,10 +141,6 @@ class Multiplexer:
         """Cancel ``sub`` (synchronously: no delivery runs after this returns) and forget it."""
         sub.cancel()
         self._forget([sub])
-
-    def subscriptions(self) -> list[Subscription]:
-        with self._lock:
-            return [s for subs in self._subs.values() for s in subs]
 
     def streams(self) -> list[str]:
         with self._lock:

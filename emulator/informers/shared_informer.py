@@ -55,7 +55,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from emulator.api.kinds import POD, Kind
+from emulator.api.meta import resource_version
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock
 from emulator.informers.delta_fifo import (
     ADDED,
@@ -74,8 +76,6 @@ from emulator.informers.reflector import Backoff, Reflector
 from emulator.store.store import Store
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # client-go minimumResyncPeriod: a handler may not ask for resyncs more often than this.
 MINIMUM_RESYNC_PERIOD = 1.0
@@ -110,10 +110,6 @@ class ResourceEventHandlerFuncs:
     def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
         if self.delete is not None:
             self.delete(obj)
-
-
-def _rv(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 # Notifications: (kind, a, b). add: (obj, is_in_initial_list); update: (old, new); delete: (obj, None).
@@ -358,10 +354,6 @@ class SharedInformer:
     def has_started(self) -> bool:
         return self._started
 
-    @property
-    def is_stopped(self) -> bool:
-        return self._stopped
-
     def has_synced(self) -> bool:
         """The first list has been popped into the cache (client-go ``HasSynced``)."""
         return self._started and self.fifo.has_synced()
@@ -384,9 +376,6 @@ class SharedInformer:
 
     # ------------------------------------------------------------ the cache
     def get_store(self) -> Indexer:
-        return self.indexer
-
-    def get_indexer(self) -> Indexer:
         return self.indexer
 
     def listeners(self) -> list[HandlerRegistration]:
@@ -423,7 +412,8 @@ class SharedInformer:
                 old = indexer.update(obj)
                 if old is not None:
                     # Same resourceVersion: nothing changed (a resync, or a relist of an unchanged object).
-                    self._distribute(listeners, _Notification(_UPDATE, old, obj), sync=_rv(old) == _rv(obj))
+                    self._distribute(listeners, _Notification(_UPDATE, old, obj),
+                                     sync=resource_version(old) == resource_version(obj))
                 else:
                     self._distribute(listeners, _Notification(_ADD, obj, is_in_initial_list), sync=False)
 

@@ -39,6 +39,7 @@ from emulator.api import errors
 from emulator.api.kinds import NODE, POD
 from emulator.api.quantity import format_bytes
 from emulator.api.selectors import parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.store.store import Store
 
@@ -48,7 +49,6 @@ PODS_KEY = "mu:pods:"
 # An entry older than this many windows is stale (its shard stopped publishing).
 MAX_AGE_WINDOWS = 4.0
 
-Obj = dict[str, Any]
 # One pod's usage: [(container name, cpu nanocores, memory bytes)].
 ContainerUsage = tuple[str, int, int]
 
@@ -222,3 +222,25 @@ def answer(store: Store, resource: str, *, namespace: str | None = None, name: s
             items = [i for i in items if (i["metadata"]["namespace"], i["metadata"]["name"]) in wanted_pods]
         return metrics_list("PodMetrics", items)
     raise errors.not_found(resource, name or "", "metrics.k8s.io")
+
+
+def pod_usage_entries(client: redis.Redis, prefix: str, namespaces: Iterable[str], *,
+                      now: float) -> dict[tuple[str, str], tuple[float, float, list[ContainerUsage]]]:
+    """Raw fresh pod usage of ``namespaces``: (namespace, pod) -> (timestamp, window, [(container, cpu, mem)]).
+
+    For in-process readers that need every container's numbers at once (the VPA recommender
+    reads ``metrics.k8s.io`` PodMetrics of whole namespaces) without building API objects.
+    """
+    names = list(namespaces)
+    pipe = client.pipeline(transaction=False)
+    for ns in names:
+        pipe.hgetall(prefix + PODS_KEY + ns)
+    out: dict[tuple[str, str], tuple[float, float, list[ContainerUsage]]] = {}
+    for ns, reply in zip(names, pipe.execute() if names else [], strict=True):
+        for key, raw in (reply or {}).items():
+            entry = msgpack.unpackb(raw, raw=False)
+            if _fresh(entry, now):
+                pod = key.decode() if isinstance(key, bytes) else key
+                out[(ns, pod)] = (float(entry[0]), float(entry[1]), [(c[0], int(c[1]), int(c[2]))
+                                                                      for c in entry[2]])
+    return out

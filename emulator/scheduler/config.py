@@ -194,7 +194,7 @@ def _number(errors: _Errors, path: str, value: Any, default: float) -> float:
     return float(value)
 
 
-def _plugin_set(errors: _Errors, path: str, raw: Any, points_allowed: bool = False) -> PluginSet:
+def _plugin_set(errors: _Errors, path: str, raw: Any) -> PluginSet:
     raw = _mapping(errors, path, raw)
     errors.check_fields(path, raw, frozenset({"enabled", "disabled"}))
     enabled: list[PluginRef] = []

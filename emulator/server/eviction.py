@@ -37,14 +37,11 @@ listed under Simplifications in ``docs/architecture.md``.
 
 from __future__ import annotations
 
-from typing import Any
-
 from emulator.api import errors, pdb
 from emulator.api.kinds import PDB, POD
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.server.core import ServerCore
-
-Obj = dict[str, Any]
 
 EVICTION_API_VERSIONS = ("policy/v1", "policy/v1beta1")
 RETRY_STEPS = 20  # upstream EvictionsRetry.Steps

@@ -19,6 +19,7 @@ import pytest
 
 from emulator import chaos
 from emulator.api.kinds import LEASE, NODE, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.cli import main
 from emulator.clock import ManualClock, parse_rfc3339
 from emulator.cluster import ClusterState
@@ -34,7 +35,6 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 T0 = 1_700_000_000.0
 LABELS = {"app": "web"}
 

@@ -16,19 +16,20 @@ from typing import Any
 import pytest
 
 from emulator.api.kinds import DEPLOYMENT, EVENT, LEASE, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.clock import ManualClock, SystemClock
 from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.controllers.manager import ControllerManager, ManagerConfig
-from emulator.server.core import ServerCore, retry_on_conflict
+from emulator.server.core import ServerCore
 from emulator.store.store import Store
 from tests import workloads as w
 from tests.kubelet_standin import ReadyMonitor, StandInKubelet
 from tests.waiting import wait_for
+from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 LABELS = {"app": "web"}
 
 

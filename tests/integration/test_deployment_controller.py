@@ -14,17 +14,18 @@ from typing import Any
 import pytest
 
 from emulator.api.kinds import DEPLOYMENT, EVENT, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers import deployment as dep
 from emulator.controllers.manager import ControllerManager
-from emulator.server.core import ServerCore, retry_on_conflict
+from emulator.server.core import ServerCore
 from tests import workloads as w
 from tests.kubelet_standin import ReadyMonitor, StandInKubelet
 from tests.waiting import wait_for
+from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 LABELS = {"app": "web"}
 
 

@@ -18,6 +18,7 @@ import pytest
 
 from emulator.api import errors
 from emulator.api.kinds import DAEMONSET, DEPLOYMENT, NODE, PDB, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
@@ -33,7 +34,6 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 LABELS = {"app": "web"}
 
 

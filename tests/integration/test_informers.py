@@ -20,6 +20,7 @@ from redis.retry import Retry
 
 from emulator.api import errors
 from emulator.api.kinds import CONFIGMAP, NAMESPACE, NODE, POD, Kind
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.informers import (
     NODE_NAME_INDEX,
@@ -44,8 +45,6 @@ from tests import builders as b
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-Obj = dict[str, Any]
 
 
 # ------------------------------------------------------------------ helpers

@@ -6,12 +6,12 @@ The test plays the kubelet: it moves the Job's pods to Running, Succeeded or Fai
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from emulator.api import errors
 from emulator.api.kinds import JOB, POD
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
@@ -19,8 +19,6 @@ from tests import builders as b
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture

@@ -17,6 +17,7 @@ import ray
 from actors.cli import kubelet_runner
 from actors.launcher import KubeletLauncher, init_ray
 from emulator.api.kinds import LEASE, NODE, POD
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.cluster import LocalCluster
 from emulator.config import Config
@@ -26,7 +27,6 @@ from tests.waiting import store_writes, wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 SPEED = 10.0
 NODES = 300
 

@@ -18,6 +18,7 @@ import pytest
 from emulator.api import errors
 from emulator.api.kinds import EVENT, LEASE, NODE, POD
 from emulator.api.quantity import format_bytes, to_int
+from emulator.api.types import Obj
 from emulator.clock import ManualClock, parse_rfc3339
 from emulator.kubelet import usage
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
@@ -26,7 +27,6 @@ from tests import builders as b
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 T0 = 1_700_000_000.0
 MI = 1024**2
 

@@ -15,6 +15,7 @@ import pytest
 
 from emulator.api.kinds import EVENT, NODE, POD
 from emulator.api.pods import pod_requests
+from emulator.api.types import Obj
 from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
@@ -23,8 +24,6 @@ from tests.builders import req_pod, sched_node
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-Obj = dict[str, Any]
 
 BIN_PACKING = {"pluginConfig": [{"name": "NodeResourcesFit", "args": {"scoringStrategy": {
     "type": "MostAllocated", "resources": [{"name": "cpu", "weight": 1}, {"name": "memory", "weight": 1}]}}}]}

@@ -19,6 +19,7 @@ import pytest
 import yaml
 
 from emulator.api.kinds import PDB, POD
+from emulator.api.types import Obj
 from emulator.server.core import ServerCore
 from tests.builders import req_pod, sched_node
 from tests.integration.test_apiserver_kubectl import Kubectl, core, kubectl, lines_of, server  # noqa: F401
@@ -26,8 +27,6 @@ from tests.integration.test_scheduler import BIN_PACKING, bound_to, events_for, 
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-Obj = dict[str, Any]
 
 
 def apply(kubectl: Kubectl, tmp_path: Path, *objects: Obj) -> None:  # noqa: F811

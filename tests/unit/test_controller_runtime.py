@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
 from emulator.controllers import deployment as dep
 from emulator.controllers.manager import ManagerConfig, enabled_controllers
@@ -30,7 +31,6 @@ from emulator.controllers.runtime import (
 )
 from tests.waiting import wait_for
 
-Obj = dict[str, Any]
 NOW = 1_700_000_000.0
 
 
@@ -346,10 +346,12 @@ def test_last_revision_is_the_second_highest() -> None:
 # ----------------------------------------------------------------------------- manager configuration
 @pytest.mark.parametrize(("selection", "expected"), [
     (("*",), ["garbagecollector", "disruption", "replicaset", "deployment", "job", "ttl-after-finished",
-              "daemonset", "nodelifecycle", "taint-eviction-controller", "namespace", "resourcequota"]),
+              "daemonset", "nodelifecycle", "taint-eviction-controller", "namespace", "resourcequota",
+              "vpa-recommender", "vpa-updater"]),
     (("*", "-garbagecollector", "-nodelifecycle"), ["disruption", "replicaset", "deployment", "job",
                                                     "ttl-after-finished", "daemonset", "taint-eviction-controller",
-                                                    "namespace", "resourcequota"]),
+                                                    "namespace", "resourcequota", "vpa-recommender",
+                                                    "vpa-updater"]),
     (("replicaset",), ["replicaset"]),
     (("deployment", "replicaset"), ["replicaset", "deployment"]),
 ])

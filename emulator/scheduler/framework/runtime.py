@@ -248,9 +248,6 @@ class Framework:
     def has_score_plugins(self) -> bool:
         return bool(self._points["score"])
 
-    def has_filter_plugins(self) -> bool:
-        return bool(self._points["filter"])
-
     def has_post_filter_plugins(self) -> bool:
         return bool(self._points["postFilter"])
 

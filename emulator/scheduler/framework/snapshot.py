@@ -309,13 +309,6 @@ class Snapshot:
         child.assume(pod, node)
         return child
 
-    def with_pods(self, placements: Iterable[tuple[Mapping[str, Any] | PodInfo, int | str]]) -> Snapshot:
-        """A new snapshot with every (pod, node) of ``placements`` applied; this one is unchanged."""
-        child = self.fork()
-        for pod, node in placements:
-            child.assume(pod, node)
-        return child
-
     def without_pod(self, pod: Mapping[str, Any] | PodInfo | str, node: int | str | None = None) -> Snapshot:
         """A new snapshot without ``pod`` (a pod, PodInfo or ``namespace/name`` key); this one is unchanged."""
         child = self.fork()
@@ -663,10 +656,6 @@ class Snapshot:
                 nonzero_requested={CPU: int(self._nz_cpu[index]), MEMORY: int(self._nz_mem[index])},
                 used_ports=HostPortInfo(ports), image_states=self.image_states(index))
         return info
-
-    def node_infos(self) -> Iterator[NodeInfo]:
-        for i in range(self.num_nodes):
-            yield self.node_info(i)
 
     def __repr__(self) -> str:
         return f"Snapshot(nodes={self.num_nodes}, pods={self.num_pods}, generation={self.generation})"

@@ -48,12 +48,12 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from emulator.api.nodeaffinity import is_empty_term, parse_node_selector_term
 from emulator.api.quantity import parse_quantity
 from emulator.api.selectors import LabelSelector
 from emulator.scheduler.framework.interface import Code, CycleState, Handle, PreFilterResult, Status
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.helper import is_empty_term, parse_node_selector_term
 from emulator.scheduler.plugins.listers import PVCS, PVS, STORAGECLASSES, ObjectLister, lister_for
 
 __all__ = [

@@ -15,6 +15,7 @@ from prometheus_client import REGISTRY
 
 from emulator.api import errors
 from emulator.api.kinds import EVENT, POD
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.scheduler import in_tree_registry
 from emulator.scheduler.config import parse_configuration
@@ -23,8 +24,6 @@ from emulator.scheduler.framework.types import PodInfo
 from emulator.scheduler.scheduler import Scheduler, SchedulerOptions, owner_replica
 from tests.builders import req_pod, sched_node
 from tests.waiting import wait_for
-
-Obj = dict[str, Any]
 
 
 class FakeClient:
