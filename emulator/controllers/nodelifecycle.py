@@ -36,7 +36,6 @@ its NoExecute taint at once and leaves the queue. Zones are
 ``topology.kubernetes.io/region`` + ``zone`` labels (``GetZoneKey``).
 
 Taints carry ``timeAdded``; the taint manager measures tolerationSeconds from it.
-
 Simplifications: see ``docs/architecture.md``.
 """
 
