@@ -8,12 +8,9 @@ A re-implementation of upstream ``pkg/controller/job/job_controller.go``
    through :class:`~emulator.controllers.runtime.ControllerRefManager` with the
    server-generated ``batch.kubernetes.io/controller-uid`` selector) are split
    into active (not terminal, not being deleted), succeeded and failed.
-   ``status.succeeded`` / ``status.failed`` never go down: a terminal pod deleted
-   by hand stays counted (upstream guarantees this with the
-   ``batch.kubernetes.io/job-tracking`` finalizer and
-   ``status.uncountedTerminatedPods``; kemu keeps the larger of the stored count
-   and the pods it sees, which is the same as long as terminated pods are not
-   deleted before the controller saw them — see the simplifications).
+   ``status.succeeded`` / ``status.failed`` never go down: kemu keeps the larger
+   of the stored count and the pods it sees (upstream: the ``job-tracking``
+   finalizer and ``status.uncountedTerminatedPods``).
 2. **Failure criteria** in upstream's order: ``backoffLimit`` (restartPolicy
    Never: more failed pods than the limit; OnFailure: failed pods plus the
    container restarts of active pods reach the limit, or any with limit 0) →
@@ -49,11 +46,8 @@ reference. Events: ``SuccessfulCreate``, ``SuccessfulDelete``,
 ``ttlSecondsAfterFinished`` is upstream's separate TTL-after-finished
 controller: :mod:`emulator.controllers.ttlafterfinished`.
 
-Simplifications: NonIndexed completion only (Indexed Jobs are accepted and run
-as NonIndexed: no ``completion-index`` annotation); no pod failure policy, no
-success policy, no per-index backoff; a replacement pod after a failure is
-created at once (upstream delays it 10 s doubling to 6 min); terminal pods
-deleted before this controller counted them are lost to the counts.
+What kemu leaves out (Indexed completion, pod failure and success policies,
+replacement back-off) is listed under Simplifications in ``docs/architecture.md``.
 """
 
 from __future__ import annotations
