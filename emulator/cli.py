@@ -543,25 +543,6 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from loadgen.runner import RunOptions, run_scenario
-
-    cfg = _config(args)
-    if args.attach and not cfg.redis_url:
-        raise CLIError("kemu run --attach drives a running cluster: give its Redis with --redis-url "
-                       "(or KEMU_REDIS_URL)")
-    if args.api_port is None:
-        # A run's API server takes any free port, so runs never clash with a `kemu up` on 6443.
-        cfg = replace(cfg, api_port=0)
-    # The injected runners: under `kemu` (actors/cli.py) kubelet shards and schedulers are Ray actors.
-    options = RunOptions(seed=args.seed, output=args.output, report=args.report, attach=args.attach,
-                         driver=args.driver, processes=args.driver_processes, kubeconfig=args.kubeconfig)
-    return run_scenario(Path(args.scenario), cfg, options,
-                        kubelets=getattr(args, "kubelets", None), schedulers=getattr(args, "scheduler_runner", None))
-
-
 def cmd_dashboards(args: argparse.Namespace) -> int:
     from emulator import dashboards
 
@@ -621,21 +602,6 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
 
     kube = sub.add_parser("kubeconfig", help="print the path of the kubeconfig `kemu up` wrote")
     kube.set_defaults(fn=cmd_kubeconfig)
-
-    run = sub.add_parser("run", help="bring a cluster up, run a scenario, print its summary")
-    run.add_argument("scenario", help="scenario YAML, e.g. loadgen/scenarios/quickstart.yaml")
-    _add_cluster_flags(run)
-    run.add_argument("--seed", type=int, help="override the scenario's seed")
-    run.add_argument("--output", help="write the summary as JSON to this file (default "
-                                      "kemu-runs/<scenario>-<seed>/summary.json)")
-    run.add_argument("--report", help="write the HTML report to this file (default: report.html next to the JSON)")
-    run.add_argument("--attach", action="store_true", help="drive the running cluster at --redis-url (compose, "
-                                                          "kemu up) instead of starting one")
-    run.add_argument("--driver", choices=("store", "http", "null"), help="override the scenario's driver.kind")
-    run.add_argument("--driver-processes", type=int, help="override the scenario's driver.processes")
-    run.add_argument("--kubeconfig", help="with --attach: the API server (and token) for kubectl and the http "
-                                          "driver")
-    run.set_defaults(fn=cmd_run)
 
     dash = sub.add_parser("dashboards", help="kemu's Grafana dashboards (dashboards/*.json)")
     dash_sub = dash.add_subparsers(dest="dashboards_action", required=True)
