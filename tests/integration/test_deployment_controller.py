@@ -15,7 +15,7 @@ import pytest
 
 from emulator.api.kinds import DEPLOYMENT, EVENT, POD, REPLICASET
 from emulator.clock import ManualClock
-from emulator.controllers import deployment as dep
+from emulator.controllers.deployment import util as dep
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore, retry_on_conflict
 from tests import workloads as w

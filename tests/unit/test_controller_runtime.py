@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from emulator.clock import ManualClock, rfc3339
-from emulator.controllers import deployment as dep
+from emulator.controllers.deployment import util as dep
 from emulator.controllers.manager import ManagerConfig, enabled_controllers
 from emulator.controllers.replicaset import (
     calculate_status,
