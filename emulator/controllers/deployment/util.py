@@ -23,9 +23,6 @@ from emulator.clock import parse_rfc3339, rfc3339
 
 Obj = dict[str, Any]
 
-
-Obj = dict[str, Any]
-
 # k8s.io/api/apps/v1 and pkg/controller/deployment/util constants.
 POD_TEMPLATE_HASH = "pod-template-hash"
 REVISION = "deployment.kubernetes.io/revision"
