@@ -52,7 +52,6 @@ replacement back-off) is listed under Simplifications in ``docs/architecture.md`
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
 from typing import Any
 
@@ -78,8 +77,6 @@ from emulator.controllers.runtime import (
     resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
-
-log = logging.getLogger(__name__)
 
 Obj = dict[str, Any]
 
@@ -114,15 +111,6 @@ def _condition(job: Obj, ctype: str) -> Obj | None:
 def is_job_finished(job: Obj) -> bool:
     """``IsJobFinished``: a ``Complete`` or ``Failed`` condition is True."""
     return _condition(job, COMPLETE) is not None or _condition(job, FAILED) is not None
-
-
-def finish_time(job: Obj) -> float | None:
-    """When the Job finished: the last transition of its Complete/Failed condition (``jobFinishTime``)."""
-    for ctype in (COMPLETE, FAILED):
-        cond = _condition(job, ctype)
-        if cond is not None and cond.get("lastTransitionTime"):
-            return parse_rfc3339(cond["lastTransitionTime"])
-    return None
 
 
 def _restarts(pod: Obj) -> int:

@@ -13,7 +13,7 @@ import pytest
 
 from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
-from emulator.controllers import deployment as dep
+from emulator.controllers.deployment import util as dep
 from emulator.controllers.manager import ManagerConfig, enabled_controllers
 from emulator.controllers.replicaset import (
     calculate_status,
