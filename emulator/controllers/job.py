@@ -53,12 +53,12 @@ replacement back-off) is listed under Simplifications in ``docs/architecture.md`
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import JOB, POD
 from emulator.api.pdb import is_pod_ready
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
@@ -77,8 +77,6 @@ from emulator.controllers.runtime import (
     resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
-
-Obj = dict[str, Any]
 
 # kube-controller-manager --concurrent-job-syncs default.
 DEFAULT_WORKERS = 5

@@ -51,6 +51,7 @@ import yaml
 from emulator.api import errors, kinds
 from emulator.api.errors import Cause, StatusError
 from emulator.api.kinds import Kind
+from emulator.api.types import Obj
 from emulator.apiserver.patch.fieldpath import (
     Path,
     diff_fields,
@@ -71,8 +72,6 @@ from emulator.apiserver.patch.managedfields import (
     store_managed,
 )
 from emulator.apiserver.patch.schema import FieldMeta, join_path, schema_for
-
-Obj = dict[str, Any]
 
 # ----------------------------------------------------------------------------- server-side apply: body
 

@@ -21,10 +21,9 @@ import orjson
 
 from emulator.api import errors
 from emulator.api.kinds import Kind
+from emulator.api.types import Obj
 from emulator.apiserver.patch.jsonvalue import json_equal
 from emulator.apiserver.patch.schema import FieldMeta, join_path
-
-Obj = dict[str, Any]
 
 Path = tuple[str, ...]
 

@@ -23,11 +23,10 @@ import orjson
 from emulator.api import errors
 from emulator.api.errors import Cause, StatusError
 from emulator.api.kinds import Kind
+from emulator.api.types import Obj
 from emulator.apiserver.patch.jsonvalue import copy_json, json_type
 from emulator.apiserver.patch.schema import schema_for
 from emulator.apiserver.patch.strategic import smp_map
-
-Obj = dict[str, Any]
 
 # ----------------------------------------------------------------------------- content types
 

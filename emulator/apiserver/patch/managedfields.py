@@ -12,9 +12,8 @@ import json
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from emulator.api.types import Obj
 from emulator.apiserver.patch.fieldpath import Path
-
-Obj = dict[str, Any]
 
 # Upstream managedfields: DefaultMaxUpdateManagers.
 MAX_UPDATE_MANAGERS: Final = 10

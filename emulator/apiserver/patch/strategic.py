@@ -18,10 +18,9 @@ from typing import Any, Final
 
 from emulator.api import errors
 from emulator.api.errors import StatusError
+from emulator.api.types import Obj
 from emulator.apiserver.patch.jsonvalue import MISSING, hkey, json_equal, short_json
 from emulator.apiserver.patch.schema import FieldMeta, join_path
-
-Obj = dict[str, Any]
 
 # ----------------------------------------------------------------------------- strategic merge patch
 

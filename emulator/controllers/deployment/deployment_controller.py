@@ -16,6 +16,7 @@ from typing import Any
 
 from emulator.api.kinds import DEPLOYMENT, POD, REPLICASET
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.controllers.deployment.recreate import RecreateMixin
 from emulator.controllers.deployment.rollback import RollbackMixin
 from emulator.controllers.deployment.rolling import RollingMixin
@@ -35,8 +36,6 @@ from emulator.controllers.runtime import (
     resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
-
-Obj = dict[str, Any]
 
 # deployment_controller.go maxRetries; kube-controller-manager --concurrent-deployment-syncs default.
 MAX_RETRIES = 15

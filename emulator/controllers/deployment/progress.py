@@ -9,8 +9,7 @@ comes back when a stalled rollout's deadline is due.
 
 from __future__ import annotations
 
-from typing import Any
-
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.controllers.deployment.sync import SyncMixin
 from emulator.controllers.deployment.util import (
@@ -30,8 +29,6 @@ from emulator.controllers.deployment.util import (
     with_availability,
 )
 from emulator.controllers.runtime import meta_key
-
-Obj = dict[str, Any]
 
 
 class ProgressMixin(SyncMixin):

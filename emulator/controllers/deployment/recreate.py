@@ -7,12 +7,10 @@ their pods is left running (``oldPodsRunning``), then create/scale the new one.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
 
+from emulator.api.types import Obj
 from emulator.controllers.deployment.progress import ProgressMixin
 from emulator.controllers.deployment.util import actual_replica_count, deployment_complete, replicas_of
-
-Obj = dict[str, Any]
 
 
 class RecreateMixin(ProgressMixin):

@@ -9,9 +9,8 @@ copied into the Deployment and the annotation cleared.
 
 from __future__ import annotations
 
-from typing import Any
-
 from emulator.api.kinds import DEPLOYMENT
+from emulator.api.types import Obj
 from emulator.controllers.deployment.sync import SyncMixin
 from emulator.controllers.deployment.util import (
     ANNOTATIONS_TO_SKIP,
@@ -27,8 +26,6 @@ from emulator.controllers.deployment.util import (
     without_hash,
 )
 from emulator.controllers.runtime import EVENT_NORMAL, EVENT_WARNING
-
-Obj = dict[str, Any]
 
 
 class RollbackMixin(SyncMixin):

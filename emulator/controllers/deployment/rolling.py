@@ -9,9 +9,9 @@ maxUnavailable`` pods stay available — unhealthy old pods first
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from emulator.api import errors
+from emulator.api.types import Obj
 from emulator.controllers.deployment.progress import ProgressMixin
 from emulator.controllers.deployment.util import (
     available_replica_count,
@@ -26,8 +26,6 @@ from emulator.controllers.deployment.util import (
 from emulator.controllers.runtime import meta_key
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 
 class RollingMixin(ProgressMixin):

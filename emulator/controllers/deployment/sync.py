@@ -18,6 +18,7 @@ from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import DEPLOYMENT, REPLICASET
+from emulator.api.types import Obj
 from emulator.controllers.deployment.util import (
     DESIRED_REPLICAS,
     FAILED_RS_CREATE,
@@ -66,8 +67,6 @@ from emulator.controllers.runtime import (
     get_controller_of,
     new_controller_ref,
 )
-
-Obj = dict[str, Any]
 
 
 class SyncMixin(Controller):

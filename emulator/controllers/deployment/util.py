@@ -12,16 +12,15 @@ Nothing here reads a cache or writes to the API.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import orjson
 
+from emulator.api.gomath import go_round
 from emulator.api.pdb import scaled_value
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
-
-Obj = dict[str, Any]
 
 # k8s.io/api/apps/v1 and pkg/controller/deployment/util constants.
 POD_TEMPLATE_HASH = "pod-template-hash"
@@ -244,10 +243,6 @@ def is_saturated(d: Obj, rs: Obj | None) -> bool:
     return replicas_of(rs) == n and desired == n and status_int(rs, "availableReplicas") == n
 
 
-def _round_half_away(x: float) -> int:
-    return int(math.copysign(math.floor(abs(x) + 0.5), x))
-
-
 def replica_set_fraction(rs: Obj, d: Obj) -> int:
     """``getReplicaSetFraction``: this ReplicaSet's share of a resize, from its max-replicas annotation."""
     if replicas_of(d) == 0:
@@ -258,7 +253,7 @@ def replica_set_fraction(rs: Obj, d: Obj) -> int:
         before = status_int(d, "replicas")
     if not before:
         return 0
-    return _round_half_away(replicas_of(rs) * deployment_max / before) - replicas_of(rs)
+    return go_round(replicas_of(rs) * deployment_max / before) - replicas_of(rs)
 
 
 def proportion(rs: Obj | None, d: Obj, to_add: int, added: int) -> int:

@@ -33,6 +33,7 @@ from prometheus_client import Counter, Histogram
 
 from emulator.api import errors
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.controllers.runtime.controller_ref_manager import get_controller_of
 from emulator.controllers.runtime.events import EventRecorder
@@ -43,7 +44,6 @@ from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 RECONCILE_TIME = Histogram("controller_runtime_reconcile_time_seconds", "Length of time per reconciliation per "
                            "controller", ["controller"],

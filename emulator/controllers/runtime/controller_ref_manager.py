@@ -17,10 +17,10 @@ from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import Kind
+from emulator.api.meta import without_owner_references
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.server.core import ServerCore
-
-Obj = dict[str, Any]
 
 
 def get_controller_of(obj: Mapping[str, Any]) -> Obj | None:
@@ -151,19 +151,8 @@ class ControllerRefManager:
 
     def _release(self, kind: Kind, obj: Obj) -> None:
         meta = obj["metadata"]
-
-        def drop_ref(m: Obj) -> Obj | None:
-            refs = m.get("ownerReferences") or []
-            kept = [r for r in refs if r.get("uid") != self.uid]
-            if len(kept) == len(refs):
-                return None
-            if kept:
-                m["ownerReferences"] = kept
-            else:
-                m.pop("ownerReferences", None)
-            return m
-
-        self.core.update_metadata(kind, meta.get("namespace"), meta["name"], drop_ref, uid=meta.get("uid", ""))
+        self.core.update_metadata(kind, meta.get("namespace"), meta["name"],
+                                  lambda m: without_owner_references(m, (self.uid,)), uid=meta.get("uid", ""))
 
 
 def recheck_deletion_timestamp(core: ServerCore, kind: Kind, obj: Obj) -> Callable[[], None]:

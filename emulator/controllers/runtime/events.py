@@ -17,12 +17,12 @@ from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import EVENT
+from emulator.api.types import Obj
 from emulator.clock import Clock, rfc3339
 from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 EVENT_NORMAL = "Normal"
 EVENT_WARNING = "Warning"
