@@ -117,3 +117,5 @@ PERSISTENTVOLUMECLAIM = register(Kind("", "v1", "PersistentVolumeClaim", "persis
 STORAGECLASS = register(Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, (), ("sc",)))
 JOB = register(Kind("batch", "v1", "Job", "jobs", True, ("status",), (), ("all",)))
 RESOURCEQUOTA = register(Kind("", "v1", "ResourceQuota", "resourcequotas", True, ("status",), ("quota",)))
+HORIZONTALPODAUTOSCALER = register(Kind("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+                                        True, ("status",), ("hpa",), ("all",)))

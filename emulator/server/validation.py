@@ -73,6 +73,7 @@ from emulator.api.names import (
 from emulator.api.names import max_len as _max_len
 from emulator.api.names import regex_error as _regex_error
 from emulator.api.quantity import Quantity, QuantityError, parse_quantity
+from emulator.server.validation_autoscaling import validate_horizontal_pod_autoscaler
 
 Obj = dict[str, Any]
 Validator = Callable[[Obj, Obj | None, list[Cause]], None]
@@ -1755,6 +1756,7 @@ VALIDATORS: dict[str, Validator] = {
     "storageclasses.storage.k8s.io": _validate_storage_class,
     "events": _metadata_only,
     "leases.coordination.k8s.io": _metadata_only,
+    "horizontalpodautoscalers.autoscaling": validate_horizontal_pod_autoscaler,
 }
 
 
