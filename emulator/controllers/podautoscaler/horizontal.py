@@ -47,10 +47,13 @@ from emulator.controllers.runtime import (
     EVENT_WARNING,
     Controller,
     ControllerContext,
+    EventRecorder,
+    ensure_indexers,
     object_of,
     split_key,
 )
 from emulator.informers import ResourceEventHandlerFuncs
+from emulator.informers.indexer import LABEL_INDEX, NAMESPACE_INDEX, label_index_func, namespace_index_func
 from emulator.metricsapi.client import MetricsClient, ObjectReference
 from emulator.metricsapi.resource import ResourceMetricsReader
 
@@ -61,8 +64,8 @@ Obj = dict[str, Any]
 # kube-controller-manager HPA flags' defaults.
 DEFAULT_SYNC_PERIOD = 15.0
 DEFAULT_WORKERS = 5  # --concurrent-horizontal-pod-autoscaler-syncs
-_LABEL_INDEX = "label"
-_NAMESPACE_INDEX = "namespace"
+_LABEL_INDEX = LABEL_INDEX
+_NAMESPACE_INDEX = NAMESPACE_INDEX
 
 
 class SpecError(Exception):
@@ -136,6 +139,7 @@ class HorizontalController(Controller):
                                                         bh.DEFAULT_DOWNSCALE_STABILIZATION))
         self.hpa_informer = self.watch(ctx.informers.informer_for(HORIZONTALPODAUTOSCALER))
         self.pod_informer = self.watch(ctx.informers.informer_for(POD))
+        ensure_indexers(self.pod_informer, {_LABEL_INDEX: label_index_func, _NAMESPACE_INDEX: namespace_index_func})
         self.hpa_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda obj, _initial: self._enqueue(obj), update=lambda _old, new: self._enqueue(new),
             delete=self._deleted))
@@ -148,6 +152,10 @@ class HorizontalController(Controller):
             delay_of_initial_readiness_status=float(
                 ctx.option("horizontal_pod_autoscaler_initial_readiness_delay", 30.0)))
         self.history = bh.ScaleHistory()
+        if ctx.recorder is not None:
+            # Upstream's HPA events come from the component "horizontal-pod-autoscaler".
+            self.recorder = EventRecorder(ctx.core, "horizontal-pod-autoscaler", clock=ctx.clock,
+                                          host=ctx.recorder.host)
         # When each key was last reconciled (cluster time): the benchmark checks the 15 s period with it.
         self.last_reconciled: dict[str, float] = {}
         self._desired_labels: set[str] = set()  # keys with a desired_replicas series
@@ -182,6 +190,8 @@ class HorizontalController(Controller):
         return self.hpa_informer.indexer.list() if self.hpa_informer.has_synced() else None
 
     def start(self) -> HorizontalController:
+        if self.recorder is not None and self.recorder is not self.ctx.recorder:
+            self.recorder.start()
         super().start()
         m.state_collector().add(self)
         return self
@@ -189,6 +199,8 @@ class HorizontalController(Controller):
     def stop(self, timeout: float = 10.0) -> None:
         m.state_collector().remove(self)
         super().stop(timeout)
+        if self.recorder is not None and self.recorder is not self.ctx.recorder:
+            self.recorder.stop()
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self, key: str) -> float | None:
