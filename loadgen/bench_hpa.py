@@ -15,8 +15,10 @@ HPA's last reconcile time every 0.2 s — the largest gap between two reconciles
 and how many HPAs ever went longer than their 15 s period (plus 1 s of slack for the
 sampling and the queue) without one.
 
-Run: ``.venv/bin/python -m loadgen.bench_hpa [--hpas 1000] [--pods 10] [--seconds 60]
-[--json out.json]``. Prints numbers, asserts nothing.
+With ``--stagger S`` the HPAs are created over S seconds (as a real cluster's are, over
+time) instead of at one instant, which otherwise makes every period start with a burst of
+all of them. Run: ``.venv/bin/python -m loadgen.bench_hpa [--hpas 1000] [--pods 10]
+[--seconds 60] [--stagger 0] [--json out.json]``. Prints numbers, asserts nothing.
 """
 
 from __future__ import annotations
@@ -106,7 +108,7 @@ class Publisher:
         self._thread.join(5)
 
 
-def run(hpas: int, pods: int, seconds: float) -> dict[str, Any]:
+def run(hpas: int, pods: int, seconds: float, stagger: float = 0.0) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         redis = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp)))
         redis.start()
@@ -127,10 +129,15 @@ def run(hpas: int, pods: int, seconds: float) -> dict[str, Any]:
             assert manager.wait_active(120), "controller manager did not start"
             controller: Any = manager.controllers()["horizontalpodautoscaling"]
             created = time.time()
-            for start in range(0, hpas, 100):
+            batches = range(0, hpas, 100)
+            for start in batches:
                 core.create_many(HORIZONTALPODAUTOSCALER, [_hpa(i, pods) for i in range(start, min(start + 100,
                                                                                                     hpas))])
-            # Sample each HPA's last reconcile time to find the gaps between its reconciles.
+                if stagger:
+                    time.sleep(stagger / len(batches))  # HPAs created over a while, not all at one instant
+            # Sample each HPA's last reconcile time to find the gaps between its reconciles (the first gap
+            # is measured from the end of the creations: an HPA's first sync is a period after its add event).
+            created = time.time()
             seen: dict[str, float] = {}
             max_gap: dict[str, float] = {}
             end = created + seconds
@@ -153,7 +160,8 @@ def run(hpas: int, pods: int, seconds: float) -> dict[str, Any]:
             late = sorted(k for k, gap in max_gap.items() if gap > PERIOD + SLACK)
             scaled = sum(1 for d in core.list(DEPLOYMENT, NAMESPACE).items if d["spec"]["replicas"] != pods)
             return {
-                "hpas": hpas, "pods_per_deployment": pods, "seconds": seconds, "reconciles": reconciles,
+                "hpas": hpas, "pods_per_deployment": pods, "seconds": seconds, "stagger_seconds": stagger,
+                "reconciles": reconciles,
                 "reconciles_per_second": reconciles / seconds,
                 "reconcile_p50_ms": samples.percentile(50) * 1e3, "reconcile_p99_ms": samples.percentile(99) * 1e3,
                 "queue_wait_p50_ms": queue_wait.percentile(50) * 1e3,
@@ -170,9 +178,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hpas", type=int, default=1_000)
     parser.add_argument("--pods", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=60.0)
+    parser.add_argument("--stagger", type=float, default=0.0,
+                        help="spread the HPAs' creation over this many seconds (0: all at once, one burst per period)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
-    result = run(args.hpas, args.pods, args.seconds)
+    result = run(args.hpas, args.pods, args.seconds, args.stagger)
     for key, value in result.items():
         print(f"{key:28s} {value:.3f}" if isinstance(value, float) else f"{key:28s} {value}")
     if args.json:

@@ -335,10 +335,11 @@ def test_last_revision_is_the_second_highest() -> None:
 # ----------------------------------------------------------------------------- manager configuration
 @pytest.mark.parametrize(("selection", "expected"), [
     (("*",), ["garbagecollector", "disruption", "replicaset", "deployment", "job", "ttl-after-finished",
-              "daemonset", "nodelifecycle", "taint-eviction-controller", "namespace", "resourcequota"]),
+              "daemonset", "nodelifecycle", "taint-eviction-controller", "namespace", "resourcequota",
+              "horizontalpodautoscaling"]),
     (("*", "-garbagecollector", "-nodelifecycle"), ["disruption", "replicaset", "deployment", "job",
                                                     "ttl-after-finished", "daemonset", "taint-eviction-controller",
-                                                    "namespace", "resourcequota"]),
+                                                    "namespace", "resourcequota", "horizontalpodautoscaling"]),
     (("replicaset",), ["replicaset"]),
     (("deployment", "replicaset"), ["replicaset", "deployment"]),
 ])

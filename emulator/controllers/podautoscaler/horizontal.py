@@ -616,5 +616,10 @@ class _MetricError(Exception):
 
 
 def new_controller(ctx: ControllerContext, metrics_client: MetricsClient | None = None) -> HorizontalController:
-    """The controller manager's constructor; ``metrics_client`` defaults to the resource-metrics reader."""
-    return HorizontalController(ctx, metrics_client)
+    """The controller manager's constructor.
+
+    The metrics come from ``metrics_client``, else the manager option ``metrics_client`` (a
+    :class:`~emulator.metricsapi.client.MetricsClient` combining resource, custom and external
+    metrics), else the resource-metrics reader alone.
+    """
+    return HorizontalController(ctx, metrics_client or ctx.option("metrics_client", None))
