@@ -161,6 +161,8 @@ def test_missing_metrics_become_the_upstream_condition_and_event(
     assert active["message"] == ("the HPA was unable to compute the replica count: failed to get cpu utilization: "
                                  "unable to get metrics for resource cpu: no metrics returned from resource "
                                  "metrics API")
+    assert hpa["status"]["currentMetrics"] == [{"type": ""}]  # upstream keeps the failed metric's empty status
+    assert hpa["status"]["currentReplicas"] == 2 and hpa["status"]["desiredReplicas"] == 0
     assert core.get(DEPLOYMENT, "default", "quiet")["spec"]["replicas"] == 2  # nothing else changed
     wait_for(lambda: {e["reason"] for e in core.list(EVENT, "default").items} >= {
         "FailedGetResourceMetric", "FailedComputeMetricsReplicas"})

@@ -397,7 +397,8 @@ class HorizontalController(Controller):
             return -1, "", [], SpecError(msg)
         spec_replicas = scale["spec"]["replicas"]
         status_replicas = scale["status"]["replicas"]
-        statuses: list[Obj] = [{} for _ in specs]
+        # A metric that fails keeps its zero-valued MetricStatus, as upstream's (``currentMetrics: [{type: ""}]``).
+        statuses: list[Obj] = [{"type": ""} for _ in specs]
         replicas, metric = 0, ""
         invalid = 0
         first_error: Exception | None = None
@@ -433,10 +434,10 @@ class HorizontalController(Controller):
         if invalid >= len(specs) or (invalid > 0 and replicas < spec_replicas):
             if first_condition is not None:
                 set_condition(hpa, *first_condition, now=now)
-            return -1, "", [s for s in statuses if s], error
+            return -1, "", statuses, error
         set_condition(hpa, "ScalingActive", "True", "ValidMetricFound",
                       f"the HPA was able to successfully calculate a replica count from {metric}", now=now)
-        return replicas, metric, [s for s in statuses if s], error
+        return replicas, metric, statuses, error
 
     def _fail(self, hpa: Obj, reason: str, err: str, spec: bool = False) -> _MetricError:
         """``getUnableComputeReplicaCountCondition``: the event now, the condition for the caller."""
