@@ -16,6 +16,7 @@ conditions with deadlines.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import shutil
@@ -273,3 +274,37 @@ spec:
                   for e in cluster.core.list(EVENT, "default").items):
         assert time.monotonic() < deadline, "no FailedGetScale event"
         time.sleep(0.05)
+
+
+def test_autoscaling_v1_is_served_by_conversion_to_the_official_client(cluster: Cluster) -> None:
+    """autoscaling/v1 through the official client: create, read, patch; stored as v2 with upstream annotations."""
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=cluster.env["KUBECONFIG"])
+    v1 = client.AutoscalingV1Api(api_client)
+    body = client.V1HorizontalPodAutoscaler(
+        metadata=client.V1ObjectMeta(name="legacy", annotations={
+            "autoscaling.alpha.kubernetes.io/metrics": '[{"type":"Pods","pods":{"metricName":"rps",'
+                                                      '"targetAverageValue":"10"}}]'}),
+        spec=client.V1HorizontalPodAutoscalerSpec(
+            scale_target_ref=client.V1CrossVersionObjectReference(api_version="apps/v1", kind="Deployment",
+                                                                  name="web"),
+            max_replicas=5, target_cpu_utilization_percentage=60))
+    created = v1.create_namespaced_horizontal_pod_autoscaler("default", body)
+    assert created.api_version == "autoscaling/v1" and created.spec.min_replicas == 1  # defaulted
+    stored = cluster.core.get(HORIZONTALPODAUTOSCALER, "default", "legacy")
+    assert stored["apiVersion"] == "autoscaling/v2" and "annotations" not in stored["metadata"]
+    assert stored["spec"]["metrics"] == [
+        {"type": "Pods", "pods": {"metric": {"name": "rps"}, "target": {"type": "AverageValue", "averageValue": "10"}}},
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]
+    v1.patch_namespaced_horizontal_pod_autoscaler("legacy", "default", {"spec": {"targetCPUUtilizationPercentage": 70}})
+    read = v1.read_namespaced_horizontal_pod_autoscaler("legacy", "default")
+    assert read.spec.target_cpu_utilization_percentage == 70
+    assert read.metadata.annotations == {"autoscaling.alpha.kubernetes.io/metrics": json.dumps(
+        [{"type": "Pods", "pods": {"metricName": "rps", "targetAverageValue": "10"}}], separators=(",", ":"))}
+    listed = v1.list_namespaced_horizontal_pod_autoscaler("default")
+    assert [h.metadata.name for h in listed.items] == ["legacy"] and listed.api_version == "autoscaling/v1"
+    # The v2 view has the patched target; kubectl (which prefers v2) shows it.
+    assert cluster.kubectl("get", "hpa", "legacy").stdout.splitlines()[1].split()[2:5] == [
+        "<unknown>/10,", "cpu:", "<unknown>/70%"]
+    api_client.close()

@@ -219,8 +219,9 @@ class HorizontalController(Controller):
         try:
             self.reconcile_autoscaler(hpa, key)
         except Exception as e:  # upstream: HandleError, then the key comes back after the period anyway
-            level = logging.DEBUG if isinstance(e, errors.StatusError | ReplicaCalcError | SpecError) else logging.INFO
-            log.log(level, "horizontalpodautoscaling: %s: %s", key, e)
+            expected = isinstance(e, errors.StatusError | ReplicaCalcError | SpecError)
+            log.log(logging.DEBUG if expected else logging.WARNING, "horizontalpodautoscaling: %s: %s", key, e,
+                    exc_info=not expected)
         m.NUM_HPAS.set(len(self.hpa_informer.indexer))
         return self.sync_period
 
