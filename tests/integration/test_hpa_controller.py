@@ -166,3 +166,29 @@ def test_missing_metrics_become_the_upstream_condition_and_event(
     assert core.get(DEPLOYMENT, "default", "quiet")["spec"]["replicas"] == 2  # nothing else changed
     wait_for(lambda: {e["reason"] for e in core.list(EVENT, "default").items} >= {
         "FailedGetResourceMetric", "FailedComputeMetricsReplicas"})
+
+
+def test_two_hpas_on_the_same_pods_are_ambiguous(
+        core: ServerCore, clock: ManualClock, start_manager: Callable[..., ControllerManager]) -> None:
+    now = clock.now()
+    core.create(DEPLOYMENT, deployment("web", 4))
+    core.create_many(POD, [running_pod("web", i, now) for i in range(4)])
+    publish(core, now, {f"web-{i}": (160, 40) for i in range(4)})
+    start_manager("horizontalpodautoscaling")
+    for name in ("a", "b"):
+        core.create(HORIZONTALPODAUTOSCALER, {"metadata": {"name": name, "namespace": "default"}, "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 20}})
+
+    def reasons() -> set[tuple[str, str]]:
+        out = set()
+        for name in ("a", "b"):
+            conditions = (core.get(HORIZONTALPODAUTOSCALER, "default", name).get("status") or {}).get("conditions")
+            active = next((c for c in conditions or [] if c["type"] == "ScalingActive"), {})
+            out.add((active.get("reason", ""), active.get("message", "")))
+        return out
+
+    message = "pods by selector app=web are controlled by multiple HPAs: [default/a default/b]"
+    sync_until(clock, lambda: reasons() == {("AmbiguousSelector", message)}, periods=6)
+    # The first HPA to sync may have seen only itself and scaled once (4 pods at 80 % against the default
+    # 80 % target is within tolerance, so it did not); from then on both are stopped.
+    assert core.get(DEPLOYMENT, "default", "web")["spec"]["replicas"] == 4

@@ -22,8 +22,9 @@ A re-implementation of upstream ``pkg/controller/podautoscaler/horizontal.go``
   error, and kube-state-metrics' HPA series at scrape time.
 
 Metrics come from a :class:`~emulator.metricsapi.client.MetricsClient`; by default the
-resource reader over the kubelet usage snapshot (``metrics.k8s.io``). Not modelled:
-the ``AmbiguousSelector`` check (pods selected by several HPAs) and per-HPA tolerances.
+resource reader over the kubelet usage snapshot (``metrics.k8s.io``). Pods selected by
+several HPAs' targets stop them all (``AmbiguousSelector``). Not modelled: per-HPA
+tolerances (alpha in 1.33).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ from emulator.clock import rfc3339
 from emulator.controllers.podautoscaler import behavior as bh
 from emulator.controllers.podautoscaler import metrics as m
 from emulator.controllers.podautoscaler.replica_calculator import ReplicaCalcError, ReplicaCalculator
+from emulator.controllers.podautoscaler.selectors import HPASelectors
 from emulator.controllers.runtime import (
     EVENT_NORMAL,
     EVENT_WARNING,
@@ -152,6 +154,7 @@ class HorizontalController(Controller):
             delay_of_initial_readiness_status=float(
                 ctx.option("horizontal_pod_autoscaler_initial_readiness_delay", 30.0)))
         self.history = bh.ScaleHistory()
+        self.selectors = HPASelectors()
         if ctx.recorder is not None:
             # Upstream's HPA events come from the component "horizontal-pod-autoscaler".
             self.recorder = EventRecorder(ctx.core, "horizontal-pod-autoscaler", clock=ctx.clock,
@@ -208,6 +211,7 @@ class HorizontalController(Controller):
         hpa = self.hpa_informer.indexer.get_by_key(key)
         if hpa is None:
             self.history.forget(key)
+            self.selectors.delete(key)
             self.last_reconciled.pop(key, None)
             if key in self._desired_labels:
                 self._desired_labels.discard(key)
@@ -395,6 +399,14 @@ class HorizontalController(Controller):
             msg = f"couldn't convert selector into a corresponding internal selector object: {e.message}"
             self.event(hpa, EVENT_WARNING, "InvalidSelector", msg)
             set_condition(hpa, "ScalingActive", "False", "InvalidSelector", msg, now=now)
+            return -1, "", [], SpecError(msg)
+        key = f"{hpa['metadata'].get('namespace') or ''}/{hpa['metadata']['name']}"
+        self.selectors.put(key, selector)
+        selecting = self.selectors.selecting(self.list_pods(hpa["metadata"].get("namespace") or "", selector))
+        if len(selecting) > 1:
+            msg = f"pods by selector {selector_text} are controlled by multiple HPAs: [{' '.join(selecting)}]"
+            self.event(hpa, EVENT_WARNING, "AmbiguousSelector", msg)
+            set_condition(hpa, "ScalingActive", "False", "AmbiguousSelector", msg, now=now)
             return -1, "", [], SpecError(msg)
         spec_replicas = scale["spec"]["replicas"]
         status_replicas = scale["status"]["replicas"]
