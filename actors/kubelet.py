@@ -15,7 +15,10 @@ only decides where it runs and when it ticks:
   lease controller is its own goroutine too). It also serves this
   process's ``/metrics`` and registers the scrape target in Redis.
 * Actor methods (``ready``, ``health``, ``stop``) run on Ray's method thread
-  and only read counters, so a health check never waits for a tick.
+  and only read counters, so a health check never waits for a tick;
+  ``add_node`` / ``remove_node`` (a cloud provider's instances coming and going,
+  e.g. the Cluster Autoscaler's) take the shard's lock, so they wait for the
+  tick under way and then register or remove the node at once.
 * A restarted actor (Ray restarts it after a crash or ``ray.kill(...,
   no_restart=False)``: the launcher sets ``max_restarts``) runs ``__init__``
   again with the same spec: a new shard object for the same index re-lists its
@@ -42,6 +45,7 @@ import ray
 
 from emulator import metrics as metrics_plumbing
 from emulator.clock import SystemClock
+from emulator.kubelet.nodes import pool_nodes
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig
@@ -89,6 +93,9 @@ class KubeletShardActor:
         config = kubelet_shard_config(spec.kubelet, spec.pools)
         self.shard = KubeletShard(self.core, spec.shard_index, spec.shards, config, self.clock)
         self.shard.start()
+        # Whether the first tick has pool nodes of this shard to register (what ready() waits for).
+        self._registers_nodes = any(self.shard.owns(pool.node_name(i)) for pool, i, _ in
+                                    pool_nodes(config.pools))
         self._interval = config.tick_interval / self.clock.speed
         self._stop = threading.Event()
         self._errors = 0
@@ -134,9 +141,11 @@ class KubeletShardActor:
                 log.exception("kubelet shard %d: heartbeat failed", self.spec.shard_index)
 
     def ready(self) -> dict[str, Any]:
-        """Returns once the shard has ticked at least once (its nodes are registered): the health report."""
+        """Returns once the shard's nodes are registered (it has ticked once), at once for a shard that has
+        no pool nodes to register (started and synced in ``__init__`` is all it needs): the health report."""
         deadline = time.monotonic() + 60
-        while self.shard.stats.ticks == 0 and time.monotonic() < deadline and self._thread.is_alive():
+        while (self.shard.stats.ticks == 0 and self._registers_nodes and time.monotonic() < deadline
+               and self._thread.is_alive()):
             self._stop.wait(0.01)
         return self.health()
 
@@ -147,6 +156,14 @@ class KubeletShardActor:
                        "lastTickAgeSeconds": round(time.time() - self._last_tick_wall, 3) if self._last_tick_wall
                        else None})
         return report
+
+    def add_node(self, node: dict[str, Any], index: int | None = None) -> dict[str, Any]:
+        """Register a node with this shard now (:meth:`KubeletShard.add_node`); returns its Node object."""
+        return self.shard.add_node(node, index)
+
+    def remove_node(self, name: str) -> bool:
+        """Take a node away now (:meth:`KubeletShard.remove_node`); False if it did not exist."""
+        return self.shard.remove_node(name)
 
     def stop(self) -> bool:
         self._stop.set()

@@ -36,13 +36,12 @@ from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import DEPLOYMENT, NODE, PDB, POD
+from emulator.api.types import Obj
 from emulator.clock import SystemClock, rfc3339
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store
-
-Obj = dict[str, Any]
 
 
 def _node(name: str) -> Obj:

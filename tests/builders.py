@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-Obj = dict[str, Any]
+from emulator.api.types import Obj
 
 
 def container(name: str = "app", cpu: str | None = None, memory: str | None = None, *,

@@ -7,13 +7,24 @@ Deployment → ReplicaSet → Pod chain by hand, as those controllers would
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
 
+from emulator.api import errors
 from emulator.api.kinds import DEPLOYMENT, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.server.core import ServerCore
 from tests import builders as b
 
-Obj = dict[str, Any]
+
+def retry_on_conflict(fn: Callable[[], Obj], attempts: int = 16) -> Obj:
+    """Run ``fn`` until it does not raise Conflict (client-go ``retry.RetryOnConflict``)."""
+    for _ in range(attempts - 1):
+        try:
+            return fn()
+        except errors.StatusError as e:
+            if e.reason != "Conflict":
+                raise
+    return fn()
 
 
 def owner_ref(owner: Obj, *, controller: bool = True, block: bool = True) -> Obj:

@@ -22,7 +22,7 @@ import copy
 import json
 from typing import Any
 
-Obj = dict[str, Any]
+from emulator.api.types import Obj
 
 METRICS_ANNOTATION = "autoscaling.alpha.kubernetes.io/metrics"
 CURRENT_METRICS_ANNOTATION = "autoscaling.alpha.kubernetes.io/current-metrics"

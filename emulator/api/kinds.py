@@ -35,6 +35,8 @@ class Kind:
     )
     # Fields of the object, besides metadata.name/namespace, usable in field selectors.
     selectable_fields: tuple[str, ...] = ()
+    # A CustomResourceDefinition upstream (not kube-apiserver's own): served as JSON/YAML only, never protobuf.
+    custom_resource: bool = False
 
     @property
     def api_version(self) -> str:
@@ -175,3 +177,6 @@ def _hpa_v1() -> Kind:
 
 
 HORIZONTALPODAUTOSCALER_V1 = _hpa_v1()
+# A custom resource upstream (kubernetes/autoscaler's CRD); kemu serves it like a built-in kind.
+VERTICALPODAUTOSCALER = register(Kind("autoscaling.k8s.io", "v1", "VerticalPodAutoscaler", "verticalpodautoscalers",
+                                      True, ("status",), ("vpa",), custom_resource=True))

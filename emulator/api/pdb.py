@@ -21,8 +21,7 @@ from typing import Any
 
 from emulator.api import errors
 from emulator.api.selectors import LabelSelector
-
-Obj = dict[str, Any]
+from emulator.api.types import Obj
 
 # pkg/controller/disruption/disruption.go DeletionTimeout: how long an entry of
 # status.disruptedPods keeps a pod out of currentHealthy before the controller

@@ -38,14 +38,12 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 import orjson
 
 from emulator.api.kinds import Kind, served_kinds
+from emulator.api.types import Obj
 from emulator.apiserver.aggregated import AGGREGATED
-
-Obj = dict[str, Any]
 
 KUBE_MAJOR, KUBE_MINOR = "1", "32"
 GIT_VERSION = f"v{KUBE_MAJOR}.{KUBE_MINOR}.0-kemu"
@@ -180,7 +178,8 @@ def _aggregated_resources(group: str, version: str) -> list[Obj]:
     if api is not None and api.version == version:
         return [{"resource": r["name"], "responseKind": {"group": group, "version": version, "kind": r["kind"]},
                  "scope": "Namespaced" if r["namespaced"] else "Cluster", "singularResource": r["name"].rstrip("s"),
-                 "verbs": list(r["verbs"])} for r in api.resources]
+                 "verbs": list(r["verbs"])} for r in api.resources
+                if "/" not in r["name"]]  # custom metrics' "pods/<metric>": legacy discovery lists them
     return [_aggregated_resource(k) for k in _kinds_of(group, version)]
 
 

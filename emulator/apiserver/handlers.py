@@ -44,7 +44,8 @@ What comes from where upstream (``staging/src/k8s.io/apiserver/pkg/endpoints/han
   :class:`~emulator.api.errors.StaleResourceVersion`, never on other 409s.
 
 Dry run of updates and patches computes and validates the new object without
-storing it; admission plugins run only for real writes (a simplification).
+storing it (admission runs only for real writes: see Simplifications in
+``docs/architecture.md``).
 """
 
 from __future__ import annotations
@@ -60,7 +61,9 @@ import orjson
 
 from emulator.api import errors, kinds
 from emulator.api.kinds import Kind
+from emulator.api.meta import resource_version
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.apiserver import content, patch, tables, versions
 from emulator.apiserver.content import Wanted
 from emulator.apiserver.discovery import SUBRESOURCES
@@ -69,8 +72,6 @@ from emulator.clock import rfc3339
 from emulator.server import defaults
 from emulator.server.core import ServerCore
 from emulator.server.validation import validate
-
-Obj = dict[str, Any]
 
 # Server-owned metadata a client's update or patch cannot change (rest.BeforeUpdate).
 _SERVER_META = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
@@ -214,10 +215,6 @@ def _stale(e: errors.StatusError) -> bool:
     return isinstance(e, errors.StaleResourceVersion)
 
 
-def _rv(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
-
-
 def _uid(obj: Obj) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
@@ -270,7 +267,7 @@ class Handlers:
         if wanted.table:
             printer = tables.SCALE_PRINTER if obj.get("kind") == "Scale" else tables.printer_for(call.kind.resource)
             obj = tables.table(printer, [obj], self.clock.now(), include_object=call.query.get("includeObject")
-                               or "Metadata", version=wanted.version, resource_version=_rv(obj))
+                               or "Metadata", version=wanted.version, resource_version=resource_version(obj))
         elif wanted.partial:
             obj = {"kind": "PartialObjectMetadata", "apiVersion": f"meta.k8s.io/{wanted.version}",
                    "metadata": obj.get("metadata") or {}}
@@ -357,12 +354,12 @@ class Handlers:
         dry = dry_run(call, "UpdateOptions")
         _check_name(obj, info.name)
         _check_namespace(kind, obj, info.namespace)
-        pinned = _rv(obj)
+        pinned = resource_version(obj)
 
         def replacement(current: Obj) -> tuple[Obj, bool]:
             new = dict(obj)
             if not pinned:
-                new["metadata"] = {**_meta(obj), "resourceVersion": _rv(current)}
+                new["metadata"] = {**_meta(obj), "resourceVersion": resource_version(current)}
             return new, bool(pinned)
 
         return self._read_modify_write(call, dry, replacement)
@@ -392,7 +389,7 @@ class Handlers:
 
     def _preview(self, kind: Kind, new: Obj, current: Obj, subresource: str) -> Obj:
         """What an update would store, validated, without storing it (dry run)."""
-        if _rv(new) and _rv(new) != _rv(current):
+        if resource_version(new) and resource_version(new) != resource_version(current):
             raise errors.stale_resource_version(kind.plural, current["metadata"].get("name", ""), kind.group)
         if subresource == "status":
             return {**current, "status": new.get("status") or {}}
@@ -403,7 +400,7 @@ class Handlers:
                 meta[k] = current["metadata"][k]
             else:
                 meta.pop(k, None)
-        meta["resourceVersion"] = _rv(current)
+        meta["resourceVersion"] = resource_version(current)
         out["metadata"] = meta
         if kind.has_status:
             out.pop("status", None)
@@ -435,7 +432,7 @@ class Handlers:
             if not isinstance(new, dict):
                 raise errors.bad_request("the patch did not produce an object")
             self._check_identity(kind, new, current, info)
-            return new, _rv(new) != _rv(current)
+            return new, resource_version(new) != resource_version(current)
 
         return self._read_modify_write(call, dry, patched)
 
@@ -487,7 +484,7 @@ class Handlers:
                     if e.reason != "AlreadyExists":
                         raise
                     continue  # created meanwhile: apply to it
-            merged_meta["resourceVersion"] = _rv(current)
+            merged_meta["resourceVersion"] = resource_version(current)
             merged = unchanged_unless_content(merged, current)
             if dry:
                 return self.render(call, self._preview(kind, merged, current, info.subresource))
@@ -518,9 +515,9 @@ class Handlers:
                 raise errors.invalid("Scale", info.name, [errors.Cause(
                     "spec.replicas", f"Invalid value: {orjson.dumps(replicas).decode()}: must be greater than or "
                     "equal to 0")], "autoscaling")
-            pinned = _rv(sent) if _rv(sent) != _rv(current) else ""
+            pinned = resource_version(sent) if resource_version(sent) != resource_version(current) else ""
             new = {**current, "spec": {**(current.get("spec") or {}), "replicas": replicas},
-                   "metadata": {**current["metadata"], "resourceVersion": pinned or _rv(current)}}
+                   "metadata": {**current["metadata"], "resourceVersion": pinned or resource_version(current)}}
             if manager:
                 new = patch.record_update(current, new, manager, self.now(), kind=kind)
             if dry:
@@ -565,7 +562,7 @@ class Handlers:
             if pre.get("uid") and pre["uid"] != _uid(current):
                 raise errors.conflict(kind.plural, name, f"Precondition failed: UID in precondition: {pre['uid']}, "
                                       f"UID in object meta: {_uid(current)}", kind.group)
-            if pre.get("resourceVersion") and pre["resourceVersion"] != _rv(current):
+            if pre.get("resourceVersion") and pre["resourceVersion"] != resource_version(current):
                 raise errors.stale_resource_version(kind.plural, name, kind.group)
             return current, True
         kwargs: Obj = {"grace_period_seconds": grace, "preconditions": pre or None}

@@ -28,9 +28,9 @@ from typing import Any
 
 from emulator.api.quantity import QuantityError, parse_quantity
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 
-Obj = dict[str, Any]
 Cell = str | int | bool | float | None
 
 _NAME_DOC = "Name must be unique within a namespace. Is required when creating resources."
@@ -498,7 +498,26 @@ HPA_PRINTER = Printer((
 ), _hpa_cells)
 
 
+def _vpa_cells(v: Obj, now: float) -> list[Cell]:
+    """The VPA CRD's additionalPrinterColumns: the first container's target, RecommendationProvided."""
+    status = v.get("status") or {}
+    recs = (status.get("recommendation") or {}).get("containerRecommendations") or []
+    target = (recs[0].get("target") or {}) if recs else {}
+    provided = next((c.get("status", "") for c in status.get("conditions") or []
+                     if c.get("type") == "RecommendationProvided"), "")
+    mode = ((v.get("spec") or {}).get("updatePolicy") or {}).get("updateMode") or ""
+    return [_name(v), mode, target.get("cpu", ""), target.get("memory", ""), provided, age(v, now)]
+
+
 PRINTERS: dict[str, Printer] = {
+    "verticalpodautoscalers.autoscaling.k8s.io": Printer((
+        NAME,
+        Column("Mode", description="The update mode (.spec.updatePolicy.updateMode)."),
+        Column("CPU", description="The first container's target CPU recommendation."),
+        Column("Mem", description="The first container's target memory recommendation."),
+        Column("Provided", description="Whether a recommendation is provided (RecommendationProvided)."),
+        AGE,
+    ), _vpa_cells),
     "resourcequotas": RESOURCE_QUOTA_PRINTER,
     "horizontalpodautoscalers.autoscaling": HPA_PRINTER,
     "pods": POD_PRINTER,

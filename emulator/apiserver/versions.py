@@ -27,9 +27,8 @@ import orjson
 
 from emulator.api import errors, kinds
 from emulator.api.kinds import Kind
+from emulator.api.types import Obj
 from emulator.apiserver import content, patch
-
-Obj = dict[str, Any]
 
 
 def _convert_result(result: Any, from_storage: Callable[[Obj], Obj], alt: Kind, wanted: Any) -> Any:

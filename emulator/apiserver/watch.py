@@ -33,14 +33,9 @@ minutes, like upstream's ``--min-request-timeout`` default. When the server
 shuts down (:data:`DRAINING`), streams end cleanly within a second so
 clients resume from their last resourceVersion elsewhere.
 
-Every watch is counted in ``apiserver_longrunning_requests`` while open; the
-events it sends in ``apiserver_watch_events_total``, and how far behind the
-newest resourceVersion each batch was in
-``kemu_apiserver_watch_lag_resource_versions`` (:mod:`.metrics`).
-
-Simplifications: an object that stops matching a selector is not turned into
-a DELETED event (upstream's watch cache does that), and the per-watch reader
-is not multiplexed across watches of one kind.
+Metrics (:mod:`.metrics`, ``docs/metrics.md``): open watches, events sent, and the
+lag behind the newest resourceVersion. Simplifications (selector transitions, one
+reader per watch): ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -59,10 +54,9 @@ from prometheus_client import Counter, Histogram
 from emulator.api import errors
 from emulator.api.kinds import Kind
 from emulator.api.selectors import FieldSelector, LabelSelector
+from emulator.api.types import Obj
 from emulator.apiserver import metrics, tables
 from emulator.store.store import Store, WatchEvent, check_window, decode_entries, event_filter
-
-Obj = dict[str, Any]
 
 # Set when the process is asked to stop: open watches end their streams cleanly.
 DRAINING = threading.Event()
@@ -111,14 +105,14 @@ class WatchSource:
     async def check(self, kind: Kind, since_rv: int) -> None:
         """410 Gone now, before any byte is sent, if events after ``since_rv`` were trimmed."""
         stream = self.store.stream_key(kind)
-        check_window(since_rv, await self.client.hget(self.store._trim_key, stream))
+        check_window(since_rv, await self.client.hget(self.store.trim_key, stream))
 
     async def read(self, stream: str, after_rv: int, block_seconds: float) -> tuple[list[Any], Any, int]:
         """One blocking XREAD after ``after_rv``, then the stream's trim mark and the newest resourceVersion."""
         pipe = self.client.pipeline(transaction=False)
         pipe.xread({stream: f"{after_rv}-0"}, count=self.batch, block=max(1, int(block_seconds * 1000)))
         # After the XREAD on the server: if nothing after after_rv was trimmed by now, nothing was before.
-        pipe.hget(self.store._trim_key, stream)
+        pipe.hget(self.store.trim_key, stream)
         # The watch-lag metric's reference point; same round trip, so it costs no extra latency.
         pipe.get(self.store._rv_key)
         reply, first_retained, newest = await pipe.execute()

@@ -36,11 +36,9 @@ controller runtime. One reconcile of a DaemonSet key:
    ``updatedNumberScheduled``, ``observedGeneration``.
 
 The revision is a **hash label only**: ``controller-revision-hash`` is FNV-32a
-over the template's canonical JSON (ControllerRevision objects, ``rollout
-history`` and ``rollout undo`` for DaemonSets are not modelled). ``maxSurge`` is
-not modelled (upstream's surge path keeps the old pod until the new one is
-available); a DaemonSet with ``maxSurge`` and ``maxUnavailable: 0`` is updated
-one node at a time instead. Failed-pod back-off is not modelled.
+over the template's canonical JSON (no ControllerRevision objects). This, the
+ignored ``maxSurge`` and the missing failed-pod back-off are listed under
+Simplifications in ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -54,8 +52,11 @@ import orjson
 
 from emulator.api import errors
 from emulator.api.kinds import DAEMONSET, NODE, POD
+from emulator.api.nodeaffinity import RequiredNodeAffinity
 from emulator.api.pdb import is_pod_ready
 from emulator.api.selectors import LabelSelector
+from emulator.api.taints import taint_of, tolerations_tolerate
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
@@ -72,11 +73,8 @@ from emulator.controllers.runtime import (
     resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
-from emulator.scheduler.plugins.helper import RequiredNodeAffinity, taint_of, tolerations_tolerate
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 REVISION_LABEL = "controller-revision-hash"
 DEFAULT_WORKERS = 2  # kube-controller-manager --concurrent-daemonset-syncs

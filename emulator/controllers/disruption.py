@@ -44,9 +44,7 @@ manager runs :class:`DisruptionQueueController` instead: the same sync, driven
 by informer events through a work queue and reading pods, ReplicaSets and
 Deployments from the informer caches rather than listing per pass.
 
-Simplifications: no events (NoPods, UnmanagedPods, CalculateExpectedPodCountFailed);
-no stale ``DisruptionTarget`` condition clean-up on pods; StatefulSets and
-ReplicationControllers are not served by kemu yet, so their finders are absent.
+Simplifications: see ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -58,14 +56,13 @@ from typing import Any
 
 from emulator.api import errors, pdb
 from emulator.api.kinds import DEPLOYMENT, PDB, POD, REPLICASET, Kind, all_kinds
+from emulator.api.types import Obj
 from emulator.clock import Clock, parse_rfc3339, rfc3339
 from emulator.controllers.runtime import Controller, ControllerContext, meta_key, object_of
 from emulator.informers import ResourceEventHandlerFuncs
 from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 
 class SyncError(Exception):

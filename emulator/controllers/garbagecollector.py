@@ -1,60 +1,20 @@
 """The garbage collector: deletes dependents whose owners are gone, and finishes foreground deletions.
 
-Upstream (``pkg/controller/garbagecollector/garbagecollector.go`` and
-``graph_builder.go``) keeps an in-memory graph of every object's
-ownerReferences, fed by informers on every resource, and works two queues:
-``attemptToDelete`` (an object whose owners may all be gone) and
-``attemptToOrphan``. kemu does not need the graph: the store keeps the exact
-reverse index (``store.dependents(owner_uid)``, maintained by the commit
-script), so the collector only needs to learn *which owners changed*:
-
-* **An owner was deleted.** The commit script appends ``{"uid": U}`` to the
-  stream ``store.gc_queue_key`` atomically with the delete of any object that
-  had dependents. For each dependent of ``U`` the collector runs
-  :meth:`GarbageCollector.attempt_to_delete`, upstream's ``attemptToDeleteItem``.
-* **An owner started a foreground deletion.** :meth:`ServerCore.delete` appends
-  ``{"uid", "resource", "key", "policy": "Foreground"}`` after marking the owner
-  with ``deletionTimestamp`` + the ``foregroundDeletion`` finalizer. The
-  collector then deletes the owner's dependents and, once none of them with
-  ``blockOwnerDeletion: true`` exists any more, removes the finalizer, which
-  deletes the owner (upstream ``processDeletingDependentsItem``). Such an entry
-  stays *pending* (un-acknowledged) until the owner is released, and every pass
-  re-reads this consumer's pending entries, so the collector re-checks waiting
-  owners without watching every kind's stream: the dependents index answers
-  "which blocking dependents are left" exactly, at the cost of a few reads per
-  waiting owner per pass.
-
-The stream is read with a consumer group (``XREADGROUP``): an entry is
-acknowledged (and removed) only when its work is done, so a collector that dies
-mid-way leaves its entries pending; a restarted collector with the same
-consumer name re-reads them, and one with another name claims them once they
-have been idle for ``claim_idle_ms`` (``XAUTOCLAIM``). Handling an entry twice
-is harmless: every step re-reads the objects and is idempotent.
-
-``attempt_to_delete`` follows upstream case by case: owner references are
-classified as *solid* (the owner exists, same uid), *dangling* (no object of
-that kind/namespace/name, or one with another uid: a re-created owner does not
-count) or *waiting* (the owner exists but is deleting its dependents in the
-foreground). With a solid owner, dangling and waiting references are removed;
-with only waiting owners, an object that has dependents itself is deleted in
-the foreground (recursively), else the object is deleted with the policy its
-own finalizers ask for (Background by default). Deletes carry uid and
-resourceVersion preconditions so an object re-adopted in between survives. An
-owner reference that cannot be resolved (a kind kemu does not serve, or a
-namespaced owner of a cluster-scoped object) leaves the object alone, as
-upstream does. Owners found absent are remembered (upstream
-``absentOwnerCache``): an absent uid never comes back.
-
-A **periodic sweep** (every ``sweep_interval`` seconds of cluster time, and once
-at start) catches what no queue entry announces: dependents created after their
-owner was deleted (or naming an owner that never existed), and owners left
-marked (``foregroundDeletion`` / ``orphan`` finalizer) by a process that died
-before announcing them. It walks every kind's objects with ``HSCAN`` and is
-bounded: each :meth:`GarbageCollector.sync_once` examines at most
-``sweep_budget`` objects, resuming where the previous pass stopped.
-
-Simplifications: no events, no metrics yet; owner lookups are direct store reads
-(upstream reads through its graph and the API).
+Upstream (``pkg/controller/garbagecollector/garbagecollector.go``, ``graph_builder.go``)
+keeps an in-memory graph of every ownerReference fed by informers on every
+resource. kemu needs no graph: the store keeps the exact reverse index
+(``store.dependents(owner_uid)``, maintained by the commit script), so the
+collector only learns *which owners changed*, from the stream
+``store.gc_queue_key`` (read with a consumer group: an entry is acknowledged when
+its work is done). Entries come from a deleted owner that had dependents
+(:meth:`GarbageCollector.attempt_to_delete` on each, upstream
+``attemptToDeleteItem``) and from a foreground deletion (delete the dependents,
+then drop the ``foregroundDeletion`` finalizer once no blocking dependent is left,
+upstream ``processDeletingDependentsItem``). A bounded periodic sweep catches what
+no entry announces. ``attempt_to_delete`` classifies owner references as
+*solid*, *dangling* or *waiting*, as upstream does; every step re-reads the
+objects, so handling an entry twice is harmless. The design is described in
+``docs/architecture.md`` ("Controllers").
 """
 
 from __future__ import annotations
@@ -68,13 +28,13 @@ import redis
 
 from emulator.api import errors
 from emulator.api.kinds import Kind, all_kinds, by_resource
+from emulator.api.meta import without_owner_references
+from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.server.core import FINALIZER_FOREGROUND, FINALIZER_ORPHAN, ServerCore
 from emulator.store import codec
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 DEFAULT_GROUP = "kemu-garbage-collector"
 _ABSENT_CACHE_SIZE = 10_000  # upstream's absentOwnerCache holds 500 entries; ours are only tuples
@@ -212,16 +172,6 @@ class GarbageCollector:
                                       block=block_ms)
         return reply[0][1] if reply else []
 
-    def read_without_processing(self, count: int = 100) -> int:
-        """Take up to ``count`` new entries and do nothing with them (what a collector that crashes does).
-
-        For tests and tools that need to show the queue survives a dead consumer.
-        """
-        if not self._group_ready:
-            self.ensure_group()
-        reply = self.redis.xreadgroup(self.group, self.consumer, {self.queue: ">"}, count=count)
-        return len(reply[0][1]) if reply else 0
-
     def _handle_entry(self, entry_id: bytes, fields: dict[bytes, bytes] | None) -> int:
         try:
             complete = self._handle(fields or {})
@@ -299,7 +249,7 @@ class GarbageCollector:
         if solid:
             stale = {r.get("uid") for r in dangling + waiting}
             if stale:
-                self.core.update_metadata(kind, namespace, name, lambda m: _without_refs(m, stale), uid=uid)
+                self.core.update_metadata(kind, namespace, name, lambda m: without_owner_references(m, stale), uid=uid)
                 self.stats.references_removed += len(stale)
             return True
         if waiting and self.store.dependents(uid):
@@ -476,18 +426,6 @@ class GarbageCollector:
         elif meta.get("ownerReferences") or (meta.get("deletionTimestamp")
                                              and FINALIZER_ORPHAN in (meta.get("finalizers") or [])):
             self._attempt(kind, key)
-
-
-def _without_refs(meta: Obj, uids: set[Any]) -> Obj | None:
-    refs = meta.get("ownerReferences") or []
-    kept = [r for r in refs if r.get("uid") not in uids]
-    if len(kept) == len(refs):
-        return None
-    if kept:
-        meta["ownerReferences"] = kept
-    else:
-        meta.pop("ownerReferences", None)
-    return meta
 
 
 def _unblocked(meta: Obj) -> Obj | None:

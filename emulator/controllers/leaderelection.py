@@ -43,25 +43,18 @@ import threading
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import UTC, datetime
-from typing import Any
 
 from emulator.api import errors
+from emulator.api.gotime import micro_time
 from emulator.api.kinds import LEASE
+from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.controllers.runtime import EVENT_NORMAL, EventRecorder, wait_for
 from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
-
 JITTER_FACTOR = 1.2  # client-go leaderelection.JitterFactor
-
-
-def micro_time(ts: float) -> str:
-    """``metav1.MicroTime`` wire form: RFC 3339 with microseconds, UTC."""
-    return datetime.fromtimestamp(ts, tz=UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def default_identity() -> str:

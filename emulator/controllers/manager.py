@@ -75,6 +75,9 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "namespace": ControllerSpec("emulator.controllers.namespace"),
     "resourcequota": ControllerSpec("emulator.controllers.resourcequota"),
     "horizontalpodautoscaling": ControllerSpec("emulator.controllers.podautoscaler.horizontal"),
+    # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
+    "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
+    "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),
 }
 
 

@@ -30,9 +30,7 @@ marks it: ``deletionTimestamp`` and ``status.phase: Terminating``
    (upstream ``ShouldDeleteNamespaceDuringUpdate``).
 
 Controllers that react to the deletions (a ReplicaSet re-creating a pod) are refused by the
-store, so the content only shrinks. Simplifications: no discovery failures to report (every kind
-is known in-process), so ``NamespaceDeletionDiscoveryFailure`` / ``...GroupVersionParsingFailure``
-are always False; no per-resource ``deleteCollection`` (objects are deleted one by one).
+store, so the content only shrinks. Simplifications: see ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -43,14 +41,13 @@ from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import NAMESPACE, POD, Kind, all_kinds
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import Controller, ControllerContext, object_of
 from emulator.informers import ResourceEventHandlerFuncs
 from emulator.server.core import FINALIZER_KUBERNETES
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # kube-controller-manager --concurrent-namespace-syncs default.
 DEFAULT_WORKERS = 10

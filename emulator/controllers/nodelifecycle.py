@@ -36,11 +36,7 @@ its NoExecute taint at once and leaves the queue. Zones are
 ``topology.kubernetes.io/region`` + ``zone`` labels (``GetZoneKey``).
 
 Taints carry ``timeAdded``; the taint manager measures tolerationSeconds from it.
-
-Simplifications: the queue is drained once per second of cluster time (upstream
-every 100 ms), so a node is tainted up to 1 s later than upstream; node health
-is held in memory, so a new leader gives every node a fresh grace period (as
-upstream's restarted controller does).
+Simplifications: see ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -49,17 +45,15 @@ import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import LEASE, NODE, POD
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import Controller, ControllerContext
 from emulator.informers import NODE_NAME_INDEX, ResourceEventHandlerFuncs
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 LEASE_NAMESPACE = "kube-node-lease"
 TAINT_PREFIX = "node.kubernetes.io/"

@@ -30,8 +30,7 @@ accounts for those):
 The window (shared with upstream): a recompute that lists objects between an admission
 charge and the store's write of that object undercounts it until the next recompute.
 
-Simplifications: replenishment is driven by pods only; other kinds' deletions are seen at the
-next resync. Pod updates that change usage (in-place resize) are not watched.
+Simplifications: see ``docs/architecture.md``.
 """
 
 from __future__ import annotations
@@ -42,13 +41,12 @@ from typing import Any
 from emulator.api import errors
 from emulator.api.kinds import POD, RESOURCEQUOTA, Kind, all_kinds
 from emulator.api.quantity import Quantity, parse_quantity
+from emulator.api.types import Obj
 from emulator.controllers.runtime import Controller, ControllerContext, meta_key, object_of, split_key
 from emulator.informers import ResourceEventHandlerFuncs
 from emulator.server.admission import matching_resources, object_usage, quota_matches
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # kube-controller-manager --concurrent-resource-quota-syncs and --resource-quota-sync-period defaults.
 DEFAULT_WORKERS = 5

@@ -23,18 +23,17 @@ every pod on it (node-name index).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import NODE, POD
+from emulator.api.taints import taint_of, tolerates
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import Controller, ControllerContext, meta_key, split_key
 from emulator.informers import NODE_NAME_INDEX, ResourceEventHandlerFuncs
-from emulator.scheduler.plugins.helper import taint_of, tolerates
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 DEFAULT_WORKERS = 8  # upstream UpdateWorkerSize
 
 

@@ -17,17 +17,15 @@ controllers stay independent of each other).
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import JOB
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.controllers.runtime import Controller, ControllerContext, split_key
 from emulator.informers import ResourceEventHandlerFuncs
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # kube-controller-manager --concurrent-ttl-after-finished-syncs default.
 DEFAULT_WORKERS = 5

@@ -40,6 +40,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
+from emulator.api.types import Obj
+
 ADDED = "Added"
 UPDATED = "Updated"
 DELETED = "Deleted"
@@ -47,8 +49,6 @@ DELETED = "Deleted"
 REPLACED = "Replaced"
 # A periodic resync re-delivers an object the cache already holds.
 SYNC = "Sync"
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,12 +196,6 @@ class DeltaFIFO:
                 else:
                     deltas[-1] = keep
             self._wake()
-
-    def add_if_not_present(self, deltas: Deltas) -> None:
-        """Put back popped deltas, unless newer deltas for the key were queued meanwhile."""
-        key = self.key_of(deltas)
-        with self._lock:
-            self._add_if_not_present(key, deltas)
 
     def _add_if_not_present(self, key: str, deltas: Deltas) -> None:
         self._populated = True

@@ -33,9 +33,9 @@ import threading
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
+from emulator.api.types import Obj
 from emulator.informers.delta_fifo import DeletedFinalStateUnknown, meta_namespace_key
 
-Obj = dict[str, Any]
 IndexFunc = Callable[[Obj], Iterable[str]]
 
 NAMESPACE_INDEX = "namespace"

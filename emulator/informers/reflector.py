@@ -45,6 +45,7 @@ from typing import Any, Protocol
 
 from emulator.api.kinds import POD, Kind
 from emulator.api.selectors import FieldSelector, LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock
 from emulator.informers.delta_fifo import ADDED, DELETED, UPDATED, Delta, meta_namespace_key
 from emulator.informers.multiplexer import Multiplexer
@@ -52,8 +53,6 @@ from emulator.informers.sharding import shard_object_filter, shard_raw_filter
 from emulator.store.store import Store, WatchEvent, event_filter
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # Watch event types -> delta types, for targets that take a whole batch at once (DeltaFIFO.apply).
 _DELTA_OF = {"ADDED": ADDED, "MODIFIED": UPDATED, "DELETED": DELETED}

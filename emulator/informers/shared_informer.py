@@ -33,18 +33,9 @@ Data path of one informer::
   handler registration's ``has_synced()`` is True once the informer has synced
   *and* the handler has run every such initial notification.
 
-A handler that raises is logged and skipped: the informer and the other
-handlers carry on (upstream crashes the process; an emulator running
-hundreds of controllers should not).
-
-Garbage collection: an informer process holds every cached object for
-long, and CPython's default thresholds run a full (gen-2) collection, which
-walks all of them, every few hundred thousand allocations - a pause that
-stalls every informer of the process. At 5,000 pod events/s into ten
-informers the write-to-handler p99 was 270-770 ms with the defaults and
-30-80 ms with ``gc.set_threshold(50_000, 20, 1000)``
-(``loadgen/bench_informers.py``). The library does not touch the collector;
-the process that hosts many informers (an actor shell) should.
+A handler that raises is logged and skipped (a simplification, see
+``docs/architecture.md``). Processes hosting many informers should raise the
+garbage collector's thresholds (``docs/architecture.md``, "Informers").
 
 :class:`SharedInformerFactory` hands out one informer per (kind, namespace,
 label selector, field selector, node shard) - asking twice returns the same
@@ -64,7 +55,9 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from emulator.api.kinds import POD, Kind
+from emulator.api.meta import resource_version
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock
 from emulator.informers.delta_fifo import (
     ADDED,
@@ -83,8 +76,6 @@ from emulator.informers.reflector import Backoff, Reflector
 from emulator.store.store import Store
 
 log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # client-go minimumResyncPeriod: a handler may not ask for resyncs more often than this.
 MINIMUM_RESYNC_PERIOD = 1.0
@@ -119,10 +110,6 @@ class ResourceEventHandlerFuncs:
     def on_delete(self, obj: Obj | DeletedFinalStateUnknown) -> None:
         if self.delete is not None:
             self.delete(obj)
-
-
-def _rv(obj: Obj) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 # Notifications: (kind, a, b). add: (obj, is_in_initial_list); update: (old, new); delete: (obj, None).
@@ -367,10 +354,6 @@ class SharedInformer:
     def has_started(self) -> bool:
         return self._started
 
-    @property
-    def is_stopped(self) -> bool:
-        return self._stopped
-
     def has_synced(self) -> bool:
         """The first list has been popped into the cache (client-go ``HasSynced``)."""
         return self._started and self.fifo.has_synced()
@@ -393,9 +376,6 @@ class SharedInformer:
 
     # ------------------------------------------------------------ the cache
     def get_store(self) -> Indexer:
-        return self.indexer
-
-    def get_indexer(self) -> Indexer:
         return self.indexer
 
     def listeners(self) -> list[HandlerRegistration]:
@@ -432,7 +412,8 @@ class SharedInformer:
                 old = indexer.update(obj)
                 if old is not None:
                     # Same resourceVersion: nothing changed (a resync, or a relist of an unchanged object).
-                    self._distribute(listeners, _Notification(_UPDATE, old, obj), sync=_rv(old) == _rv(obj))
+                    self._distribute(listeners, _Notification(_UPDATE, old, obj),
+                                     sync=resource_version(old) == resource_version(obj))
                 else:
                     self._distribute(listeners, _Notification(_ADD, obj, is_in_initial_list), sync=False)
 

@@ -16,4 +16,11 @@ array operations, and tests can drive the same code with explicit times.
 * :mod:`emulator.kubelet.restarts` — restartPolicy and CrashLoopBackOff.
 * :mod:`emulator.kubelet.model` — the façade a shard drives: pods and nodes
   in, one ``tick(now)`` per period, events and pod statuses out.
+
+Around the model, :mod:`emulator.kubelet.shard` runs the kubelets of many nodes
+against the API server, composing one module per pkg/kubelet manager:
+:mod:`~emulator.kubelet.nodestatus`, :mod:`~emulator.kubelet.nodelease`,
+:mod:`~emulator.kubelet.admission`, :mod:`~emulator.kubelet.pod_workers`,
+:mod:`~emulator.kubelet.images`, :mod:`~emulator.kubelet.pod_status`,
+:mod:`~emulator.kubelet.status_manager`, :mod:`~emulator.kubelet.usage_publisher`.
 """

@@ -29,14 +29,12 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import EVENT
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.server.core import ServerCore
-
-Obj = dict[str, Any]
 
 EVENT_MODES = ("all", "warnings", "none")
 _DEDUP_CACHE = 4096  # client-go maxLruCacheEntries

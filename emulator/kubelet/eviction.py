@@ -103,7 +103,6 @@ _SIGNAL_CONDITION = {
 }  # every other (filesystem) signal: DiskPressure
 
 
-
 def _condition_of(signal: str) -> str:
     return _SIGNAL_CONDITION.get(signal, DISK_PRESSURE)
 

@@ -48,9 +48,8 @@ from decimal import Decimal
 from typing import Any
 
 from emulator.api.quantity import Format, Quantity, QuantityError, cpu_millis, format_bytes, parse_quantity, to_int
+from emulator.api.types import Obj
 from emulator.kubelet import eviction as ev
-
-Obj = dict[str, Any]
 
 KUBELET_VERSION = "v1.32.0"
 CONTAINER_RUNTIME_VERSION = "containerd://1.7.22"
@@ -293,16 +292,6 @@ def image_entry(image: str, size: int) -> Obj:
     if norm not in names:
         names.append(norm)
     return {"names": names, "sizeBytes": int(size)}
-
-
-def images_of(node: Mapping[str, Any]) -> dict[str, int]:
-    """Image reference -> size from a Node's ``status.images`` (every name of every entry)."""
-    out: dict[str, int] = {}
-    for entry in (node.get("status") or {}).get("images") or ():
-        size = int(entry.get("sizeBytes") or 0)
-        for name in entry.get("names") or ():
-            out[str(name)] = size
-    return out
 
 
 # -- the Node object ------------------------------------------------------------------------------------

@@ -34,6 +34,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from emulator.api.gotime import go_duration
+
 __all__ = [
     "ALWAYS",
     "CRASH_LOOP_BACK_OFF",
@@ -45,7 +47,6 @@ __all__ = [
     "BackOff",
     "ContainerPhase",
     "back_off_message",
-    "go_duration",
     "pod_phase",
     "restart_policy_code",
     "should_restart",
@@ -112,22 +113,6 @@ class BackOff:
     def reset(self, rows: np.ndarray | int) -> None:
         self.backoff[rows] = 0.0
         self.last_update[rows] = 0.0
-
-
-def go_duration(seconds: float) -> str:
-    """Go's ``time.Duration.String()`` for whole-ish seconds: ``10s``, ``1m20s``, ``5m0s``, ``1h0m0s``."""
-    total = round(seconds * 1000)  # milliseconds
-    if total == 0:
-        return "0s"
-    hours, rest = divmod(total, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    secs, millis = divmod(rest, 1000)
-    sec_text = f"{secs}.{millis:03d}".rstrip("0").rstrip(".") if millis else str(secs)
-    if hours:
-        return f"{hours}h{minutes}m{sec_text}s"
-    if minutes:
-        return f"{minutes}m{sec_text}s"
-    return f"{sec_text}s"
 
 
 def back_off_message(backoff: float, container: str, pod_name: str, namespace: str, uid: str) -> str:

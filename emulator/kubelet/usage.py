@@ -16,6 +16,14 @@ Layout (``P`` the store's key prefix)::
 
     P mu:nodes         hash  node name -> msgpack [timestamp, window, cpu nanocores, memory bytes]
     P mu:pods:<ns>     hash  pod name  -> msgpack [timestamp, window, [[container, cpu nanocores, memory bytes], ...]]
+    P mu:app:<ns>      hash  pod name  -> msgpack [timestamp, window, {series name: value}]
+
+The ``mu:app`` entries are kemu's own application series of pods that serve
+a load target (:mod:`emulator.kubelet.load`): :data:`REQUESTS_SERIES` (mean
+requests/s over the window) and :data:`LATENCY_SERIES` (mean request latency,
+seconds), what a real pod would export for Prometheus and what
+``custom.metrics.k8s.io`` serves (:mod:`emulator.metricsapi.adapter`), read
+with :func:`pod_series`.
 
 CPU is the average over the window (cumulative usage difference / window,
 as metrics-server computes it), memory the working set at the window's end.
@@ -39,16 +47,19 @@ from emulator.api import errors
 from emulator.api.kinds import NODE, POD
 from emulator.api.quantity import format_bytes
 from emulator.api.selectors import parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.store.store import Store
 
 API_VERSION = "metrics.k8s.io/v1beta1"
 NODES_KEY = "mu:nodes"
 PODS_KEY = "mu:pods:"
+APP_KEY = "mu:app:"
+REQUESTS_SERIES = "http_requests_per_second"
+LATENCY_SERIES = "http_request_duration_seconds"
 # An entry older than this many windows is stale (its shard stopped publishing).
 MAX_AGE_WINDOWS = 4.0
 
-Obj = dict[str, Any]
 # One pod's usage: [(container name, cpu nanocores, memory bytes)].
 ContainerUsage = tuple[str, int, int]
 
@@ -59,8 +70,9 @@ def _pack(value: Any) -> bytes:
 
 def write_snapshot(pipe: redis.client.Pipeline, prefix: str, *, timestamp: float, window: float,
                    nodes: Mapping[str, tuple[int, int]], pods: Mapping[tuple[str, str], list[ContainerUsage]],
-                   gone_pods: Iterable[tuple[str, str]] = (), gone_nodes: Iterable[str] = ()) -> None:
-    """Queue one shard's snapshot on ``pipe`` (the caller executes it): nodes, pods, and removals."""
+                   gone_pods: Iterable[tuple[str, str]] = (), gone_nodes: Iterable[str] = (),
+                   app: Mapping[tuple[str, str], Mapping[str, float]] | None = None) -> None:
+    """Queue one shard's snapshot on ``pipe`` (the caller executes it): nodes, pods, their app series, removals."""
     if nodes:
         pipe.hset(prefix + NODES_KEY, mapping={name: _pack([timestamp, window, cpu, mem])
                                                for name, (cpu, mem) in nodes.items()})
@@ -69,11 +81,17 @@ def write_snapshot(pipe: redis.client.Pipeline, prefix: str, *, timestamp: float
         by_ns.setdefault(ns, {})[name] = _pack([timestamp, window, [list(c) for c in containers]])
     for ns, mapping in by_ns.items():
         pipe.hset(prefix + PODS_KEY + ns, mapping=mapping)
+    app_by_ns: dict[str, dict[str, bytes]] = {}
+    for (ns, name), series in (app or {}).items():
+        app_by_ns.setdefault(ns, {})[name] = _pack([timestamp, window, dict(series)])
+    for ns, mapping in app_by_ns.items():
+        pipe.hset(prefix + APP_KEY + ns, mapping=mapping)
     gone: dict[str, list[str]] = {}
     for ns, name in gone_pods:
         gone.setdefault(ns, []).append(name)
     for ns, names in gone.items():
         pipe.hdel(prefix + PODS_KEY + ns, *names)
+        pipe.hdel(prefix + APP_KEY + ns, *names)
     gone_node_list = list(gone_nodes)
     if gone_node_list:
         pipe.hdel(prefix + NODES_KEY, *gone_node_list)
@@ -157,6 +175,27 @@ def pod_metrics(client: redis.Redis, prefix: str = "kemu:", namespace: str | Non
     return out
 
 
+def pod_series(client: redis.Redis, prefix: str = "kemu:", namespace: str | None = None, *,
+               now: float | None = None) -> list[tuple[str, str, float, float, dict[str, float]]]:
+    """Fresh app series of pods in ``namespace`` (None: all): ``(ns, pod, timestamp, window, {series: value})``."""
+    now = time.time() if now is None else now
+    if namespace is None:
+        keys = sorted(k.decode() for k in client.scan_iter(match=prefix + APP_KEY + "*", count=1000))
+        namespaces = [k[len(prefix + APP_KEY):] for k in keys]
+    else:
+        namespaces = [namespace]
+    pipe = client.pipeline(transaction=False)
+    for ns in namespaces:
+        pipe.hgetall(prefix + APP_KEY + ns)
+    out = []
+    for ns, reply in zip(namespaces, pipe.execute() if namespaces else [], strict=True):
+        for key in sorted(reply or {}):
+            timestamp, window, series = msgpack.unpackb(reply[key], raw=False)
+            if _fresh([timestamp, window], now):
+                out.append((ns, key.decode(), float(timestamp), float(window), dict(series)))
+    return out
+
+
 def metrics_list(kind: str, items: list[Obj]) -> Obj:
     """A ``NodeMetricsList`` / ``PodMetricsList`` around ``items``."""
     return {"kind": f"{kind}List", "apiVersion": API_VERSION, "metadata": {}, "items": items}
@@ -222,3 +261,25 @@ def answer(store: Store, resource: str, *, namespace: str | None = None, name: s
             items = [i for i in items if (i["metadata"]["namespace"], i["metadata"]["name"]) in wanted_pods]
         return metrics_list("PodMetrics", items)
     raise errors.not_found(resource, name or "", "metrics.k8s.io")
+
+
+def pod_usage_entries(client: redis.Redis, prefix: str, namespaces: Iterable[str], *,
+                      now: float) -> dict[tuple[str, str], tuple[float, float, list[ContainerUsage]]]:
+    """Raw fresh pod usage of ``namespaces``: (namespace, pod) -> (timestamp, window, [(container, cpu, mem)]).
+
+    For in-process readers that need every container's numbers at once (the VPA recommender
+    reads ``metrics.k8s.io`` PodMetrics of whole namespaces) without building API objects.
+    """
+    names = list(namespaces)
+    pipe = client.pipeline(transaction=False)
+    for ns in names:
+        pipe.hgetall(prefix + PODS_KEY + ns)
+    out: dict[tuple[str, str], tuple[float, float, list[ContainerUsage]]] = {}
+    for ns, reply in zip(names, pipe.execute() if names else [], strict=True):
+        for key, raw in (reply or {}).items():
+            entry = msgpack.unpackb(raw, raw=False)
+            if _fresh(entry, now):
+                pod = key.decode() if isinstance(key, bytes) else key
+                out[(ns, pod)] = (float(entry[0]), float(entry[1]), [(c[0], int(c[1]), int(c[2]))
+                                                                      for c in entry[2]])
+    return out

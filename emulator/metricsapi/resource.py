@@ -29,11 +29,11 @@ import msgpack
 
 from emulator.api.kinds import POD
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.kubelet.usage import MAX_AGE_WINDOWS, PODS_KEY
 from emulator.metricsapi.client import MetricsUnavailable, PodMetric, PodMetricsInfo
 from emulator.store.store import Store
 
-Obj = dict[str, Any]
 PodLister = Callable[[str, LabelSelector], list[Obj]]
 
 _NANO_PER_MILLI = 1_000_000

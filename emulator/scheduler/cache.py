@@ -30,14 +30,10 @@ once, so the next cycle sees the room taken) and binds asynchronously. A
 failed bind *forgets* it (:meth:`forget`). The informer's event for the bound
 pod *confirms* it (``on_pod_add``/``on_pod_update`` of an assumed pod: it is
 now an ordinary cached pod; if another scheduler bound it elsewhere it moves).
-A bind that succeeded but whose informer event never arrives would leave the
-assumption forever; :meth:`finish_binding` starts a ``ttl`` and
-:meth:`cleanup_assumed` *expires* it after that. Upstream stopped expiring
-(ttl 0, kubernetes#106361: an expiry racing a slow informer under-counted the
-node); kemu's default is 30 s because its bind returns only once the store has
-committed it and the store itself refuses an over-committing bind, so a late
-expiry cannot over-commit a node; ``assumed_ttl=0`` restores upstream's
-"never".
+:meth:`finish_binding` starts a ``ttl`` after which :meth:`cleanup_assumed`
+*expires* an assumption whose informer event never came (kemu: 30 s; upstream:
+never, see Simplifications in ``docs/architecture.md``; ``assumed_ttl=0``
+restores "never").
 
 **Staleness.** Each informer event is stamped (``perf_counter``) when it is
 handed over; when the scheduling thread applies a batch, the age of the
@@ -55,12 +51,13 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from emulator.api.pods import pod_requests
+from emulator.api.types import ObjView
 from emulator.clock import Clock, SystemClock
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import CPU, MEMORY, PODS, PodInfo
@@ -73,38 +70,36 @@ DEFAULT_ASSUMED_POD_TTL = 30.0
 _CLEANUP_PERIOD = 1.0  # upstream cleanAssumedPeriod
 _TERMINAL = frozenset({"Succeeded", "Failed"})
 
-Obj = Mapping[str, Any]
-
 # Deque operations.
 # A node add and a node update are applied alike, and so are a pod add and update (the cache compares with
 # what it holds), so each pair shares one operation.
 _NODE_SEEN, _NODE_DELETE, _POD_SEEN, _POD_DELETE, _FORGET, _FINISH = range(6)
 
 
-def _key(pod: Obj) -> str:
+def _key(pod: ObjView) -> str:
     meta = pod.get("metadata") or {}
     return f"{meta.get('namespace') or ''}/{meta.get('name') or ''}"
 
 
-def _node_name(obj: Obj) -> str:
+def _node_name(obj: ObjView) -> str:
     return (obj.get("metadata") or {}).get("name") or ""
 
 
-def _node_shape(node: Obj) -> tuple[Any, ...]:
+def _node_shape(node: ObjView) -> tuple[Any, ...]:
     """What the snapshot (and the plugins reading node objects) use: changes here rebuild the arrays."""
     meta, status = node.get("metadata") or {}, node.get("status") or {}
     return (meta.get("labels"), meta.get("annotations"), node.get("spec"), status.get("allocatable"),
             status.get("images"))
 
 
-def _pod_shape(pod: Obj) -> tuple[Any, ...]:
+def _pod_shape(pod: ObjView) -> tuple[Any, ...]:
     """What a cached pod contributes to the snapshot besides its node: requests, ports, images, labels."""
     spec = pod.get("spec") or {}
     return (spec.get("containers"), spec.get("initContainers"), spec.get("overhead"),
             (pod.get("metadata") or {}).get("labels"))
 
 
-def _is_terminal(pod: Obj) -> bool:
+def _is_terminal(pod: ObjView) -> bool:
     return (pod.get("status") or {}).get("phase") in _TERMINAL
 
 
@@ -114,7 +109,7 @@ class PodState:
 
     info: PodInfo
     node: str
-    pod: Obj
+    pod: ObjView
     assumed: bool = False
     binding_finished: bool = False
     deadline: float | None = None
@@ -158,7 +153,7 @@ class Cache:
         self._on_expired = on_expired
         self._lock = threading.RLock()
         self._pending: deque[tuple[int, Any, Any, float]] = deque()
-        self._nodes: dict[str, Obj] = {}
+        self._nodes: dict[str, ObjView] = {}
         self._pods: dict[str, PodState] = {}
         self._expiring: set[str] = set()  # assumed pods whose binding finished
         self._snapshot = Snapshot.build([])
@@ -172,23 +167,23 @@ class Cache:
     def _put(self, op: int, a: Any, b: Any = None) -> None:
         self._pending.append((op, a, b, time.perf_counter()))
 
-    def on_node_add(self, node: Obj) -> None:
+    def on_node_add(self, node: ObjView) -> None:
         self._put(_NODE_SEEN, node)
 
-    def on_node_update(self, old: Obj, new: Obj) -> None:
+    def on_node_update(self, old: ObjView, new: ObjView) -> None:
         self._put(_NODE_SEEN, new)
 
-    def on_node_delete(self, node: Obj) -> None:
+    def on_node_delete(self, node: ObjView) -> None:
         self._put(_NODE_DELETE, node)
 
-    def on_pod_add(self, pod: Obj) -> None:
+    def on_pod_add(self, pod: ObjView) -> None:
         """A bound pod appeared (or an assumed one was confirmed)."""
         self._put(_POD_SEEN, pod)
 
-    def on_pod_update(self, old: Obj, new: Obj) -> None:
+    def on_pod_update(self, old: ObjView, new: ObjView) -> None:
         self._put(_POD_SEEN, new)
 
-    def on_pod_delete(self, pod: Obj) -> None:
+    def on_pod_delete(self, pod: ObjView) -> None:
         self._put(_POD_DELETE, pod)
 
     def forget(self, key: str, node: str) -> None:
@@ -283,7 +278,7 @@ class Cache:
                 self._cleanup(now)
         return n
 
-    def _node_seen(self, node: Obj) -> None:
+    def _node_seen(self, node: ObjView) -> None:
         name = _node_name(node)
         old = self._nodes.get(name)
         self._nodes[name] = node
@@ -305,7 +300,7 @@ class Cache:
                           state.info.key, state.node)
                 self._rebuild = True
 
-    def _pod_seen(self, pod: Obj) -> None:
+    def _pod_seen(self, pod: ObjView) -> None:
         key = _key(pod)
         node = (pod.get("spec") or {}).get("nodeName") or ""
         if not node or _is_terminal(pod):
@@ -416,9 +411,9 @@ class Cache:
                     "staleness": self.staleness, "generation": snap.generation}
 
 
-def compare_with_store(cache: Cache, nodes: Iterable[Obj], pods: Iterable[Obj],
-                       pending: Iterable[Obj] | None = None, *,
-                       responsible: Callable[[Obj], bool] | None = None) -> CacheDiff:
+def compare_with_store(cache: Cache, nodes: Iterable[ObjView], pods: Iterable[ObjView],
+                       pending: Iterable[ObjView] | None = None, *,
+                       responsible: Callable[[ObjView], bool] | None = None) -> CacheDiff:
     """Compare the cache (and the queue's ``pending`` pods) with a fresh list from the store.
 
     Upstream ``CacheComparer.Compare``: nodes by name; bound, non-terminal

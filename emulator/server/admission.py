@@ -32,12 +32,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from emulator.api import errors, pods
-from emulator.api.kinds import LIMITRANGE, POD, PRIORITYCLASS, RESOURCEQUOTA, RUNTIMECLASS, Kind
+from emulator.api import errors, pods, vpa
+from emulator.api.kinds import (
+    LIMITRANGE,
+    POD,
+    PRIORITYCLASS,
+    RESOURCEQUOTA,
+    RUNTIMECLASS,
+    VERTICALPODAUTOSCALER,
+    Kind,
+    by_api_version_kind,
+)
 from emulator.api.quantity import Quantity, parse_quantity
+from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import Clock, parse_rfc3339
-
-Obj = dict[str, Any]
 
 SYSTEM_PRIORITY_CLASSES: dict[str, int] = {
     # pkg/apis/scheduling/types.go: SystemClusterCritical / SystemNodeCritical.
@@ -92,10 +101,12 @@ class Lookup:
 
     def prefetch(self, namespace: str) -> None:
         """Read what a pod create in ``namespace`` needs in one round trip (PriorityClasses, LimitRanges)."""
-        wanted = [k for k in (("pc", ""), ("lr", namespace), ("rq", namespace)) if k not in self._cache]
+        wanted = [k for k in (("pc", ""), ("lr", namespace), ("rq", namespace), ("vpa", namespace))
+                  if k not in self._cache]
         if not wanted:
             return
-        kinds = {"pc": (PRIORITYCLASS, None), "lr": (LIMITRANGE, namespace), "rq": (RESOURCEQUOTA, namespace)}
+        kinds = {"pc": (PRIORITYCLASS, None), "lr": (LIMITRANGE, namespace), "rq": (RESOURCEQUOTA, namespace),
+                 "vpa": (VERTICALPODAUTOSCALER, namespace)}
         for key, items in zip(wanted, self.reader.list_many([kinds[k[0]] for k in wanted]), strict=True):
             self._cache[key] = items
 
@@ -107,6 +118,20 @@ class Lookup:
 
     def resource_quotas(self, namespace: str) -> list[Obj]:
         return self._memo(("rq", namespace), lambda: list(self.reader.list(RESOURCEQUOTA, namespace).items))
+
+    def vpas(self, namespace: str) -> list[Obj]:
+        return self._memo(("vpa", namespace), lambda: list(self.reader.list(VERTICALPODAUTOSCALER, namespace).items))
+
+    def object(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
+        """One object by kind and name, memoised; None when it does not exist."""
+        def load() -> Obj | None:
+            try:
+                return self.reader.get(kind, namespace, name)
+            except errors.StatusError as e:
+                if e.code == 404:
+                    return None
+                raise
+        return self._memo((kind.resource, f"{namespace}/{name}"), load)
 
     def fresh_quota(self, namespace: str, name: str) -> Obj | None:
         """Re-read one quota from the store (after a lost CAS) and remember it; None if it is gone."""
@@ -572,10 +597,57 @@ class ResourceQuotaAdmission:
                               f"the quota was changed {_QUOTA_CAS_ATTEMPTS} times while charging it; try again")
 
 
+class VerticalPodAutoscalerAdmission:
+    """The VPA admission controller (a mutating webhook upstream): new pods get the recommended requests.
+
+    kubernetes/autoscaler ``vertical-pod-autoscaler/pkg/admission-controller``: a pod
+    whose chain of controllers reaches a VPA's target (and whose labels its selector
+    matches), with the VPA's mode not ``Off``, gets each container's requests set to
+    the recommendation's target and its limits scaled in proportion
+    (:func:`emulator.api.vpa.apply_to_pod`). No VPA or no recommendation: unchanged.
+    """
+
+    name = "VerticalPodAutoscaler"
+
+    def handles(self, attrs: Attributes) -> bool:
+        return _pod_create(attrs)
+
+    def admit(self, attrs: Attributes, lookup: Lookup) -> None:
+        vpas = lookup.vpas(attrs.namespace)
+        if not vpas:
+            return
+        pod = attrs.obj
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+
+        def owner(kind: str, namespace: str, name: str) -> Obj | None:
+            if kind not in ("ReplicaSet", "Deployment", "DaemonSet", "StatefulSet"):
+                return None
+            try:
+                return lookup.object(by_api_version_kind("apps/v1", kind), namespace, name)
+            except errors.StatusError:
+                return None
+
+        for obj in vpas:
+            if vpa.update_mode(obj) == "Off":
+                continue
+            api_version, kind_name, name = vpa.target_ref(obj)
+            try:
+                target = lookup.object(by_api_version_kind(api_version, kind_name), attrs.namespace, name)
+            except errors.StatusError:
+                continue
+            selector = ((target or {}).get("spec") or {}).get("selector")
+            if not selector or not LabelSelector.from_dict(selector).matches(labels):
+                continue
+            if vpa.controlled_by_target(obj, pod, owner):
+                vpa.apply_to_pod(obj, pod)
+                return
+
+
 # Upstream's order (pkg/kubeapiserver/options/plugins.go AllOrderedPlugins), restricted to what kemu runs.
 # ResourceQuota comes last, as upstream: it charges what the mutating plugins made the object ask for.
+# The VPA's webhook runs after the in-tree mutating plugins, before ResourceQuota charges the result.
 DEFAULT_PLUGINS: tuple[Plugin, ...] = (LimitRanger(), Priority(), DefaultTolerationSeconds(), RuntimeClassAdmission(),
-                                       ResourceQuotaAdmission())
+                                       VerticalPodAutoscalerAdmission(), ResourceQuotaAdmission())
 
 
 def admit(attrs: Attributes, lookup: Lookup, plugins: tuple[Plugin, ...] = DEFAULT_PLUGINS) -> None:

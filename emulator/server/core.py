@@ -24,13 +24,13 @@ import orjson
 
 from emulator.api import errors, pods
 from emulator.api.kinds import NAMESPACE, POD, PRIORITYCLASS, Kind
+from emulator.api.meta import without_owner_references
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
+from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock, parse_rfc3339, rfc3339
 from emulator.server import admission, defaults
 from emulator.server.validation import validate
 from emulator.store.store import ListResult, Store, Watch, object_key
-
-Obj = dict[str, Any]
 
 SYSTEM_NAMESPACES = ("default", "kube-system", "kube-public", "kube-node-lease")
 # NamespaceLifecycle's immortal namespaces (plugin/pkg/admission/namespace/lifecycle): never deleted.
@@ -447,22 +447,12 @@ class ServerCore:
         ``pkg/controller/garbagecollector/garbagecollector.go``.
         """
 
-        def strip(meta: Obj) -> Obj | None:
-            refs = meta.get("ownerReferences") or []
-            kept = [r for r in refs if r.get("uid") != owner_uid]
-            if len(kept) == len(refs):
-                return None
-            if kept:
-                meta["ownerReferences"] = kept
-            else:
-                meta.pop("ownerReferences", None)
-            return meta
-
         changed = 0
         for dep_kind, key in self.store.dependents(owner_uid):
             dep_ns, _, dep_name = key.rpartition("/")
             try:
-                self.update_metadata(dep_kind, dep_ns or None, dep_name, strip)
+                self.update_metadata(dep_kind, dep_ns or None, dep_name,
+                                     lambda m: without_owner_references(m, (owner_uid,)))
                 changed += 1
             except errors.StatusError as e:
                 if e.code != 404:
@@ -595,14 +585,3 @@ def _assigned(pod: Obj, node_name: str, now: str, annotations: dict[str, str] | 
     conditions.append({"type": "PodScheduled", "status": "True", "lastProbeTime": None, "lastTransitionTime": now})
     status["conditions"] = conditions
     return {**pod, "metadata": meta, "spec": {**pod["spec"], "nodeName": node_name}, "status": status}
-
-
-def retry_on_conflict(fn: Callable[[], Obj], attempts: int = 16) -> Obj:
-    """Run ``fn`` until it does not raise Conflict (client-go ``retry.RetryOnConflict``)."""
-    for _ in range(attempts - 1):
-        try:
-            return fn()
-        except errors.StatusError as e:
-            if e.reason != "Conflict":
-                raise
-    return fn()

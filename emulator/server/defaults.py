@@ -17,9 +17,8 @@ from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import Kind
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
-
-Obj = dict[str, Any]
 
 # Upstream's name generator alphabet (no vowels, no confusable characters): names.SimpleNameGenerator.
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"

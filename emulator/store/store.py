@@ -50,6 +50,7 @@ import redis
 
 from emulator.api import errors
 from emulator.api.kinds import NAMESPACE, NODE, POD, Kind, by_resource
+from emulator.api.meta import resource_version
 from emulator.api.pods import host_ports, pod_requests
 from emulator.api.quantity import QuantityError, cpu_millis, to_int
 from emulator.api.selectors import FieldSelector, LabelSelector
@@ -102,10 +103,6 @@ def object_key(kind: Kind, namespace: str | None, name: str) -> str:
 def key_of(kind: Kind, obj: dict[str, Any]) -> str:
     meta = obj.get("metadata") or {}
     return object_key(kind, meta.get("namespace"), meta.get("name", ""))
-
-
-def _rv_of(obj: dict[str, Any]) -> str:
-    return str((obj.get("metadata") or {}).get("resourceVersion") or "")
 
 
 def _with_rv(obj: dict[str, Any], rv: int) -> dict[str, Any]:
@@ -239,7 +236,7 @@ class Store:
         409 Conflict when stale: nothing of the write is stored. ``bind`` (pods): this write puts
         the pod on a node, and must fail with 409 if the node lacks room for its requests or ports.
         """
-        expected = _rv_of(obj) if expected_rv is None else expected_rv
+        expected = resource_version(obj) if expected_rv is None else expected_rv
         if not expected:
             raise errors.internal("store update needs the expected resourceVersion")
         keys, args = self._commit_args(kind, "u", obj, expected, bind=bind)
@@ -257,7 +254,7 @@ class Store:
         status), where one round trip per object would dominate; ``bind`` as in :meth:`update`
         (a scheduler binding a batch of pods).
         """
-        rvs = expected_rvs if expected_rvs is not None else [_rv_of(o) for o in objs]
+        rvs = expected_rvs if expected_rvs is not None else [resource_version(o) for o in objs]
         if len(rvs) != len(objs):
             raise ValueError("update_many: one expected resourceVersion per object")
         pipe = self.redis.pipeline(transaction=False)
@@ -279,7 +276,7 @@ class Store:
         """Delete with optional resourceVersion / uid preconditions; returns the object at its deletion rv."""
         while True:
             current = self.get(kind, namespace, name)
-            rv = _rv_of(current)
+            rv = resource_version(current)
             if expected_rv and expected_rv != rv:
                 raise errors.stale_resource_version(kind.plural, name, kind.group)
             if uid and uid != (current["metadata"].get("uid") or ""):
@@ -307,7 +304,7 @@ class Store:
             if new is None:
                 return current
             try:
-                return self.update(kind, new, _rv_of(current), bind=bind)
+                return self.update(kind, new, resource_version(current), bind=bind)
             except errors.StaleResourceVersion:
                 continue
         raise errors.conflict(kind.plural, name, f"gave up after {attempts} conflicting writes", kind.group)
@@ -549,7 +546,7 @@ class Watch:
         self._batch = batch
         self.last_rv = since_rv
         self.closed = False
-        check_window(since_rv, store.redis.hget(store._trim_key, stream))
+        check_window(since_rv, store.redis.hget(store.trim_key, stream))
 
     def next_batch(self, timeout: float = 1.0) -> list[WatchEvent]:
         """Block up to ``timeout`` seconds for events; [] on timeout. Raises 410 if the window moved past us."""

@@ -19,6 +19,7 @@ import pytest
 
 from emulator import chaos
 from emulator.api.kinds import LEASE, NODE, POD, REPLICASET
+from emulator.api.types import Obj
 from emulator.cli import main
 from emulator.clock import ManualClock, parse_rfc3339
 from emulator.cluster import ClusterState
@@ -29,11 +30,11 @@ from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
 from tests import builders as b
 from tests import workloads as w
-from tests.kubelet_standin import is_ready, wait_for
+from tests.kubelet_standin import is_ready
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 T0 = 1_700_000_000.0
 LABELS = {"app": "web"}
 

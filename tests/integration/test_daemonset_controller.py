@@ -7,21 +7,21 @@ pinned node affinity names (as the scheduler's NodeAffinity filter would) and ma
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from emulator.api import errors
 from emulator.api.kinds import DAEMONSET, NODE, POD
+from emulator.api.types import Obj
 from emulator.controllers.daemonset import REVISION_LABEL, replace_node_name_affinity
 from emulator.controllers.manager import ControllerManager
-from emulator.server.core import ServerCore, retry_on_conflict
+from emulator.server.core import ServerCore
 from tests import builders as b
-from tests.kubelet_standin import ReadyMonitor, running_ready_status, wait_for
+from tests.kubelet_standin import ReadyMonitor, running_ready_status
+from tests.waiting import wait_for
+from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ import pytest
 from emulator.api import errors
 from emulator.api.kinds import EVENT, LEASE, NODE, POD
 from emulator.api.quantity import format_bytes, to_int
+from emulator.api.types import Obj
 from emulator.clock import ManualClock, parse_rfc3339
 from emulator.kubelet import usage
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
@@ -26,7 +27,6 @@ from tests import builders as b
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 T0 = 1_700_000_000.0
 MI = 1024**2
 
@@ -206,6 +206,119 @@ def test_leases_are_renewed_every_ten_cluster_seconds(env: tuple[ServerCore, Man
         renew = parse_rfc3339(core.get(LEASE, "kube-node-lease", name)["spec"]["renewTime"])
         assert clock.now() - renew <= 10.0
     assert shard.stats.late_renewals == 0 and shard.stats.expired_leases == 0
+
+
+def _manifest_node() -> tuple[Obj, int | None]:
+    # No allocatable: the shard fills it in (capacity - eviction-hard), as for any adopted node.
+    return ({"apiVersion": "v1", "kind": "Node", "metadata": {"name": "scaled-1", "labels": {"group": "ca"}},
+             "status": {"capacity": {"cpu": "4", "memory": "8Gi", "pods": "20"}}}, None)
+
+
+def _pool_node() -> tuple[Obj, int | None]:
+    return ({"name": "group", "instance_type": "m5.large", "labels": {"group": "ca"}}, 7)
+
+
+@pytest.mark.parametrize(("make", "name", "cpu", "memory", "pods"), [
+    (_manifest_node, "scaled-1", "4", 8 * 1024 * MI, "20"),
+    (_pool_node, "group-00007", "2", 8 * 1024 * MI, "110"),  # m5.large: 2 vCPU, 8 GiB
+], ids=["node-manifest", "pool-node"])
+def test_add_node_at_run_time_is_ready_with_a_lease_and_schedulable_capacity(
+        env: tuple[ServerCore, ManualClock], shards: list[KubeletShard], make: Callable[[], tuple[Obj, int | None]],
+        name: str, cpu: str, memory: int, pods: str) -> None:
+    core, clock = env
+    shard = start_shard(core, clock, shards)
+    step(shard, clock)
+    assert shard.nodes() == []
+
+    spec, index = make()
+    created = shard.add_node(spec, index)
+    assert created["metadata"]["name"] == name
+    assert shard.nodes() == [name]  # hosted by the call itself, not at the next tick
+    step(shard, clock)
+
+    node = core.get(NODE, None, name)
+    assert condition(node, "Ready")["status"] == "True"
+    assert not node["spec"].get("unschedulable")
+    assert node["metadata"]["labels"]["group"] == "ca"
+    # allocatable = capacity - the default hard eviction threshold (memory.available<100Mi).
+    alloc = node["status"]["allocatable"]
+    assert node["status"]["capacity"]["cpu"] == cpu and to_int(alloc["cpu"]) == int(cpu)
+    assert to_int(alloc["memory"]) == memory - 100 * MI
+    assert alloc["pods"] == pods
+    lease = core.get(LEASE, "kube-node-lease", name)
+    assert lease["spec"]["holderIdentity"] == name
+    assert lease["metadata"]["ownerReferences"][0]["uid"] == node["metadata"]["uid"]
+    assert parse_rfc3339(lease["spec"]["renewTime"]) == pytest.approx(clock.now(), abs=1e-3)
+    # Schedulable: a pod asking for all of its cpu runs there.
+    core.create(POD, pod(core, "fits", node=name, cpu=cpu))
+    run_until(shard, clock, lambda: is_ready(core, "fits"), 10)
+    assert shard.add_node(spec, index)["metadata"]["uid"] == node["metadata"]["uid"]  # twice: the same node
+
+
+@pytest.mark.parametrize(("spec", "index", "message"), [
+    ({"name": "group"}, None, "needs its index"),
+    ({"apiVersion": "v1", "kind": "Node", "metadata": {}}, None, "metadata.name"),
+], ids=["pool-node-without-index", "manifest-without-name"])
+def test_add_node_refuses_what_it_cannot_register(env: tuple[ServerCore, ManualClock], shards: list[KubeletShard],
+                                                  spec: Obj, index: int | None, message: str) -> None:
+    core, clock = env
+    shard = start_shard(core, clock, shards)
+    with pytest.raises(ValueError, match=message):
+        shard.add_node(spec, index)
+    assert shard.nodes() == []
+
+
+def test_add_node_refuses_a_node_of_another_shard(env: tuple[ServerCore, ManualClock]) -> None:
+    core, clock = env
+    shard = KubeletShard(core, 0, 2, kubelet_shard_config({}, []), clock)
+    shard.start(timeout=30)
+    try:
+        other = next(f"x-{i}" for i in itertools.count() if not shard.owns(f"x-{i}"))
+        with pytest.raises(ValueError, match="hashes to kubelet shard 1"):
+            shard.add_node(b.node(other))
+        with pytest.raises(ValueError, match="hashes to kubelet shard 1"):
+            shard.remove_node(other)
+    finally:
+        shard.stop()
+
+
+def test_remove_node_deletes_it_stops_its_lease_and_leaves_no_pod_on_it(env: tuple[ServerCore, ManualClock],
+                                                                         shards: list[KubeletShard]) -> None:
+    core, clock = env
+    shard = start_shard(core, clock, shards, [{"name": "n", "count": 2}])
+    step(shard, clock)
+    core.create(POD, pod(core, "doomed", node="n-00000", cpu="100m"))
+    core.create(POD, pod(core, "survivor", node="n-00001", cpu="100m"))
+    run_until(shard, clock, lambda: is_ready(core, "doomed") and is_ready(core, "survivor"), 10)
+    renewed = core.get(LEASE, "kube-node-lease", "n-00000")["spec"]["renewTime"]
+    since = core.store.current_rv()
+
+    assert shard.remove_node("n-00000") is True
+    assert shard.nodes() == ["n-00001"]
+    with pytest.raises(errors.StatusError) as gone:
+        core.get(NODE, None, "n-00000")
+    assert gone.value.code == 404
+    assert get_pod(core, "doomed") is None  # not left Running on a ghost node
+    # podgc's gcOrphaned: Failed with DisruptionTarget (DeletionByPodGC), then deleted with grace 0.
+    seen = [e for e in core.watch(POD, since, namespace="default").next_batch(timeout=5)
+            if e.object["metadata"]["name"] == "doomed"]
+    assert seen[0].type == "MODIFIED" and seen[-1].type == "DELETED"
+    failed = seen[0].object
+    assert failed["status"]["phase"] == "Failed"
+    target = condition(failed, "DisruptionTarget")
+    assert (target["status"], target["reason"], target["message"]) == (
+        "True", "DeletionByPodGC", "PodGC: node no longer exists")
+    for _ in range(30):  # three renew intervals: events from before the removal must not bring it back
+        step(shard, clock)
+    assert shard.nodes() == ["n-00001"]
+    with pytest.raises(errors.StatusError):
+        core.get(NODE, None, "n-00000")
+    # No garbage collector runs here, so the Lease stays - but nobody renews it.
+    assert core.get(LEASE, "kube-node-lease", "n-00000")["spec"]["renewTime"] == renewed
+    survivor = parse_rfc3339(core.get(LEASE, "kube-node-lease", "n-00001")["spec"]["renewTime"])
+    assert clock.now() - survivor <= 10.0
+    assert is_ready(core, "survivor")
+    assert shard.remove_node("n-00000") is False  # already gone
 
 
 # ---------------------------------------------------------------------------------- admission

@@ -6,21 +6,20 @@ The test plays the kubelet where a bound pod must confirm its deletion.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from emulator.api import errors
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, JOB, LIMITRANGE, NAMESPACE, NODE, POD, RESOURCEQUOTA, Kind
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
 from tests import builders as b
-from tests.kubelet_standin import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 NS = "team-a"
 
 

@@ -6,21 +6,20 @@ The test plays the kubelets: it renews the Leases of the nodes that are alive.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from emulator.api.kinds import LEASE, NODE, POD
+from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.controllers.nodelifecycle import compute_zone_state
 from emulator.server.core import ServerCore
 from tests import builders as b
-from tests.kubelet_standin import running_ready_status, wait_for
+from tests.kubelet_standin import running_ready_status
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-Obj = dict[str, Any]
 
 
 @pytest.fixture

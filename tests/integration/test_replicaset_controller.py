@@ -7,24 +7,25 @@ kubelet (``tests/kubelet_standin.py``) where pods must run.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 
 from emulator.api.kinds import DEPLOYMENT, EVENT, NODE, POD, PRIORITYCLASS, REPLICASET
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager
 from emulator.controllers.replicaset import ReplicaSetController
 from emulator.controllers.runtime import ControllerContext, EventRecorder
 from emulator.informers import SharedInformerFactory
-from emulator.server.core import ServerCore, retry_on_conflict
+from emulator.server.core import ServerCore
 from tests import builders as b
 from tests import workloads as w
-from tests.kubelet_standin import StandInKubelet, running_ready_status, wait_for
+from tests.kubelet_standin import StandInKubelet, running_ready_status
+from tests.waiting import wait_for
+from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 LABELS = {"app": "web"}
 
 

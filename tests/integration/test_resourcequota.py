@@ -10,6 +10,7 @@ import pytest
 
 from emulator.api import errors
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, NAMESPACE, POD, PRIORITYCLASS, RESOURCEQUOTA
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
@@ -17,11 +18,9 @@ from emulator.store.store import Store
 from tests import builders as b
 from tests.integration import test_apiserver_kubectl as base
 from tests.integration.test_apiserver_kubectl import Kubectl
-from tests.kubelet_standin import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
-
-Obj = dict[str, Any]
 
 # The kubectl test's API server process (one per module) and kubectl; ``core`` below is this module's.
 server, kubectl = base.server, base.kubectl

@@ -16,6 +16,7 @@ import pytest
 from emulator.api import kinds
 from emulator.api.errors import StatusError
 from emulator.api.kinds import Kind
+from emulator.api.types import Obj
 from emulator.apiserver.patch import (
     APPLY_PATCH_YAML,
     JSON_PATCH,
@@ -30,7 +31,6 @@ from emulator.apiserver.patch import (
     server_side_apply,
 )
 
-Obj = dict[str, Any]
 ABSENT = object()
 T0, T1, T2 = "2024-05-01T10:00:00Z", "2024-05-01T10:00:01Z", "2024-05-01T10:00:02Z"
 

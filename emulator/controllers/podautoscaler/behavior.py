@@ -26,9 +26,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
-Obj = dict[str, Any]
+from emulator.api.types import Obj
 
 # kube-controller-manager --horizontal-pod-autoscaler-downscale-stabilization default.
 DEFAULT_DOWNSCALE_STABILIZATION = 300.0

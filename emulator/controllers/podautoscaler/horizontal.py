@@ -22,7 +22,8 @@ A re-implementation of upstream ``pkg/controller/podautoscaler/horizontal.go``
   error, and kube-state-metrics' HPA series at scrape time.
 
 Metrics come from a :class:`~emulator.metricsapi.client.MetricsClient`; by default the
-resource reader over the kubelet usage snapshot (``metrics.k8s.io``). Pods selected by
+resource reader over the kubelet usage snapshot (``metrics.k8s.io``) combined with the
+custom/external metrics adapter (:func:`emulator.metricsapi.custom.metrics_client`). Pods selected by
 several HPAs' targets stop them all (``AmbiguousSelector``). Not modelled: per-HPA
 tolerances (alpha in 1.33).
 """
@@ -39,6 +40,7 @@ from emulator.api import errors, kinds
 from emulator.api.kinds import HORIZONTALPODAUTOSCALER, POD, Kind
 from emulator.api.quantity import QuantityError, cpu_millis, format_millis
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.controllers.podautoscaler import behavior as bh
 from emulator.controllers.podautoscaler import metrics as m
@@ -56,12 +58,12 @@ from emulator.controllers.runtime import (
 )
 from emulator.informers import ResourceEventHandlerFuncs
 from emulator.informers.indexer import LABEL_INDEX, NAMESPACE_INDEX, label_index_func, namespace_index_func
+from emulator.metricsapi import custom
 from emulator.metricsapi.client import MetricsClient, ObjectReference
 from emulator.metricsapi.resource import ResourceMetricsReader
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 # kube-controller-manager HPA flags' defaults.
 DEFAULT_SYNC_PERIOD = 15.0
@@ -145,8 +147,7 @@ class HorizontalController(Controller):
         self.hpa_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda obj, _initial: self._enqueue(obj), update=lambda _old, new: self._enqueue(new),
             delete=self._deleted))
-        self.metrics_client: MetricsClient = metrics_client or ResourceMetricsReader(
-            ctx.core.store, ctx.clock.now, self.list_pods)
+        self.metrics_client: MetricsClient = metrics_client or self._default_metrics_client(ctx)
         self.calculator = ReplicaCalculator(
             self.metrics_client, self.list_pods, ctx.clock.now,
             tolerance=float(ctx.option("horizontal_pod_autoscaler_tolerance", 0.1)),
@@ -164,6 +165,18 @@ class HorizontalController(Controller):
         self._desired_labels: set[str] = set()  # keys with a desired_replicas series
 
     # ------------------------------------------------------------------ wiring
+    def _default_metrics_client(self, ctx: ControllerContext) -> MetricsClient:
+        """Resource metrics from the kubelets' usage (read for the pods this controller's cache selects),
+        custom and external metrics through the adapter (manager options ``metrics_rules``,
+        ``prometheus_url``, as the API server's)."""
+        resources = ResourceMetricsReader(ctx.core.store, ctx.clock.now, self.list_pods)
+        try:
+            return custom.metrics_client(ctx.core.store, ctx.clock.now, rules_path=ctx.option("metrics_rules", None),
+                                         prometheus_url=ctx.option("prometheus_url", None), resources=resources)
+        except Exception as e:  # a bad rules file must not stop CPU/memory autoscaling
+            log.warning("horizontalpodautoscaling: custom/external metrics unavailable: %s", e)
+            return resources
+
     def _enqueue(self, hpa: Obj) -> None:
         meta = hpa["metadata"]
         # Upstream enqueueHPA: AddRateLimited, i.e. after the sync period.

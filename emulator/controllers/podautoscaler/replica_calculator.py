@@ -36,10 +36,9 @@ from typing import Any
 
 from emulator.api.quantity import QuantityError, cpu_millis
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.metricsapi.client import MetricsClient, ObjectReference, PodMetric, PodMetricsInfo
-
-Obj = dict[str, Any]
 
 # kube-controller-manager defaults (cmd/kube-controller-manager/app/options/hpacontroller.go).
 DEFAULT_TOLERANCE = 0.1

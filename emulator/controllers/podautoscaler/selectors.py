@@ -9,11 +9,9 @@ reduced to what the controller asks of it.
 from __future__ import annotations
 
 import threading
-from typing import Any
 
 from emulator.api.selectors import LabelSelector
-
-Obj = dict[str, Any]
+from emulator.api.types import Obj
 
 
 class HPASelectors:

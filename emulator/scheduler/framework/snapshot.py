@@ -33,9 +33,9 @@ the new snapshot shares every array it does not change. :meth:`assume` and
 after another (a scheduler's cycle loop, a benchmark); they copy any array
 still shared with another snapshot first, so they never disturb it.
 
-Not modelled yet: nominated pods, volumes/PVC counts, node conditions other
-than ``spec.unschedulable``, pods whose node is not in the snapshot (upstream
-keeps them in a node-less NodeInfo; here they are ignored).
+Not in the snapshot (simplifications listed in ``docs/architecture.md``): nominated
+pods, volume/PVC counts, node conditions other than ``spec.unschedulable``, pods of
+nodes it does not hold.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ import numpy as np
 
 from emulator.api.quantity import parse_quantity
 from emulator.api.selectors import LabelSelector
+from emulator.api.taints import Taint, node_taints
 from emulator.scheduler.framework.types import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -62,9 +63,6 @@ from emulator.scheduler.framework.types import (
 )
 
 __all__ = ["LabelColumn", "Snapshot", "Taint", "node_allocatable"]
-
-Taint = tuple[str, str, str]
-"""A node taint as (key, value, effect)."""
 
 _TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _BIND_ALL = "0.0.0.0"
@@ -89,11 +87,6 @@ def node_allocatable(node: Mapping[str, Any]) -> tuple[dict[str, int], int]:
         elif tracked_resource(name):
             out[name] = quantity.value()
     return out, pods
-
-
-def _node_taints(node: Mapping[str, Any]) -> tuple[Taint, ...]:
-    return tuple((t.get("key") or "", t.get("value") or "", t.get("effect") or "")
-                 for t in (node.get("spec") or {}).get("taints") or ())
 
 
 def _node_images(node: Mapping[str, Any]) -> dict[str, int]:
@@ -170,7 +163,7 @@ class _NodeDerived:
     def taint_groups(self) -> tuple[np.ndarray, tuple[tuple[Taint, ...], ...]]:
         if self._taint_groups is None:
             group_of: dict[tuple[Taint, ...], int] = {}
-            codes = np.fromiter((group_of.setdefault(_node_taints(n), len(group_of)) for n in self._nodes),
+            codes = np.fromiter((group_of.setdefault(node_taints(n), len(group_of)) for n in self._nodes),
                                 dtype=np.int32, count=len(self._nodes))
             self._taint_groups = (_frozen(codes), tuple(group_of))
         return self._taint_groups
@@ -307,13 +300,6 @@ class Snapshot:
         """A new snapshot with ``pod`` running on ``node`` (index or name); this one is unchanged."""
         child = self.fork()
         child.assume(pod, node)
-        return child
-
-    def with_pods(self, placements: Iterable[tuple[Mapping[str, Any] | PodInfo, int | str]]) -> Snapshot:
-        """A new snapshot with every (pod, node) of ``placements`` applied; this one is unchanged."""
-        child = self.fork()
-        for pod, node in placements:
-            child.assume(pod, node)
         return child
 
     def without_pod(self, pod: Mapping[str, Any] | PodInfo | str, node: int | str | None = None) -> Snapshot:
@@ -663,10 +649,6 @@ class Snapshot:
                 nonzero_requested={CPU: int(self._nz_cpu[index]), MEMORY: int(self._nz_mem[index])},
                 used_ports=HostPortInfo(ports), image_states=self.image_states(index))
         return info
-
-    def node_infos(self) -> Iterator[NodeInfo]:
-        for i in range(self.num_nodes):
-            yield self.node_info(i)
 
     def __repr__(self) -> str:
         return f"Snapshot(nodes={self.num_nodes}, pods={self.num_pods}, generation={self.generation})"

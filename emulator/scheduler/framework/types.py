@@ -338,10 +338,6 @@ class NodeToStatus:
         self._resolve()
         return {plugin for plugin, _, _ in self._groups}
 
-    def add_group(self, plugin: str, indices: np.ndarray, verdict: FilterVerdict) -> None:
-        """Nodes ``indices`` were rejected first by vectorised plugin ``plugin`` with ``verdict``."""
-        self.add_groups([(plugin, indices, verdict)])
-
     def add_groups(self, groups: list[tuple[str, np.ndarray, FilterVerdict]]) -> None:
         """Several disjoint groups at once; they replace any status recorded earlier for their nodes."""
         groups = [(plugin, np.sort(indices), verdict) for plugin, indices, verdict in groups if len(indices)]

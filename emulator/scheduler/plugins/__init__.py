@@ -9,10 +9,12 @@ VolumeZone, DefaultPreemption. The example research plugins of
 :mod:`.examples` (GPUBinPack) are registered too, so a configuration can
 enable them by name; they are in no default profile.
 
-Shared modules (not plugins): :mod:`.helper` (normalisation, tolerations,
-node selector terms), :mod:`.resource_allocation` (resource scorers),
+Shared modules (not plugins): :mod:`.helper` (score normalisation, Go
+integer division), :mod:`.resource_allocation` (resource scorers),
 :mod:`.listers` (read-only access to Services, PDBs, PVs...),
-:mod:`.pod_index` (incrementally maintained per-node pod tables).
+:mod:`.pod_index` (incrementally maintained per-node pod tables). Taint and
+node-affinity matching are API semantics the kubelet and controllers share:
+:mod:`emulator.api.taints`, :mod:`emulator.api.nodeaffinity`.
 """
 
 from __future__ import annotations

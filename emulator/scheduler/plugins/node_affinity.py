@@ -24,11 +24,19 @@ Upstream ``pkg/scheduler/framework/plugins/nodeaffinity/node_affinity.go`` and
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
+from emulator.api.nodeaffinity import (
+    NodeSelectorTerm,
+    RequiredNodeAffinity,
+    WeightedTerms,
+    is_empty_term,
+    parse_node_selector_term,
+    parse_preferred_terms,
+)
 from emulator.scheduler.framework.interface import (
     Code,
     CycleState,
@@ -41,13 +49,7 @@ from emulator.scheduler.framework.interface import (
 )
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.helper import (
-    NodeSelectorTerm,
-    RequiredNodeAffinity,
-    default_normalize_score,
-    is_empty_term,
-    parse_node_selector_term,
-)
+from emulator.scheduler.plugins.helper import default_normalize_score
 
 NAME = "NodeAffinity"
 PRE_FILTER_KEY = "PreFilter" + NAME
@@ -56,9 +58,6 @@ ERR_REASON_POD = "node(s) didn't match Pod's node affinity/selector"
 ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
 
-WeightedTerms = tuple[tuple[int, NodeSelectorTerm], ...]
-
-
 def _node_affinity(pod: PodInfo) -> Mapping[str, Any]:
     return (pod.affinity or {}).get("nodeAffinity") or {}
 
@@ -66,23 +65,6 @@ def _node_affinity(pod: PodInfo) -> Mapping[str, Any]:
 def required_affinity(pod: PodInfo) -> RequiredNodeAffinity:
     """The pod's nodeSelector + required terms, parsed once per pod."""
     return pod.memo(PRE_FILTER_KEY, lambda p: RequiredNodeAffinity.of(p.node_selector, p.affinity))
-
-
-def parse_preferred_terms(terms: Sequence[Mapping[str, Any]], path: str = "") -> tuple[WeightedTerms, list[str]]:
-    """``NewPreferredSchedulingTerms``: weight-0 and empty terms dropped; any parse error fails the whole list."""
-    parsed: list[tuple[int, NodeSelectorTerm]] = []
-    errors: list[str] = []
-    for i, term in enumerate(terms):
-        weight = int(term.get("weight") or 0)
-        preference = term.get("preference") or {}
-        if weight == 0 or is_empty_term(preference):
-            continue
-        compiled, errs = parse_node_selector_term(preference, f"{path}[{i}].preference")
-        if compiled is None:
-            errors.extend(errs)
-        else:
-            parsed.append((weight, compiled))
-    return tuple(parsed), errors
 
 
 def preferred_affinity(pod: PodInfo) -> WeightedTerms | Status | None:

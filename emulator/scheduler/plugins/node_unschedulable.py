@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from emulator.api.taints import Taint, tolerations_tolerate
 from emulator.scheduler.framework.interface import (
     Code,
     CycleState,
@@ -19,9 +20,8 @@ from emulator.scheduler.framework.interface import (
     all_pass,
     reject_where,
 )
-from emulator.scheduler.framework.snapshot import Snapshot, Taint
+from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.helper import tolerations_tolerate
 
 NAME = "NodeUnschedulable"
 ERR_REASON = "node(s) were unschedulable"

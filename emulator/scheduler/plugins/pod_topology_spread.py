@@ -57,7 +57,10 @@ from typing import Any
 
 import numpy as np
 
+from emulator.api.gomath import go_round, go_round_array
+from emulator.api.nodeaffinity import RequiredNodeAffinity
 from emulator.api.selectors import LabelSelector
+from emulator.api.taints import find_untolerated_taint, taint_of
 from emulator.scheduler.framework.interface import (
     MAX_NODE_SCORE,
     Code,
@@ -71,7 +74,6 @@ from emulator.scheduler.framework.interface import (
 )
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.helper import RequiredNodeAffinity, find_untolerated_taint, taint_of
 from emulator.scheduler.plugins.listers import (
     REPLICASETS,
     REPLICATIONCONTROLLERS,
@@ -91,7 +93,6 @@ __all__ = [
     "Constraint",
     "PodTopologySpread",
     "default_selector",
-    "go_round",
     "new",
 ]
 
@@ -119,19 +120,6 @@ SYSTEM_DEFAULT_CONSTRAINTS: tuple[Mapping[str, Any], ...] = (
 
 _DO_NOT_SCHEDULE_TAINTS = frozenset({"NoSchedule", "NoExecute"})
 _NOTHING = LabelSelector.nothing()
-
-
-def go_round(x: float) -> float:
-    """Go's ``math.Round``: to the nearest integer, halves away from zero."""
-    t = math.trunc(x)
-    if abs(x - t) >= 0.5:
-        t += math.copysign(1.0, x)
-    return float(t)
-
-
-def _go_round_all(x: np.ndarray) -> np.ndarray:
-    t = np.trunc(x)
-    return t + np.where(np.abs(x - t) >= 0.5, np.copysign(1.0, x), 0.0)
 
 
 @dataclass(frozen=True)
@@ -526,7 +514,7 @@ class PodTopologySpread:
             count = count_pods_match_selector(node.pods, c.selector, pod.namespace) if counts is None \
                 else counts[value]
             total += float(count) * s.weights[i] + float(c.max_skew - 1)
-        return int(go_round(total)), None
+        return go_round(total), None
 
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray | Status:
         s = state.get(PRE_SCORE_KEY)
@@ -544,7 +532,7 @@ class PodTopologySpread:
                 count = table[1][np.where(has, codes, 0)]
             term = count.astype(np.float64) * s.weights[i] + float(c.max_skew - 1)
             total = total + np.where(has, term, 0.0)
-        scores = _go_round_all(total).astype(np.int64)
+        scores = go_round_array(total).astype(np.int64)
         ignored = np.isin(nodes, np.fromiter(s.ignored_nodes, dtype=np.intp, count=len(s.ignored_nodes)))
         scores[ignored] = 0
         return scores

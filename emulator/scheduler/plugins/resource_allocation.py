@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from emulator.api.gomath import go_round
 from emulator.scheduler.framework.interface import MAX_NODE_SCORE
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, NodeInfo, PodInfo, is_scalar_resource
@@ -259,14 +260,6 @@ def _broken_linear_many(shape: Sequence[tuple[int, int]], p: np.ndarray) -> np.n
     return out
 
 
-def _go_round(x: float) -> int:
-    """Go's ``math.Round``: nearest integer, halves away from zero (Python's ``round`` goes to even)."""
-    whole = math.trunc(x)
-    if abs(x - whole) >= 0.5:
-        whole += 1 if x > 0 else -1
-    return whole
-
-
 def requested_to_capacity_ratio_scorer(resources: Sequence[ResourceSpec],
                                        shape: Sequence[tuple[int, int]]) -> Scorer:
     """Scores each resource's utilization through a user-defined piecewise-linear shape (bin packing and more).
@@ -294,7 +287,7 @@ def requested_to_capacity_ratio_scorer(resources: Sequence[ResourceSpec],
                 weight_sum += weight
         if weight_sum == 0:
             return 0
-        return _go_round(float(node_score) / float(weight_sum))
+        return go_round(float(node_score) / float(weight_sum))
 
     def many(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
         node_score = np.zeros(requested.shape[1], dtype=np.int64)

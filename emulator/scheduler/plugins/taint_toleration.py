@@ -20,6 +20,7 @@ from typing import Any
 
 import numpy as np
 
+from emulator.api.taints import Taint, find_untolerated_taint, taint_of, tolerations_tolerate
 from emulator.scheduler.framework.interface import (
     Code,
     CycleState,
@@ -29,14 +30,9 @@ from emulator.scheduler.framework.interface import (
     Status,
     all_pass,
 )
-from emulator.scheduler.framework.snapshot import Snapshot, Taint
+from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.helper import (
-    default_normalize_score,
-    find_untolerated_taint,
-    taint_of,
-    tolerations_tolerate,
-)
+from emulator.scheduler.plugins.helper import default_normalize_score
 
 NAME = "TaintToleration"
 PRE_SCORE_KEY = "PreScore" + NAME

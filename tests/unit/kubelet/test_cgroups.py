@@ -291,6 +291,14 @@ def test_node_oom_killer_picks_highest_badness(usage: list[float], node: list[in
     assert list(victims) == reference_victims([u * MI for u in usage], node, adj, [c * MI for c in capacity])
 
 
+def test_node_oom_killer_with_no_node_yet_kills_nothing() -> None:
+    # A kubelet shard with no node at all (every node removed, or none added yet) still ticks its table.
+    rows = 4
+    victims = node_oom_victims(np.zeros(rows), np.zeros(rows, np.int64), np.zeros(rows, np.int64), np.zeros(0),
+                               np.zeros(rows, bool))
+    assert list(victims) == []
+
+
 def test_node_oom_in_a_tick() -> None:
     adjs, usage, capacity = [-997, 938, 1000], [400, 400, 300], 1000
     badness = [1000 * u / capacity + a for u, a in zip(usage, adjs, strict=True)]  # 3, 1338, 1300

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from emulator.api.gotime import go_duration
 from emulator.kubelet.restarts import (
     ALWAYS,
     NEVER,
@@ -19,7 +20,6 @@ from emulator.kubelet.restarts import (
     BackOff,
     ContainerPhase,
     back_off_message,
-    go_duration,
     pod_phase,
     restart_policy_code,
     should_restart,

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import pytest
 
+from emulator.api.gotime import go_duration, micro_time
 from emulator.api.quantity import to_int
 from emulator.config import Config, ConfigError
 from emulator.kubelet import eviction as ev
 from emulator.kubelet import nodes as nd
-from emulator.kubelet.shard import go_duration, kubelet_shard_config, micro_time
+from emulator.kubelet.shard import KubeletShardConfig, kubelet_shard_config
 
 MI = 1024**2
 GI = 1024**3
@@ -48,11 +49,16 @@ def test_bad_node_pools_are_named(pool: dict, message: str) -> None:
         kubelet_shard_config({}, [pool])
 
 
+def total_nodes(cfg: KubeletShardConfig) -> int:
+    """Nodes the pools of ``cfg`` hold."""
+    return sum(p.count for p in cfg.pools)
+
+
 def test_kubelet_settings_mix_shard_and_model_keys() -> None:
     cfg = kubelet_shard_config({"tick-interval": 2, "seed": 7, "eviction_hard": {"memory.available": "200Mi"},
                                 "events": "warnings"}, [{"name": "a", "count": 2}, {"name": "b", "count": 3}])
     assert cfg.tick_interval == 2 and cfg.model.seed == 7 and cfg.events == "warnings"
-    assert cfg.total_nodes() == 5 and cfg.renew_interval == 10.0
+    assert total_nodes(cfg) == 5 and cfg.renew_interval == 10.0
     with pytest.raises(nd.NodeConfigError, match="unknown key"):
         kubelet_shard_config({"tick": 1})
     with pytest.raises(nd.NodeConfigError, match="used twice"):

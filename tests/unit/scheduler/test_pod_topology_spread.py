@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from emulator.api.gomath import go_round
 from emulator.scheduler.framework.interface import Code, CycleState, is_success
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import PodInfo
@@ -181,7 +182,7 @@ def raw_score(terms: list[tuple[int, float, int]]) -> int:
     total = 0.0
     for count, domains, max_skew in terms:
         total += float(count) * math.log(domains + 2) + float(max_skew - 1)
-    return int(pts.go_round(total))
+    return go_round(total)
 
 
 def normalized(raw: list[int], ignored: list[bool] | None = None) -> list[int]:

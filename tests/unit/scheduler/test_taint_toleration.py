@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from emulator.api.taints import tolerates
 from emulator.scheduler.framework.interface import Code
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.plugins import taint_toleration
-from emulator.scheduler.plugins.helper import tolerates
 from tests.builders import req_pod, sched_node, taint, toleration
 from tests.unit.scheduler.util import run_filter, run_score
 

@@ -16,8 +16,7 @@ A re-implementation of upstream ``pkg/apis/autoscaling/validation/validation.go`
   one policy, each ``Pods``/``Percent`` with a positive value and a period of 1..1800 s;
 * status writes: ``currentReplicas`` and ``desiredReplicas`` not negative.
 
-It is registered in :data:`emulator.server.validation.VALIDATORS`; the helpers here are
-local so the module stands alone.
+It registers itself in :data:`~emulator.server.validation.registry.VALIDATORS`.
 """
 
 from __future__ import annotations
@@ -28,8 +27,8 @@ from typing import Any
 
 from emulator.api.errors import Cause, render_value
 from emulator.api.quantity import QuantityError, parse_quantity
-
-Obj = dict[str, Any]
+from emulator.api.types import Obj
+from emulator.server.validation.registry import register
 
 MAX_PERIOD_SECONDS = 1800
 MAX_STABILIZATION_WINDOW_SECONDS = 3600
@@ -227,8 +226,9 @@ def _check_scaling_rules(causes: list[Cause], path: str, rules: Any) -> None:
             _invalid(causes, p + ".periodSeconds", period, f"must be less than or equal to {MAX_PERIOD_SECONDS}")
 
 
+@register("horizontalpodautoscalers.autoscaling")
 def validate_horizontal_pod_autoscaler(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
-    """The :data:`~emulator.server.validation.VALIDATORS` entry for ``horizontalpodautoscalers.autoscaling``."""
+    """``ValidateHorizontalPodAutoscaler`` (and the status checks of its status update)."""
     spec = _dict(causes, "spec", obj.get("spec"))
     min_replicas = _int(causes, "spec.minReplicas", spec.get("minReplicas"))
     max_replicas = _int(causes, "spec.maxReplicas", spec.get("maxReplicas"))

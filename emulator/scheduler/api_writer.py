@@ -1,0 +1,258 @@
+"""The scheduler's API writer: pod conditions, nominations, preemption victims and events, off the hot threads.
+
+kemu's own piece, carrying what upstream does inline in
+``pkg/scheduler/schedule_one.go`` (``handleSchedulingFailure`` ->
+``updatePod``: PodScheduled=False and ``status.nominatedNodeName``),
+``framework/preemption/preemption.go`` (``PrepareCandidate``: victims get
+DisruptionTarget and are deleted, lower nominations cleared) and client-go's
+event recorder (Scheduled / FailedScheduling / Preempted). One thread
+consumes a queue the scheduling and bind threads fill; events are batched
+(``_EVENT_BATCH``, or after ``_EVENT_FLUSH_SECONDS``) so that a thousand
+Scheduled events a second cost a few store round trips.
+"""
+
+from __future__ import annotations
+
+import logging
+import queue as queue_mod
+import time
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from emulator.api.errors import StatusError
+from emulator.api.kinds import EVENT, POD
+from emulator.clock import Clock, rfc3339
+from emulator.scheduler.framework.types import PodInfo
+from emulator.scheduler.queue import SchedulingQueue
+
+if TYPE_CHECKING:
+    from emulator.scheduler.scheduler import SchedulerClient, SchedulerOptions
+
+__all__ = ["ApiWriter", "pod_event"]
+
+log = logging.getLogger(__name__)
+
+_MAX_EVENT_MESSAGE = 1024  # upstream truncates event notes at 1 KiB
+_EVENT_BATCH = 256
+_EVENT_FLUSH_SECONDS = 0.05  # events wait at most this long for company: one store round trip per batch
+
+
+class ApiWriter:
+    """The writes a scheduler makes besides binds, on one thread (:meth:`run`), in the order they were asked for.
+
+    ``options.record_events`` (read on every write) turns the events off;
+    ``queue`` is the scheduler's, whose nominator preemption updates.
+    """
+
+    def __init__(self, client: SchedulerClient, *, name: str, clock: Clock, options: SchedulerOptions,
+                 queue: SchedulingQueue) -> None:
+        self.client = client
+        self.name = name
+        self.clock = clock
+        self.options = options
+        self.queue = queue
+        self._q: queue_mod.SimpleQueue[tuple[str, Any] | None] = queue_mod.SimpleQueue()
+
+    # ------------------------------------------------------------------ what the other threads hand over
+    def event(self, event: dict[str, Any]) -> None:
+        """Write this event (batched with others)."""
+        self._q.put(("event", event))
+
+    def failure(self, info: PodInfo, profile: str, reason: str, message: str, *, nominated: str | None,
+                clear_nominated: bool) -> None:
+        """Write PodScheduled=False, the nomination and a FailedScheduling event (see :meth:`_write_failure`)."""
+        self._q.put(("failed", (info, profile, reason, message, nominated, clear_nominated)))
+
+    def preemption(self, preemptor: PodInfo, node: str, victims: Sequence[Any], profile: str) -> None:
+        """Evict the victims PostFilter chose (see :meth:`_execute_preemption`)."""
+        self._q.put(("preempt", (preemptor, node, victims, profile)))
+
+    def close(self) -> None:
+        """Make :meth:`run` flush what it holds and return."""
+        self._q.put(None)
+
+    def idle(self) -> bool:
+        """Nothing waiting to be written (a batch being written may still be in progress)."""
+        return self._q.empty()
+
+    # ------------------------------------------------------------------ the thread
+    def run(self) -> None:
+        """Write pod conditions, preemptions and events; events are batched (``_EVENT_BATCH``, or after
+        ``_EVENT_FLUSH_SECONDS``) so that a thousand Scheduled events a second cost a few round trips."""
+        events: list[dict[str, Any]] = []
+        first = 0.0
+        while True:
+            wait = None if not events else first + _EVENT_FLUSH_SECONDS - time.monotonic()
+            try:
+                item = self._q.get(timeout=wait) if wait is None or wait > 0 else self._q.get_nowait()
+            except queue_mod.Empty:
+                item = ("flush", None)
+            if item is None:
+                if events:
+                    self._flush_events(events)
+                return
+            kind, payload = item
+            had = len(events)
+            try:
+                if kind == "event":
+                    events.append(payload)
+                elif kind == "failed":
+                    info, profile, reason, message, nominated, clear = payload
+                    events.extend(self._write_failure(info, profile, reason, message, nominated=nominated,
+                                                      clear_nominated=clear))
+                elif kind == "preempt":
+                    events.extend(self._execute_preemption(*payload))
+            except Exception:
+                log.exception("%s: API write %s failed", self.name, kind)
+            if events and not had:
+                first = time.monotonic()
+            if events and (kind == "flush" or len(events) >= _EVENT_BATCH
+                           or time.monotonic() - first >= _EVENT_FLUSH_SECONDS):
+                self._flush_events(events)
+                events = []
+
+    def _flush_events(self, events: list[dict[str, Any]]) -> None:
+        try:
+            results = self.client.create_many(EVENT, events)
+        except Exception:
+            log.exception("%s: writing %d events failed", self.name, len(events))
+            return
+        for res in results:
+            if isinstance(res, StatusError) and res.code != 409:
+                log.debug("%s: event not written: %s", self.name, res)
+
+    def _write_failure(self, info: PodInfo, profile: str, reason: str, message: str, *, nominated: str | None,
+                       clear_nominated: bool) -> list[dict[str, Any]]:
+        """Set PodScheduled=False (reason, message) and the nomination, unless the pod got bound meanwhile;
+        the FailedScheduling event to write."""
+        if self._update_pod_condition(info, reason, message, nominated, clear_nominated) is None:
+            return []  # bound or gone meanwhile: the failure is history
+        if not self.options.record_events:
+            return []
+        note = message if len(message) <= _MAX_EVENT_MESSAGE else message[:_MAX_EVENT_MESSAGE - 3] + "..."
+        return [pod_event(info, "Warning", "FailedScheduling", "Scheduling", note, component=profile,
+                          instance=self.name, now=self.clock.now())]
+
+    def _patch_pod_status(self, info: PodInfo, change: Callable[[dict[str, Any]], dict[str, Any] | None], *,
+                          unbound_only: bool) -> bool | None:
+        """Read-modify-write of a pod's status, guarded by its resourceVersion (upstream ``PatchPodStatus``).
+
+        ``change`` gets a copy of the current status and returns the new one, or None for no change.
+        Returns True when written, False when nothing changed, None when the pod is gone, was re-created,
+        or (``unbound_only``) got bound meanwhile.
+        """
+        for _ in range(5):
+            try:
+                current = self.client.get(POD, info.namespace, info.name)
+            except StatusError as e:
+                if e.code == 404:
+                    return None
+                raise
+            meta = current.get("metadata") or {}
+            if meta.get("uid") != info.uid or (unbound_only and (current.get("spec") or {}).get("nodeName")):
+                return None
+            status = change({**(current.get("status") or {})})
+            if status is None:
+                return False
+            body = {"apiVersion": "v1", "kind": "Pod",
+                    "metadata": {"name": info.name, "namespace": info.namespace,
+                                 "resourceVersion": meta.get("resourceVersion")},
+                    "status": status}
+            try:
+                self.client.update_status(POD, body)
+                return True
+            except StatusError as e:
+                if e.code == 404:
+                    return None
+                if e.code != 409:
+                    raise
+        return False
+
+    def _update_pod_condition(self, info: PodInfo, reason: str, message: str, nominated: str | None,
+                              clear_nominated: bool) -> bool | None:
+        """upstream ``updatePod``: PodScheduled=False with reason and message, and the nomination; written only
+        when something changes (a pod failing the same way again costs no write); None if bound or gone."""
+        now = rfc3339(self.clock.now())
+
+        def change(status: dict[str, Any]) -> dict[str, Any] | None:
+            conditions = [dict(c) for c in status.get("conditions") or ()]
+            old = next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+            transition = old.get("lastTransitionTime") if old and old.get("status") == "False" else now
+            new = {"type": "PodScheduled", "status": "False", "reason": reason, "message": message,
+                   "lastProbeTime": None, "lastTransitionTime": transition}
+            want = nominated if nominated else ("" if clear_nominated else status.get("nominatedNodeName"))
+            if (old is not None and all(old.get(k) == new[k] for k in ("status", "reason", "message"))
+                    and (status.get("nominatedNodeName") or "") == (want or "")):
+                return None
+            status["conditions"] = [c for c in conditions if c.get("type") != "PodScheduled"] + [new]
+            if want:
+                status["nominatedNodeName"] = want
+            else:
+                status.pop("nominatedNodeName", None)
+            return status
+
+        return self._patch_pod_status(info, change, unbound_only=True)
+
+    def _execute_preemption(self, preemptor: PodInfo, node: str, victims: Sequence[Any],
+                            profile: str) -> list[dict[str, Any]]:
+        """Carry out what PostFilter chose (upstream ``PrepareCandidate``); the Preempted events to write.
+
+        Each victim gets ``DisruptionTarget=True`` (reason ``PreemptionByScheduler``) and is deleted, with its
+        normal grace period; lower-priority pods nominated to the same node lose that nomination.
+        """
+        events = []
+        message = f"{profile}: preempting to accommodate a higher priority pod"
+
+        def disruption(status: dict[str, Any]) -> dict[str, Any] | None:
+            conditions = [dict(c) for c in status.get("conditions") or ()]
+            old = next((c for c in conditions if c.get("type") == "DisruptionTarget"), None)
+            if old is not None and old.get("status") == "True" and old.get("reason") == "PreemptionByScheduler":
+                return None
+            status["conditions"] = [c for c in conditions if c.get("type") != "DisruptionTarget"] + [
+                {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+                 "message": message, "lastProbeTime": None, "lastTransitionTime": rfc3339(self.clock.now())}]
+            return status
+
+        for victim in victims:
+            vinfo = victim if isinstance(victim, PodInfo) else PodInfo(victim)
+            try:
+                self._patch_pod_status(vinfo, disruption, unbound_only=False)
+                self.client.delete(POD, vinfo.namespace, vinfo.name,
+                                   preconditions={"uid": vinfo.uid} if vinfo.uid else None)
+            except StatusError as e:
+                if e.code not in (404, 409):
+                    log.warning("%s: preempting %s failed: %s", self.name, vinfo.key, e)
+                continue
+            if self.options.record_events:
+                events.append(pod_event(vinfo, "Normal", "Preempted", "Preempting",
+                                        f"Preempted by pod {preemptor.uid} on node {node}", component=profile,
+                                        instance=self.name, now=self.clock.now()))
+
+        def clear(status: dict[str, Any]) -> dict[str, Any] | None:
+            if status.get("nominatedNodeName") != node:
+                return None
+            status.pop("nominatedNodeName", None)
+            return status
+
+        for other in self.queue.nominated_pods_for_node(node):
+            if other.priority < preemptor.priority and other.key != preemptor.key:
+                self.queue.add_nominated_pod(other, "")
+                self._patch_pod_status(other, clear, unbound_only=True)
+        return events
+
+
+def pod_event(info: PodInfo, type_: str, reason: str, action: str, note: str, *, component: str, instance: str,
+              now: float) -> dict[str, Any]:
+    """A core/v1 Event about a pod, as client-go's recorder writes it (name ``<pod>.<hex nanoseconds>``)."""
+    stamp = rfc3339(now)
+    micro = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int((now % 1) * 1e6):06d}Z"
+    nanos = time.time_ns()
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"name": f"{info.name}.{nanos:x}", "namespace": info.namespace},
+        "involvedObject": {"apiVersion": "v1", "kind": "Pod", "namespace": info.namespace, "name": info.name,
+                           "uid": info.uid},
+        "reason": reason, "message": note, "type": type_, "action": action,
+        "source": {"component": component}, "reportingComponent": component, "reportingInstance": instance,
+        "firstTimestamp": stamp, "lastTimestamp": stamp, "eventTime": micro, "count": 1,
+    }

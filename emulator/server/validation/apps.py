@@ -1,0 +1,139 @@
+"""Deployment, ReplicaSet and DaemonSet validation: ``pkg/apis/apps/validation``.
+
+Plus the apps/v1 selector immutability of ``pkg/registry/apps/*/strategy.go``.
+"""
+
+from __future__ import annotations
+
+from emulator.api.errors import Cause
+from emulator.api.names import qualified_name_errors
+from emulator.api.types import Obj
+from emulator.server.validation.field import (
+    FIELD_IMMUTABLE,
+    IS_NEGATIVE,
+    check_label_selector,
+    check_labels,
+    check_nonnegative,
+    check_positive_int_or_percent,
+    dict_at,
+    forbidden,
+    int_at,
+    invalid,
+    not_supported,
+    required,
+    selector_is_empty,
+    selector_matches,
+)
+from emulator.server.validation.pods import RESTART_POLICIES, check_pod_spec
+from emulator.server.validation.registry import register
+
+
+def _check_workload(causes: list[Cause], spec: Obj, old: Obj | None, noun: str) -> None:
+    """Selector, template and the counters shared by the three workload kinds."""
+    if "replicas" in spec:
+        check_nonnegative(causes, "spec.replicas", spec["replicas"])
+    if "minReadySeconds" in spec:
+        check_nonnegative(causes, "spec.minReadySeconds", spec["minReadySeconds"])
+    if spec.get("revisionHistoryLimit") is not None:
+        check_nonnegative(causes, "spec.revisionHistoryLimit", spec["revisionHistoryLimit"])
+
+    template = dict_at(causes, "spec.template", spec.get("template"))
+    tmeta = dict_at(causes, "spec.template.metadata", template.get("metadata"))
+    tlabels = tmeta.get("labels") or {}
+    selector = spec.get("selector")
+    if selector is None:
+        required(causes, "spec.selector")
+    else:
+        usable = check_label_selector(causes, "spec.selector", selector)
+        if isinstance(selector, dict) and selector_is_empty(selector):
+            invalid(causes, "spec.selector", selector, f"empty selector is invalid for {noun}")
+        elif usable and isinstance(tlabels, dict) and not selector_matches(selector, tlabels):
+            invalid(causes, "spec.template.metadata.labels", tlabels, "`selector` does not match template `labels`")
+    if old is not None:
+        old_selector = (old.get("spec") or {}).get("selector")
+        if selector != old_selector:
+            invalid(causes, "spec.selector", selector, FIELD_IMMUTABLE)
+
+    # ValidatePodTemplateSpec: template metadata is reported at "spec.template.labels" (sic).
+    if tmeta.get("labels"):
+        check_labels(causes, "spec.template.labels", tmeta["labels"])
+    if tmeta.get("annotations"):
+        for key in dict_at(causes, "spec.template.annotations", tmeta["annotations"]):
+            for msg in qualified_name_errors(key.lower()):
+                invalid(causes, "spec.template.annotations", key, msg)
+    tspec = dict_at(causes, "spec.template.spec", template.get("spec"))
+    check_pod_spec(causes, "spec.template.spec", tspec, is_pod=False)
+    restart = tspec.get("restartPolicy")
+    if restart is not None and restart != "Always" and restart in RESTART_POLICIES:
+        not_supported(causes, "spec.template.spec.restartPolicy", restart, ("Always",))
+    if tspec.get("activeDeadlineSeconds") is not None:
+        forbidden(causes, "spec.template.spec.activeDeadlineSeconds",
+                  f"activeDeadlineSeconds in {'DaemonSet' if noun == 'daemonset' else 'ReplicaSet'} is not Supported")
+
+
+@register("deployments.apps")
+def _validate_deployment(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    spec = dict_at(causes, "spec", obj.get("spec"))
+    _check_workload(causes, spec, old, "deployment")
+    strategy = spec.get("strategy")
+    if strategy:
+        strategy = dict_at(causes, "spec.strategy", strategy)
+        stype = strategy.get("type")
+        rolling = strategy.get("rollingUpdate")
+        if stype == "Recreate":
+            if rolling is not None:
+                forbidden(causes, "spec.strategy.rollingUpdate",
+                          "may not be specified when strategy `type` is 'Recreate'")
+        elif stype == "RollingUpdate" or stype is None:
+            if rolling is not None:
+                ru = dict_at(causes, "spec.strategy.rollingUpdate", rolling)
+                path = "spec.strategy.rollingUpdate"
+                # Absent fields default to 25% (pkg/apis/apps/v1/defaults.go).
+                unavailable = ru.get("maxUnavailable", "25%")
+                surge = ru.get("maxSurge", "25%")
+                n_unavailable = check_positive_int_or_percent(causes, path + ".maxUnavailable", unavailable)
+                n_surge = check_positive_int_or_percent(causes, path + ".maxSurge", surge)
+                if n_unavailable == 0 and n_surge == 0:
+                    invalid(causes, path + ".maxUnavailable", unavailable, "may not be 0 when `maxSurge` is 0")
+        else:
+            not_supported(causes, "spec.strategy", stype, ("Recreate", "RollingUpdate"))
+    deadline = spec.get("progressDeadlineSeconds")
+    if deadline is not None:
+        number = int_at(causes, "spec.progressDeadlineSeconds", deadline)
+        if number is not None:
+            if number < 0:
+                invalid(causes, "spec.progressDeadlineSeconds", number, IS_NEGATIVE)
+            min_ready = spec.get("minReadySeconds") or 0
+            if isinstance(min_ready, int) and number <= min_ready:
+                invalid(causes, "spec.progressDeadlineSeconds", number, "must be greater than minReadySeconds")
+
+
+@register("replicasets.apps")
+def _validate_replica_set(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    # Upstream's ReplicaSet message says "deployment" too (ValidateReplicaSetSpec).
+    _check_workload(causes, dict_at(causes, "spec", obj.get("spec")), old, "deployment")
+
+
+@register("daemonsets.apps")
+def _validate_daemon_set(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    spec = dict_at(causes, "spec", obj.get("spec"))
+    _check_workload(causes, spec, old, "daemonset")
+    strategy = spec.get("updateStrategy")
+    if strategy:
+        strategy = dict_at(causes, "spec.updateStrategy", strategy)
+        stype = strategy.get("type")
+        if stype == "RollingUpdate" or stype is None:
+            rolling = strategy.get("rollingUpdate")
+            if rolling is not None:
+                ru = dict_at(causes, "spec.updateStrategy.rollingUpdate", rolling)
+                path = "spec.updateStrategy.rollingUpdate"
+                # Defaults: maxUnavailable 1, maxSurge 0 (pkg/apis/apps/v1/defaults.go).
+                unavailable, surge = ru.get("maxUnavailable", 1), ru.get("maxSurge", 0)
+                n_unavailable = check_positive_int_or_percent(causes, path + ".maxUnavailable", unavailable)
+                n_surge = check_positive_int_or_percent(causes, path + ".maxSurge", surge)
+                if n_unavailable and n_surge:
+                    invalid(causes, path + ".maxSurge", surge, "may not be set when maxUnavailable is non-zero")
+                elif n_unavailable == 0 and n_surge == 0:
+                    required(causes, path + ".maxUnavailable", "cannot be 0 when maxSurge is 0")
+        elif stype != "OnDelete":
+            not_supported(causes, "spec.updateStrategy", stype, ("RollingUpdate", "OnDelete"))
