@@ -28,6 +28,7 @@ from typing import Any
 
 import pytest
 
+from emulator import loadtargets
 from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, NODE, POD
 from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
@@ -308,3 +309,44 @@ def test_autoscaling_v1_is_served_by_conversion_to_the_official_client(cluster: 
     assert cluster.kubectl("get", "hpa", "legacy").stdout.splitlines()[1].split()[2:5] == [
         "<unknown>/10,", "cpu:", "<unknown>/70%"]
     api_client.close()
+
+
+LOAD_RATE, COST_M = 80.0, 5  # requests/s offered to the target; millicores one request/s costs a pod
+
+
+def load_utilization(replicas: int) -> float:
+    """Per-pod CPU as a percentage of the 100m request when LOAD_RATE is shared by ``replicas`` ready pods."""
+    return LOAD_RATE / replicas * COST_M * 100 / REQUEST_M
+
+
+def test_kubectl_autoscale_follows_the_load_to_the_formulas_fixed_point(cluster: Cluster) -> None:
+    """Per-pod CPU follows the load (rate / ready pods x cost): the HPA settles where the formula stops moving."""
+    manifest = MANIFEST.replace(f'kemu.io/cpu: "{USAGE_M}m"', 'kemu.io/cpu: "0m"\n'
+                                f'        kemu.io/cost-per-request: "{COST_M}m"\n'
+                                '        kemu.io/load-target: web')
+    loadtargets.set_rate(cluster.core.store.redis, cluster.core.store.config.prefix, "web", LOAD_RATE)
+    cluster.kubectl("apply", "-f", "-", stdin=manifest)
+    cluster.kubectl("autoscale", "deployment", "web", f"--min={MIN}", f"--max={MAX}",
+                    f"--cpu-percent={TARGET_PERCENT}")
+    # Upstream's steps from MIN: ceil(n * utilization / target), at most max(2n, 4), until the ratio is
+    # within the 0.1 tolerance.
+    n = MIN
+    while abs(load_utilization(n) / TARGET_PERCENT - 1) > 0.1:
+        n = min(math.ceil(n * load_utilization(n) / TARGET_PERCENT), max(2 * n, 4), MAX)
+    assert n == 8  # 400m of CPU in all, 50m (50 %) each
+    cluster.run_until(lambda: cluster.replicas() == n and cluster.hpa()["status"].get("currentReplicas") == n
+                      and condition(cluster.hpa(), "ScalingActive")["status"] == "True", 900)
+    for _ in range(24):  # two minutes more: it holds
+        cluster.step()
+    assert cluster.replicas() == n
+    hpa = cluster.hpa()
+    assert abs(hpa["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"] - TARGET_PERCENT) <= 5
+    assert condition(hpa, "ScalingLimited")["reason"] == "DesiredWithinRange"
+    deadline = time.monotonic() + 10.0  # the event recorder flushes every wall second
+    while (not (sizes := rescale_sizes(cluster.core)) or sizes[-1] != n) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    previous = MIN
+    for size in sizes:  # every rescale within the scale-up limit, ending at the fixed point
+        assert previous < size <= max(2 * previous, 4), sizes
+        previous = size
+    assert sizes[-1] == n
