@@ -7,7 +7,9 @@ gives ``ceil(n * 90 / 50)`` per sync: 2 -> 4 -> 8 -> 15, the scale-up limit with
 rise through rescale events each at most ``max(2n, 4)``, reach exactly 10, report
 ``ScalingLimited=True/TooManyReplicas`` and hold 10. ``kubectl get hpa`` and
 ``kubectl describe hpa`` print what a real cluster prints; bad input is refused with
-the field named.
+the field named. With per-pod CPU following a load target (rate / ready pods x 5m per
+request/s) the HPA settles where upstream's formula stops moving and holds there; and
+``autoscaling/v1`` is served to the official client by conversion.
 
 The controllers run on their own threads on the test's clock; the test moves the
 clock, ticks the kubelet shard, binds pending pods (the scheduler's job) and waits on
