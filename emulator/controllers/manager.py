@@ -74,6 +74,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "taint-eviction-controller": ControllerSpec("emulator.controllers.tainteviction"),
     "namespace": ControllerSpec("emulator.controllers.namespace"),
     "resourcequota": ControllerSpec("emulator.controllers.resourcequota"),
+    # Not kube-controller-manager's: kubernetes-sigs/descheduler, on only with a policy (kemu up --descheduler-policy).
+    "descheduler": ControllerSpec("emulator.descheduler.controller", enabled_by_default=False),
 }
 
 

@@ -1,0 +1,242 @@
+"""The descheduling framework: extension points, the handle plugins get, profiles (upstream ``pkg/framework``).
+
+* Extension points (``pkg/framework/types``): a *deschedule* plugin looks at
+  each node and evicts pods that violate something there (taints, affinity,
+  age ...); a *balance* plugin looks across nodes and evicts to even them out
+  (duplicates, utilization, topology spread); *filter* and *preEvictionFilter*
+  plugins (evictors, :class:`EvictorPlugin`) say whether a pod may be evicted
+  at all — the first when a plugin lists candidates, the second just before
+  the eviction. Deschedule and balance return a :class:`Status` (None: fine).
+* :class:`ClusterSnapshot` — what one descheduling pass sees: nodes, pods by
+  node (upstream ``GetPodsAssignedToNodeFunc`` over the pod informer's node
+  index), priority classes, namespaces, and actual usage from
+  ``metrics.k8s.io`` when a plugin asks for it.
+* :class:`Handle` — the snapshot, the clock and the profile's
+  :class:`ProfileEvictor` (the evictors' filters in front of the shared
+  :class:`~emulator.descheduler.evictions.PodEvictor`).
+* :class:`RunningProfile` — a profile's plugins built from the policy
+  (``profile.go``): ``run_deschedule`` and ``run_balance`` call each enabled
+  plugin in order, timing it (``descheduler_descheduler_strategy_duration_seconds``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from emulator.api.types import Obj
+from emulator.clock import Clock
+from emulator.descheduler import utils
+from emulator.descheduler.api import Namespaces, Profile, plugin_module
+from emulator.descheduler.evictions import (
+    EvictionError,
+    EvictionLimitError,
+    EvictionNodeLimitError,
+    EvictionTotalLimitError,
+    EvictOptions,
+    PodEvictor,
+)
+from emulator.descheduler.metrics import STRATEGY_DURATION
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Status:
+    """``frameworktypes.Status``: None or a Status without ``err`` means success."""
+
+    err: str = ""
+
+
+@runtime_checkable
+class DeschedulePlugin(Protocol):
+    name: str
+
+    def deschedule(self, nodes: Sequence[Obj]) -> Status | None: ...
+
+
+@runtime_checkable
+class BalancePlugin(Protocol):
+    name: str
+
+    def balance(self, nodes: Sequence[Obj]) -> Status | None: ...
+
+
+@runtime_checkable
+class EvictorPlugin(Protocol):
+    name: str
+
+    def filter(self, pod: Obj) -> bool: ...
+
+    def pre_eviction_filter(self, pod: Obj) -> bool: ...
+
+
+# Usage of one node or pod from metrics.k8s.io: {"cpu": millicores, "memory": bytes}.
+Usage = dict[str, int]
+
+
+@dataclass
+class ClusterSnapshot:
+    """The cluster as one pass sees it. ``pods_by_node`` holds every pod assigned to a node, terminal ones too."""
+
+    nodes: list[Obj]
+    pods_by_node: dict[str, list[Obj]]
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+    namespaces: Mapping[str, Obj] = field(default_factory=dict)
+    pdbs: list[Obj] = field(default_factory=list)
+    # Actual usage (metrics.k8s.io): loaded on first use by the callables below.
+    node_usage_source: Callable[[], dict[str, Usage]] | None = None
+    pod_usage_source: Callable[[], dict[tuple[str, str], Usage]] | None = None
+    _node_usage: dict[str, Usage] | None = None
+    _pod_usage: dict[tuple[str, str], Usage] | None = None
+
+    @classmethod
+    def build(cls, nodes: Iterable[Obj], pods: Iterable[Obj], **kwargs: Any) -> ClusterSnapshot:
+        by_node: dict[str, list[Obj]] = {}
+        for pod in pods:
+            node = pod["spec"].get("nodeName")
+            if node:
+                by_node.setdefault(node, []).append(pod)
+        return cls(list(nodes), by_node, **kwargs)
+
+    def pods_on(self, node: str) -> list[Obj]:
+        """Every pod assigned to ``node`` (``ListAllPodsOnANode`` without a filter)."""
+        return self.pods_by_node.get(node, [])
+
+    def active_pods_on(self, node: str) -> list[Obj]:
+        """``ListPodsOnANode``: Succeeded and Failed pods do not occupy the node."""
+        return [p for p in self.pods_by_node.get(node, ()) if not utils.is_terminal(p)]
+
+    def all_pods(self) -> Iterable[Obj]:
+        for pods in self.pods_by_node.values():
+            yield from pods
+
+    def node_usage(self) -> dict[str, Usage]:
+        if self._node_usage is None:
+            self._node_usage = self.node_usage_source() if self.node_usage_source else {}
+        return self._node_usage
+
+    def pod_usage(self) -> dict[tuple[str, str], Usage]:
+        if self._pod_usage is None:
+            self._pod_usage = self.pod_usage_source() if self.pod_usage_source else {}
+        return self._pod_usage
+
+
+class ProfileEvictor:
+    """``evictorImpl``: the profile's filter and preEvictionFilter plugins in front of the shared PodEvictor."""
+
+    def __init__(self, profile: str, pod_evictor: PodEvictor, filters: Sequence[EvictorPlugin],
+                 pre_eviction_filters: Sequence[EvictorPlugin]) -> None:
+        self.profile = profile
+        self.pod_evictor = pod_evictor
+        self.filters = list(filters)
+        self.pre_eviction_filters = list(pre_eviction_filters)
+
+    def filter(self, pod: Obj) -> bool:
+        return all(f.filter(pod) for f in self.filters)
+
+    def pre_eviction_filter(self, pod: Obj) -> bool:
+        return all(f.pre_eviction_filter(pod) for f in self.pre_eviction_filters)
+
+    def evict(self, pod: Obj, strategy: str) -> None:
+        """Evict (raises limit errors and :class:`EvictionError`, as upstream's ``Evict`` returns them)."""
+        self.pod_evictor.evict_pod(pod, EvictOptions(strategy=strategy, profile=self.profile))
+
+    def node_limit_reached(self, node: str) -> bool:
+        limit = self.pod_evictor.max_per_node
+        return limit is not None and self.pod_evictor.node_evicted(node) >= limit
+
+
+@dataclass
+class Handle:
+    """What a plugin is built with (``frameworktypes.Handle``)."""
+
+    snapshot: ClusterSnapshot
+    clock: Clock
+    evictor: ProfileEvictor
+    all_nodes: list[Obj] = field(default_factory=list)  # ready nodes the pass considers (NodeFit looks at these)
+
+
+def pod_filter(handle: Handle, *, namespaces: Namespaces | None = None, label_selector: Any = None,
+               pre_eviction: bool = True) -> Callable[[Obj], bool]:
+    """``podutil.NewOptions().WithFilter(...).WithNamespaces(...).WithLabelSelector(...)``."""
+    evictor = handle.evictor
+
+    def accept(pod: Obj) -> bool:
+        if namespaces is not None and not namespaces.allows(pod["metadata"].get("namespace") or ""):
+            return False
+        if label_selector is not None and not label_selector.matches(pod["metadata"].get("labels")):
+            return False
+        if not evictor.filter(pod):
+            return False
+        return not pre_eviction or evictor.pre_eviction_filter(pod)
+
+    return accept
+
+
+def evict_each(handle: Handle, pods: Iterable[Obj], strategy: str) -> bool:
+    """Evict ``pods`` of one node in order; False when the total limit stops the whole plugin.
+
+    A per-node limit ends this node; a namespace limit or a refused eviction (429 ...) is logged
+    and the next pod tried — the switch every upstream deschedule plugin has.
+    """
+    for pod in pods:
+        try:
+            handle.evictor.evict(pod, strategy)
+        except EvictionTotalLimitError:
+            return False
+        except EvictionNodeLimitError:
+            return True
+        except (EvictionLimitError, EvictionError):
+            continue
+    return True
+
+
+class RunningProfile:
+    """One policy profile's plugins, instantiated for one pass (upstream ``profile.NewProfile``)."""
+
+    def __init__(self, profile: Profile, snapshot: ClusterSnapshot, clock: Clock, pod_evictor: PodEvictor,
+                 nodes: list[Obj]) -> None:
+        self.name = profile.name
+        built: dict[str, Any] = {}
+        evictor = ProfileEvictor(profile.name, pod_evictor, [], [])
+        self.handle = Handle(snapshot, clock, evictor, nodes)
+
+        def plugin(name: str) -> Any:
+            if name not in built:
+                module = plugin_module(name, f"profiles[{profile.name}]")
+                built[name] = module.new(profile.args_of(name), self.handle)
+            return built[name]
+
+        # Evictors first: other plugins capture the evictor's filters when they are built.
+        evictor.filters.extend(plugin(n) for n in profile.plugins.get("filter", ()))
+        evictor.pre_eviction_filters.extend(plugin(n) for n in profile.plugins.get("preEvictionFilter", ()))
+        self.deschedule_plugins = [plugin(n) for n in profile.plugins.get("deschedule", ())]
+        self.balance_plugins = [plugin(n) for n in profile.plugins.get("balance", ())]
+
+    def _run(self, plugins: list[Any], point: str, nodes: Sequence[Obj]) -> list[str]:
+        errors: list[str] = []
+        pod_evictor = self.handle.evictor.pod_evictor
+        for pl in plugins:
+            before = pod_evictor.total
+            started = time.perf_counter()
+            try:
+                status = getattr(pl, point)(nodes)
+            except Exception as e:  # one broken plugin must not stop the others
+                log.exception("descheduler: plugin %s failed", pl.name)
+                status = Status(str(e))
+            STRATEGY_DURATION.labels(pl.name, self.name).observe(time.perf_counter() - started)
+            if status is not None and status.err:
+                errors.append(f"plugin {pl.name!r} finished with error: {status.err}")
+            log.debug("descheduler: profile %s %s %s evicted %d pods", self.name, point, pl.name,
+                      pod_evictor.total - before)
+        return errors
+
+    def run_deschedule(self, nodes: Sequence[Obj]) -> list[str]:
+        return self._run(self.deschedule_plugins, "deschedule", nodes)
+
+    def run_balance(self, nodes: Sequence[Obj]) -> list[str]:
+        return self._run(self.balance_plugins, "balance", nodes)
