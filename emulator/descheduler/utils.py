@@ -128,7 +128,10 @@ def sort_pods_low_to_high(pods: list[Obj], tiebreak: Callable[[Obj], Any] | None
 def requests_of(pod: Obj) -> dict[str, int]:
     """``pod_requests`` (millicores for cpu, base units otherwise), cached by uid and resourceVersion."""
     meta = pod["metadata"]
-    key = (meta.get("uid") or f"{meta.get('namespace')}/{meta.get('name')}", str(meta.get("resourceVersion") or ""))
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if not uid or not rv:
+        return pod_requests(pod)  # not from the store: nothing identifies this version of the pod
+    key = (uid, str(rv))
     cached = _requests_cache.get(key)
     if cached is None:
         if len(_requests_cache) >= _REQUESTS_CACHE_MAX:
