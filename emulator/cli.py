@@ -43,7 +43,9 @@ class CLIError(Exception):
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
+    from emulator.descheduler.cli import with_descheduler
+
+    cfg = Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
                        node_shards=getattr(args, "node_shards", None), api_host=getattr(args, "api_host", None),
                        api_port=getattr(args, "api_port", None), api_workers=getattr(args, "api_workers", None),
                        controller_managers=getattr(args, "controller_managers", None),
@@ -57,6 +59,7 @@ def _config(args: argparse.Namespace) -> Config:
                        api_require_token=getattr(args, "api_require_token", None),
                        api_token_file=getattr(args, "api_token_file", None),
                        api_advertise_url=getattr(args, "api_advertise_url", None))
+    return with_descheduler(cfg, args)
 
 
 def _read_pools(path: str | None) -> list[dict[str, Any]] | None:
@@ -185,7 +188,8 @@ def _detach(args: argparse.Namespace) -> int:
     argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
     for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
                  "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
-                 "scheduler_config", "api_token_file", "api_advertise_url"):
+                 "scheduler_config", "api_token_file", "api_advertise_url", "descheduler_policy",
+                 "descheduling_interval"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
@@ -359,6 +363,7 @@ CommandRegistration = Callable[[SubParsers], None]
 def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kemu", description="An emulator of large Kubernetes clusters.")
     sub = parser.add_subparsers(dest="command", required=True)
+    from emulator.descheduler import cli as descheduler_cli
 
     up = sub.add_parser("up", help="run a local cluster (foreground until Ctrl-C, or --detach)")
     _add_cluster_flags(up)
@@ -367,6 +372,7 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     _add_kubelet_flags(up)
     _add_scheduler_flags(up)
     _add_component_flags(up)
+    descheduler_cli.add_up_flags(up)
     up.set_defaults(fn=cmd_up)
 
     status = sub.add_parser("status", help="report on the detached cluster")
@@ -419,6 +425,7 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     push.add_argument("--password", help="basic-auth password (default: $GRAFANA_PASSWORD)")
     push.add_argument("--folder", default="kemu", help="folder to put them in, created if missing (default kemu)")
     push.set_defaults(fn=cmd_dashboards)
+    descheduler_cli.add_command(sub)
     for register in commands:
         register(sub)
     return parser
