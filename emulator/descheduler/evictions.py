@@ -115,6 +115,7 @@ class PodEvictor:
         self.total = 0
         self.evicted: list[Eviction] = []  # this loop's evictions, in order
         self.failed: list[tuple[str, str]] = []  # (pod key, error) of this loop
+        self._children: dict[tuple[str, ...], Any] = {}
 
     def reset_counters(self) -> None:
         with self._lock:
@@ -128,7 +129,7 @@ class PodEvictor:
         """Evict ``pod`` or raise (a limit error, or :class:`EvictionError`); a pod already gone is a no-op."""
         meta = pod["metadata"]
         namespace, name, node = meta.get("namespace") or "", meta["name"], pod["spec"].get("nodeName") or ""
-        labels = {"strategy": opts.strategy, "profile": opts.profile, "namespace": namespace, "node": node}
+        labels = (opts.strategy, opts.profile, namespace, node)
         with self._lock:
             limit: EvictionLimitError | None = None
             if self.max_total is not None and self.total + 1 > self.max_total:
@@ -139,7 +140,7 @@ class PodEvictor:
                   and self.namespace_count.get(namespace, 0) + 1 > self.max_per_namespace):
                 limit = EvictionNamespaceLimitError(namespace)
             if limit is not None:
-                PODS_EVICTED.labels(result=limit.result, **labels).inc()
+                self._counter(limit.result, labels).inc()
                 raise limit
         try:
             gone = self._evict(namespace, name)
@@ -147,7 +148,7 @@ class PodEvictor:
             message = e.message
             if e.code == 429:
                 message = f"error when evicting pod (ignoring) {name!r}: {e.message}"
-            PODS_EVICTED.labels(result="error", **labels).inc()
+            self._counter("error", labels).inc()
             with self._lock:
                 self.failed.append((f"{namespace}/{name}", message))
             log.info("descheduler: evicting %s/%s failed: %s", namespace, name, message)
@@ -163,15 +164,25 @@ class PodEvictor:
             self.namespace_count[namespace] = self.namespace_count.get(namespace, 0) + 1
             self.total += 1
             self.evicted.append(Eviction(namespace, name, node, opts.strategy, opts.profile))
-        PODS_EVICTED.labels(result="success", **labels).inc()
+        self._counter("success", labels).inc()
         if self.dry_run:
-            log.info("descheduler: evicted pod %s/%s in dry run mode (%s, node %s)", namespace, name, opts.strategy,
-                     node)
+            log.debug("descheduler: evicted pod %s/%s in dry run mode (%s, node %s)", namespace, name, opts.strategy,
+                      node)
             return
-        log.info("descheduler: evicted pod %s/%s (%s, node %s)", namespace, name, opts.strategy, node)
+        log.debug("descheduler: evicted pod %s/%s (%s, node %s)", namespace, name, opts.strategy, node)
         if self.recorder is not None:
             self.recorder.event(pod, "Normal", opts.reason or opts.strategy or "NotSet",
                                 f"pod eviction from {node} node by sigs.k8s.io/descheduler")
+
+    def _counter(self, result: str, labels: tuple[str, str, str, str]) -> Any:
+        """The ``descheduler_pods_evicted`` child for these labels (looked up once: a pass may evict thousands)."""
+        key = (result, *labels)
+        child = self._children.get(key)
+        if child is None:
+            strategy, profile, namespace, node = labels
+            child = self._children[key] = PODS_EVICTED.labels(result=result, strategy=strategy, profile=profile,
+                                                              namespace=namespace, node=node)
+        return child
 
     def _evict(self, namespace: str, name: str) -> bool:
         """Post the Eviction; True when the pod was already gone (404)."""

@@ -27,6 +27,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, runtime_checkable
 
+from emulator.api.labels import LabelSelector
+from emulator.api.nodeaffinity import RequiredNodeAffinity
+from emulator.api.taints import Taint, node_taints
 from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.descheduler import utils
@@ -92,6 +95,7 @@ class ClusterSnapshot:
     pod_usage_source: Callable[[], dict[tuple[str, str], Usage]] | None = None
     _node_usage: dict[str, Usage] | None = None
     _pod_usage: dict[tuple[str, str], Usage] | None = None
+    _caches: dict[str, dict[Any, Any]] = field(default_factory=dict)
 
     @classmethod
     def build(cls, nodes: Iterable[Obj], pods: Iterable[Obj], **kwargs: Any) -> ClusterSnapshot:
@@ -107,12 +111,147 @@ class ClusterSnapshot:
         return self.pods_by_node.get(node, [])
 
     def active_pods_on(self, node: str) -> list[Obj]:
-        """``ListPodsOnANode``: Succeeded and Failed pods do not occupy the node."""
-        return [p for p in self.pods_by_node.get(node, ()) if not utils.is_terminal(p)]
+        """``ListPodsOnANode``: Succeeded and Failed pods do not occupy the node (memoised for the pass)."""
+        cache = self._cache("active")
+        pods = cache.get(node)
+        if pods is None:
+            pods = cache[node] = [p for p in self.pods_by_node.get(node, ()) if not utils.is_terminal(p)]
+        return pods
 
     def all_pods(self) -> Iterable[Obj]:
         for pods in self.pods_by_node.values():
             yield from pods
+
+    def having(self, feature: str) -> dict[str, list[Obj]]:
+        """node -> its pods with ``feature``, in node order; one walk over the pods builds every feature's index.
+
+        ``nodeAffinity``, ``podAntiAffinity`` (required terms), ``topologySpread`` and ``restarts``
+        (some container restarted) index running pods; ``failed`` the Failed ones. Plugins look at
+        these few pods instead of every pod of the cluster, as informer indexes let upstream do.
+        """
+        indexes = self._cache("features")
+        if not indexes:
+            for name in ("nodeAffinity", "podAntiAffinity", "topologySpread", "restarts", "failed"):
+                indexes[name] = {}
+            node_aff, anti, spread = indexes["nodeAffinity"], indexes["podAntiAffinity"], indexes["topologySpread"]
+            restarted, failed = indexes["restarts"], indexes["failed"]
+            for node, pods in self.pods_by_node.items():
+                for pod in pods:
+                    status = pod.get("status") or {}
+                    phase = status.get("phase")
+                    if phase == "Failed":
+                        failed.setdefault(node, []).append(pod)
+                        continue
+                    if phase == "Succeeded":
+                        continue
+                    spec = pod["spec"]
+                    affinity = spec.get("affinity")
+                    if affinity:
+                        if affinity.get("nodeAffinity"):
+                            node_aff.setdefault(node, []).append(pod)
+                        anti_terms = (affinity.get("podAntiAffinity") or {}).get(
+                            "requiredDuringSchedulingIgnoredDuringExecution")
+                        if anti_terms:
+                            anti.setdefault(node, []).append(pod)
+                    if spec.get("topologySpreadConstraints"):
+                        spread.setdefault(node, []).append(pod)
+                    if any(c.get("restartCount") for key in ("containerStatuses", "initContainerStatuses")
+                           for c in status.get(key) or ()):
+                        restarted.setdefault(node, []).append(pod)
+        return indexes[feature]
+
+    # -- memoised facts (a snapshot does not change during a pass) -------------------------------------
+    def _cache(self, name: str) -> dict[Any, Any]:
+        cache = self._caches.get(name)
+        if cache is None:
+            cache = self._caches[name] = {}
+        return cache
+
+    def node_taints(self, node: Obj) -> tuple[Taint, ...]:
+        cache = self._cache("taints")
+        name = node["metadata"]["name"]
+        if name not in cache:
+            cache[name] = node_taints(node)
+        return cache[name]
+
+    def allocatable(self, node: Obj) -> dict[str, int]:
+        cache = self._cache("allocatable")
+        name = node["metadata"]["name"]
+        if name not in cache:
+            cache[name] = utils.allocatable(node)
+        return cache[name]
+
+    def requested(self, node: str) -> dict[str, int]:
+        """What the node's running pods request (``pods``: how many there are)."""
+        cache = self._cache("requested")
+        if node not in cache:
+            cache[node] = utils.node_requested(self.active_pods_on(node))
+        return cache[node]
+
+    def required_affinity(self, pod: Obj) -> RequiredNodeAffinity:
+        cache = self._cache("affinity")
+        key = id(pod)
+        if key not in cache:
+            cache[key] = utils.required_affinity(pod)
+        return cache[key]
+
+    def matches_node_selector(self, pod: Obj, node: Obj) -> bool:
+        """``PodMatchNodeSelector``: nodeSelector and required node affinity."""
+        spec = pod["spec"]
+        if not spec.get("nodeSelector") and not (spec.get("affinity") or {}).get("nodeAffinity"):
+            return True
+        return self.required_affinity(pod).matches(node["metadata"].get("labels") or {}, node["metadata"]["name"])
+
+    def pod_fits_node(self, pod: Obj, node: Obj) -> bool:
+        """``NodeFit``: NoSchedule taints tolerated, node selector / affinity, schedulable, resources."""
+        if not utils.tolerates_taints(pod, self.node_taints(node)):
+            return False
+        if not self.matches_node_selector(pod, node) or utils.is_unschedulable(node):
+            return False
+        alloc = self.allocatable(node)
+        used = self.requested(node["metadata"]["name"])
+        if used.get("pods", 0) + 1 > alloc.get("pods", 110):
+            return False
+        return all(not amount or used.get(name, 0) + amount <= alloc.get(name, 0)
+                   for name, amount in utils.requests_of(pod).items())
+
+    def pod_fits_any_other_node(self, pod: Obj, nodes: Iterable[Obj]) -> bool:
+        """``PodFitsAnyOtherNode``: some node other than the pod's own passes :meth:`pod_fits_node`."""
+        current = pod["spec"].get("nodeName")
+        return any(n["metadata"]["name"] != current and self.pod_fits_node(pod, n) for n in nodes)
+
+    def pod_fits_any_node(self, pod: Obj, nodes: Iterable[Obj]) -> bool:
+        return any(self.pod_fits_node(pod, n) for n in nodes)
+
+    def select(self, namespace: str, selector: LabelSelector) -> list[Obj]:
+        """The running pods of ``namespace`` (on nodes) that ``selector`` matches, through a label index."""
+        indexes = self._cache("labels")
+        if not indexes:  # one walk over the pods builds every namespace's index
+            indexes[""] = {None: []}
+            for pods in self.pods_by_node.values():
+                for pod in pods:
+                    if utils.is_terminal(pod):
+                        continue
+                    meta = pod["metadata"]
+                    index = indexes.get(meta.get("namespace") or "")
+                    if index is None:
+                        index = indexes[meta.get("namespace") or ""] = {None: []}
+                    index[None].append(pod)
+                    for item in (meta.get("labels") or {}).items():
+                        bucket = index.get(item)
+                        if bucket is None:
+                            index[item] = [pod]
+                        else:
+                            bucket.append(pod)
+        index = indexes.get(namespace) or {None: []}
+        candidates = index[None]
+        for key, _, _ in selector.requirements:
+            value = selector.exact(key)
+            if value is not None:
+                narrowed = index.get((key, value), [])
+                if len(narrowed) < len(candidates):
+                    candidates = narrowed
+        return [p for p in candidates if selector.matches(p["metadata"].get("labels"))]
 
     def node_usage(self) -> dict[str, Usage]:
         if self._node_usage is None:
@@ -134,12 +273,24 @@ class ProfileEvictor:
         self.pod_evictor = pod_evictor
         self.filters = list(filters)
         self.pre_eviction_filters = list(pre_eviction_filters)
+        # Verdicts by id(pod): the snapshot's pod objects live for the whole pass, so ids stay unique.
+        self._filtered: dict[int, bool] = {}
+        self._pre_filtered: dict[int, bool] = {}
 
     def filter(self, pod: Obj) -> bool:
-        return all(f.filter(pod) for f in self.filters)
+        """Every filter plugin accepts ``pod`` (memoised per pod for the pass: plugins ask about the same pods)."""
+        key = id(pod)
+        verdict = self._filtered.get(key)
+        if verdict is None:
+            verdict = self._filtered[key] = all(f.filter(pod) for f in self.filters)
+        return verdict
 
     def pre_eviction_filter(self, pod: Obj) -> bool:
-        return all(f.pre_eviction_filter(pod) for f in self.pre_eviction_filters)
+        key = id(pod)
+        verdict = self._pre_filtered.get(key)
+        if verdict is None:
+            verdict = self._pre_filtered[key] = all(f.pre_eviction_filter(pod) for f in self.pre_eviction_filters)
+        return verdict
 
     def evict(self, pod: Obj, strategy: str) -> None:
         """Evict (raises limit errors and :class:`EvictionError`, as upstream's ``Evict`` returns them)."""

@@ -6,11 +6,10 @@
   pods without a priority first, then by priority, equal priorities by QoS
   (BestEffort, Burstable, Guaranteed) — the order evictions take within a node;
 * node facts: Ready, unschedulable, allocatable;
-* :func:`pod_fits_node` / :func:`pod_fits_any_other_node` — upstream
-  ``NodeFit``: the pod tolerates the node's NoSchedule taints, matches its
-  node selector and required node affinity, the node is schedulable and has
-  room for the pod's requests. Taints, affinity and requests come from
-  :mod:`emulator.api`, the same code the scheduler decides with.
+* the pieces of upstream's ``NodeFit`` (taints, required node affinity,
+  requests; :meth:`emulator.descheduler.framework.ClusterSnapshot.pod_fits_node`
+  puts them together with per-pass caches). Taints, affinity and requests come
+  from :mod:`emulator.api`, the same code the scheduler decides with.
 
 Requests are cached by (uid, resourceVersion): a pod's spec does not change
 under one resourceVersion, and a pass over 100,000 pods must not recompute them.
@@ -24,7 +23,7 @@ from typing import Any
 from emulator.api.nodeaffinity import RequiredNodeAffinity
 from emulator.api.pods import BEST_EFFORT, BURSTABLE, pod_requests, qos_class
 from emulator.api.quantity import cpu_millis, to_int
-from emulator.api.taints import Taint, node_taints, tolerations_tolerate
+from emulator.api.taints import Taint, tolerations_tolerate
 from emulator.api.types import Obj
 
 # pkg/apis/scheduling SystemCriticalPriority (2 * HighestUserDefinablePriority).
@@ -35,6 +34,7 @@ NO_SCHEDULE_EFFECTS = frozenset({"NoSchedule"})
 
 _QOS_RANK = {BEST_EFFORT: 0, BURSTABLE: 1}  # Guaranteed: 2
 _requests_cache: dict[tuple[str, str], dict[str, int]] = {}
+_qos_cache: dict[tuple[str, str], int] = {}
 _REQUESTS_CACHE_MAX = 500_000
 
 
@@ -108,7 +108,18 @@ def in_states(pod: Obj, states: Sequence[str], *, including_init: bool = False) 
 
 
 def qos_rank(pod: Obj) -> int:
-    return _QOS_RANK.get(qos_class(pod), 2)
+    """0 BestEffort, 1 Burstable, 2 Guaranteed (cached by uid and resourceVersion, as requests are)."""
+    meta = pod["metadata"]
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if not uid or not rv:
+        return _QOS_RANK.get(qos_class(pod), 2)
+    key = (uid, str(rv))
+    rank = _qos_cache.get(key)
+    if rank is None:
+        if len(_qos_cache) >= _REQUESTS_CACHE_MAX:
+            _qos_cache.clear()
+        rank = _qos_cache[key] = _QOS_RANK.get(qos_class(pod), 2)
+    return rank
 
 
 def sort_pods_low_to_high(pods: list[Obj], tiebreak: Callable[[Obj], Any] | None = None) -> list[Obj]:
@@ -182,14 +193,6 @@ def required_affinity(pod: Obj) -> RequiredNodeAffinity:
     return RequiredNodeAffinity.of(spec.get("nodeSelector") or {}, spec.get("affinity"))
 
 
-def matches_node_selector(pod: Obj, node: Obj) -> bool:
-    """``PodMatchNodeSelector``: nodeSelector and required node affinity."""
-    spec = pod["spec"]
-    if not spec.get("nodeSelector") and not (spec.get("affinity") or {}).get("nodeAffinity"):
-        return True
-    return required_affinity(pod).matches(node["metadata"].get("labels") or {}, node["metadata"]["name"])
-
-
 def node_requested(pods: Iterable[Obj]) -> dict[str, int]:
     total: dict[str, int] = {"pods": 0}
     for pod in pods:
@@ -199,39 +202,6 @@ def node_requested(pods: Iterable[Obj]) -> dict[str, int]:
         for name, amount in requests_of(pod).items():
             total[name] = total.get(name, 0) + amount
     return total
-
-
-def fits_resources(pod: Obj, node: Obj, pods_on_node: Iterable[Obj]) -> bool:
-    """``fitsRequest``: every requested resource fits in allocatable minus what the node's pods request."""
-    alloc = allocatable(node)
-    used = node_requested(pods_on_node)
-    if used.get("pods", 0) + 1 > alloc.get("pods", 110):
-        return False
-    for name, amount in requests_of(pod).items():
-        if amount and used.get(name, 0) + amount > alloc.get(name, 0):
-            return False
-    return True
-
-
-def pod_fits_node(pod: Obj, node: Obj, pods_on_node: Callable[[str], Sequence[Obj]]) -> bool:
-    """``NodeFit``: taints (NoSchedule), node selector / affinity, schedulable, resources."""
-    if not tolerates_taints(pod, node_taints(node)):
-        return False
-    if not matches_node_selector(pod, node):
-        return False
-    if is_unschedulable(node):
-        return False
-    return fits_resources(pod, node, pods_on_node(node["metadata"]["name"]))
-
-
-def pod_fits_any_other_node(pod: Obj, nodes: Iterable[Obj], pods_on_node: Callable[[str], Sequence[Obj]]) -> bool:
-    """``PodFitsAnyOtherNode``: some node other than the pod's own passes :func:`pod_fits_node`."""
-    current = pod["spec"].get("nodeName")
-    return any(n["metadata"]["name"] != current and pod_fits_node(pod, n, pods_on_node) for n in nodes)
-
-
-def pod_fits_any_node(pod: Obj, nodes: Iterable[Obj], pods_on_node: Callable[[str], Sequence[Obj]]) -> bool:
-    return any(pod_fits_node(pod, n, pods_on_node) for n in nodes)
 
 
 def pod_key(pod: Mapping[str, Any]) -> str:

@@ -149,10 +149,26 @@ class DefaultEvictor:
         return out
 
     def filter(self, pod: Obj) -> bool:
-        reasons = self.reasons(pod)
-        if reasons and log.isEnabledFor(logging.DEBUG):
-            log.debug("descheduler: pod %s fails the following checks: %s", utils.pod_key(pod), "; ".join(reasons))
-        return not reasons
+        """:meth:`reasons` is empty — answered at the first reason found (this runs for every pod of a pass)."""
+        meta = pod["metadata"]
+        annotations = meta.get("annotations")
+        if annotations:
+            if EVICT_ANNOTATION in annotations:
+                return True
+            if utils.MIRROR_ANNOTATION in annotations or utils.is_static(pod):
+                return self._refuse(pod)
+        if meta.get("deletionTimestamp"):
+            return self._refuse(pod)
+        for constraint in self.constraints:
+            if constraint(pod):
+                return self._refuse(pod)
+        return True
+
+    def _refuse(self, pod: Obj) -> bool:
+        if log.isEnabledFor(logging.DEBUG):
+            log.debug("descheduler: pod %s fails the following checks: %s", utils.pod_key(pod),
+                      "; ".join(self.reasons(pod)))
+        return False
 
     def pre_eviction_filter(self, pod: Obj) -> bool:
         if not self.args.node_fit:
@@ -163,7 +179,7 @@ class DefaultEvictor:
 
             selector = parse_label_selector(self.args.node_selector)
             nodes = [n for n in nodes if selector.matches(n["metadata"].get("labels"))]
-        if not utils.pod_fits_any_other_node(pod, nodes, self.handle.snapshot.active_pods_on):
+        if not self.handle.snapshot.pod_fits_any_other_node(pod, nodes):
             log.info("descheduler: pod %s does not fit on any other node because of nodeSelector(s), Taint(s), or "
                      "nodes marked as unschedulable", utils.pod_key(pod))
             return False

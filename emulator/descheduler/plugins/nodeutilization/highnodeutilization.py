@@ -58,8 +58,8 @@ class HighNodeUtilization:
         if n_src == 0 or n_src <= self.args.number_of_nodes or n_src == len(nodes) or not destinations.any():
             return None
 
-        def continue_eviction(_usage: np.ndarray, _cap: np.ndarray, available: np.ndarray) -> bool:
-            return bool(np.all(available > 0))
+        def continue_eviction(_usage: list[float], _cap: list[float], available: list[float]) -> bool:
+            return all(a > 0 for a in available)
 
         order = nu.sort_by_usage(np.flatnonzero(sources), table, ascending=True)
         nu.evict_pods_from_source_nodes(self.handle, table, order, np.flatnonzero(destinations).tolist(),

@@ -90,9 +90,9 @@ class LowNodeUtilization:
         targets = dict(zip(self.args.target_thresholds, c.high.tolist(), strict=True))
         capped = nu.capped_capacity(table, targets)
 
-        def continue_eviction(node_usage: np.ndarray, node_cap: np.ndarray, available: np.ndarray) -> bool:
+        def continue_eviction(node_usage: list[float], node_cap: list[float], available: list[float]) -> bool:
             # isNodeAboveTargetUtilization, then every resource still has room on the destinations.
-            return bool(np.any(node_cap < node_usage)) and bool(np.all(available > 0))
+            return any(c < u for c, u in zip(node_cap, node_usage, strict=True)) and all(a > 0 for a in available)
 
         sources = nu.sort_by_usage(np.flatnonzero(c.over), table, ascending=False)
         nu.evict_pods_from_source_nodes(self.handle, table, sources, np.flatnonzero(c.under).tolist(),

@@ -179,7 +179,8 @@ def tolerates_some_destination(pod: Obj, destination_taints: list[tuple[tuple[st
     return any(utils.tolerates_taints(pod, taints) for taints in destination_taints)
 
 
-ContinueEviction = Callable[[np.ndarray, np.ndarray, np.ndarray], bool]  # (node usage, node cap, available)
+# (node usage, node capacity capped at the target, destinations' room), per resource of the table.
+ContinueEviction = Callable[[list[float], list[float], list[float]], bool]
 
 
 def evict_pods_from_source_nodes(handle: Handle, table: UsageTable, sources: Sequence[int], destinations: Sequence[int],
@@ -192,8 +193,9 @@ def evict_pods_from_source_nodes(handle: Handle, table: UsageTable, sources: Seq
     """
     evictor = handle.evictor
     dest = np.asarray(destinations, dtype=int)
-    available = (available_capacity[dest] - table.usage[dest]).sum(axis=0) if len(dest) else \
-        np.zeros(len(table.resources))
+    # Per-eviction bookkeeping in plain floats: numpy's per-call overhead dwarfs a 4-element update.
+    available = ((available_capacity[dest] - table.usage[dest]).sum(axis=0) if len(dest) else
+                 np.zeros(len(table.resources))).tolist()
     destination_taints = [node_taints(table.nodes[i]) for i in destinations]
     excluded = set(evictable_namespaces.exclude) if evictable_namespaces is not None else set()
     evicted = 0
@@ -208,8 +210,8 @@ def evict_pods_from_source_nodes(handle: Handle, table: UsageTable, sources: Seq
         if not removable:
             continue
         utils.sort_pods_low_to_high(removable, heaviest_first if actual else None)
-        node_usage = table.usage[i]  # a view: evictions update the table in place
-        node_cap = available_capacity[i]
+        node_usage = table.usage[i].tolist()
+        node_cap = available_capacity[i].tolist()
         if not continue_eviction(node_usage, node_cap, available):
             continue
         count = 0
@@ -238,6 +240,7 @@ def evict_pods_from_source_nodes(handle: Handle, table: UsageTable, sources: Seq
                 amount = pod_usage.get(res, 0.0)
                 node_usage[j] -= amount
                 available[j] -= amount
+            table.usage[i] = node_usage
             if not continue_eviction(node_usage, node_cap, available):
                 break
     return evicted

@@ -21,13 +21,12 @@ from __future__ import annotations
 
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-from emulator.api.taints import node_taints
 from emulator.api.types import Obj
 from emulator.descheduler import utils
-from emulator.descheduler.framework import Handle, Status, evict_each, pod_filter
+from emulator.descheduler.framework import ClusterSnapshot, Handle, Status, evict_each, pod_filter
 from emulator.descheduler.plugins.removeduplicates.args import RemoveDuplicatesArgs, parse_args
 
 __all__ = ["EXTENSION_POINTS", "NAME", "RemoveDuplicates", "new", "parse_args"]
@@ -48,16 +47,37 @@ def _placement(pod: Obj) -> tuple[str, ...]:
             json.dumps(spec.get("nodeSelector") or {}, sort_keys=True), json.dumps(required, sort_keys=True))
 
 
-def target_nodes(variants: Sequence[Obj], nodes: Sequence[Obj]) -> list[str]:
-    """``getTargetNodes``: nodes some distinct placement variant fits (taints, selector) — if it fits two or more."""
+def target_nodes(variants: Mapping[tuple[str, ...], Obj], nodes: Sequence[Obj], snapshot: ClusterSnapshot,
+                 cache: dict[tuple[str, ...], list[str]] | None = None) -> list[str]:
+    """``getTargetNodes``: nodes some distinct placement variant fits (taints, selector) — if it fits two or more.
+
+    ``variants`` maps a placement key (:func:`_placement`) to a pod with it; ``cache`` remembers each key's
+    matching nodes across owners (most owners' pods share a placement).
+    """
     out: dict[str, None] = {}
-    for pod in variants:
-        matching = [n["metadata"]["name"] for n in nodes
-                    if utils.tolerates_taints(pod, node_taints(n), _TARGET_EFFECTS)
-                    and utils.matches_node_selector(pod, n)]
+    cache = {} if cache is None else cache
+    for placement, pod in variants.items():
+        matching = cache.get(placement)
+        if matching is None:
+            matching = cache[placement] = [n["metadata"]["name"] for n in nodes
+                                           if utils.tolerates_taints(pod, snapshot.node_taints(n), _TARGET_EFFECTS)
+                                           and snapshot.matches_node_selector(pod, n)]
         if len(matching) > 1:
             out.update(dict.fromkeys(matching))
     return list(out)
+
+
+def _owner_group(pod: Obj) -> tuple[str, tuple[tuple[str, str], ...]] | None:
+    """(namespace, its owners as sorted (kind, name) pairs); None for a bare pod. Pods can only be duplicates
+    of pods with the same group."""
+    refs = pod["metadata"].get("ownerReferences")
+    if not refs:
+        return None
+    ns = pod["metadata"].get("namespace") or ""
+    if len(refs) == 1:
+        r = refs[0]
+        return ns, ((r.get("kind") or "", r.get("name") or ""),)
+    return ns, tuple(sorted((r.get("kind") or "", r.get("name") or "") for r in refs))
 
 
 class RemoveDuplicates:
@@ -69,39 +89,91 @@ class RemoveDuplicates:
         self.accept = pod_filter(handle, namespaces=args.namespaces)
 
     def balance(self, nodes: Sequence[Obj]) -> Status | None:
+        snapshot = self.handle.snapshot
         exclude = set(self.args.exclude_owner_kinds)
-        duplicates: dict[OwnerKey, dict[str, list[Obj]]] = {}
-        occurrences: dict[OwnerKey, int] = {}
+        # A cheap first look: only pods whose owners have two or more pods on some node can be duplicates,
+        # and only the pods of those owners need the evictor's filter (upstream filters every pod first;
+        # the outcome is the same).
+        # First look, cheap: a pod can only be a duplicate if another pod on its node has the same first
+        # owner; only those owners' pods are grouped exactly (and filtered) below.
+        seen_first: set[tuple[str, str]] = set()
+        crowded_first: set[str] = set()
         for node in nodes:
             node_name = node["metadata"]["name"]
-            seen: set[tuple[str, ...]] = set()
-            for pod in self.handle.snapshot.active_pods_on(node_name):
+            for pod in snapshot.active_pods_on(node_name):
+                refs = pod["metadata"].get("ownerReferences")
+                if not refs:
+                    continue
+                first = refs[0].get("uid") or refs[0].get("name") or ""
+                if (first, node_name) in seen_first:
+                    crowded_first.add(first)
+                else:
+                    seen_first.add((first, node_name))
+        if not crowded_first:
+            return None
+        per_node_group: dict[tuple[Any, str], int] = {}
+        by_group: dict[Any, list[Obj]] = {}
+        for node in nodes:
+            node_name = node["metadata"]["name"]
+            for pod in snapshot.active_pods_on(node_name):
+                refs = pod["metadata"].get("ownerReferences")
+                if not refs or ((refs[0].get("uid") or refs[0].get("name") or "") not in crowded_first
+                                and len(refs) == 1):
+                    continue  # (pods with several owners always go on: another owner may be crowded)
+                group = _owner_group(pod)
+                key = (group, node_name)
+                per_node_group[key] = per_node_group.get(key, 0) + 1
+                members = by_group.get(group)
+                if members is None:
+                    by_group[group] = [pod]
+                else:
+                    members.append(pod)
+        crowded = {group for (group, _), n in per_node_group.items() if n >= 2}
+        if not crowded:
+            return None
+
+        def eligible(pod: Obj) -> bool:
+            refs = utils.owner_refs(pod)
+            return bool(refs) and not any(r.get("kind") in exclude for r in refs) and self.accept(pod)
+
+        def images_of(pod: Obj) -> list[str]:
+            return sorted(c.get("image") or "" for c in pod["spec"].get("containers") or ())
+
+        duplicates: dict[OwnerKey, dict[str, list[Obj]]] = {}
+        for group in crowded:  # pods in node order (the first walk went node by node)
+            ns = group[0]
+            seen: set[tuple[str, tuple[str, ...]]] = set()
+            for pod in by_group[group]:
+                if not eligible(pod):
+                    continue
+                node_name = pod["spec"]["nodeName"]
                 refs = utils.owner_refs(pod)
-                if not refs or any(r.get("kind") in exclude for r in refs):
-                    continue
-                if not self.accept(pod):
-                    continue
-                ns = pod["metadata"].get("namespace") or ""
-                images = sorted(c.get("image") or "" for c in pod["spec"].get("containers") or ())
-                images_hash = "#".join(images)
-                owners = [(ns, r.get("kind") or "", r.get("name") or "", images_hash) for r in refs]
-                for owner in owners:
-                    occurrences[owner] = occurrences.get(owner, 0) + 1
+                images = images_of(pod)
                 keys = tuple(sorted(f"{ns}/{r.get('kind')}/{r.get('name')}/{image}" for r in refs for image in images))
-                if keys in seen:
-                    for owner in owners:
+                if (node_name, keys) in seen:
+                    for r in refs:
+                        owner = (ns, r.get("kind") or "", r.get("name") or "", "#".join(images))
                         duplicates.setdefault(owner, {}).setdefault(node_name, []).append(pod)
                 else:
-                    seen.add(keys)
+                    seen.add((node_name, keys))
+        placements: dict[tuple[str, ...], list[str]] = {}
+        groups_of: dict[tuple[str, str, str], list[Any]] = {}  # one owner -> the owner groups naming it
+        for group in by_group:
+            ns, refs = group
+            for kind, name in refs:
+                groups_of.setdefault((ns, kind, name), []).append(group)
         for owner, per_node in duplicates.items():
+            ns, kind, name, images_hash = owner
+            occurrences = sum(1 for group in groups_of.get((ns, kind, name), ()) for p in by_group[group]
+                              if "#".join(images_of(p)) == images_hash and eligible(p))
             variants: dict[tuple[str, ...], Obj] = {}
             for pods in per_node.values():
                 for pod in pods:
                     variants.setdefault(_placement(pod), pod)
-            targets = target_nodes(list(variants.values()), nodes)
+            targets = target_nodes(variants, nodes, snapshot, placements)
             if len(targets) < 2:
                 continue  # fewer than two feasible nodes for the duplicates to land
-            upper_avg = math.ceil(occurrences[owner] / len(targets))
+            upper_avg = math.ceil(occurrences / len(targets))
             for pods in per_node.values():
                 if len(pods) + 1 > upper_avg and not evict_each(self.handle, pods[upper_avg - 1:], NAME):
                     return None

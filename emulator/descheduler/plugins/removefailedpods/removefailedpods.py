@@ -67,8 +67,8 @@ class RemoveFailedPods:
 
     def deschedule(self, nodes: Sequence[Obj]) -> Status | None:
         for node in nodes:
-            victims = [p for p in self.handle.snapshot.pods_on(node["metadata"]["name"])
-                       if self.violates(p) and self.accept(p)]
+            candidates = self.handle.snapshot.having("failed").get(node["metadata"]["name"], ())
+            victims = [p for p in candidates if self.violates(p) and self.accept(p)]
             if not evict_each(self.handle, victims, NAME):
                 return None
         return None

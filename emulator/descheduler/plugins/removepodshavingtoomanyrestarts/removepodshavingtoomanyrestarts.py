@@ -41,8 +41,8 @@ class RemovePodsHavingTooManyRestarts:
 
     def deschedule(self, nodes: Sequence[Obj]) -> Status | None:
         for node in nodes:
-            victims = [p for p in self.handle.snapshot.active_pods_on(node["metadata"]["name"])
-                       if self.violates(p) and self.accept(p)]
+            candidates = self.handle.snapshot.having("restarts").get(node["metadata"]["name"], ())
+            victims = [p for p in candidates if self.violates(p) and self.accept(p)]
             if not evict_each(self.handle, victims, NAME):
                 return None
         return None

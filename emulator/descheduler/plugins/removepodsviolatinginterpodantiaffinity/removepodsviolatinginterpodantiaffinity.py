@@ -1,8 +1,8 @@
 """RemovePodsViolatingInterPodAntiAffinity: evict pods whose required anti-affinity is violated where they run.
 
 Upstream ``pod_antiaffinity.go`` and ``utils.CheckPodsWithAntiAffinityExist``:
-the evictable pods (evictor filter, ``namespaces``, ``labelSelector``) are
-grouped by namespace; node by node, lowest priority first (then QoS), a pod
+among the evictable pods (evictor filter, ``namespaces``, ``labelSelector``),
+found through the snapshot's per-namespace label index; node by node, lowest priority first (then QoS), a pod
 is evicted when one of its *required* anti-affinity terms selects another of
 those pods — in the term's ``namespaces`` (default: the pod's own) — on a
 node with the same value of the term's ``topologyKey`` (the same node always
@@ -12,7 +12,7 @@ repelling each other only the first goes.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from emulator.api.labels import LabelSelector
@@ -24,7 +24,7 @@ from emulator.descheduler.evictions import (
     EvictionNodeLimitError,
     EvictionTotalLimitError,
 )
-from emulator.descheduler.framework import Handle, Status, pod_filter
+from emulator.descheduler.framework import ClusterSnapshot, Handle, Status, pod_filter
 from emulator.descheduler.plugins.removepodsviolatinginterpodantiaffinity.args import (
     RemovePodsViolatingInterPodAntiAffinityArgs,
     parse_args,
@@ -51,8 +51,8 @@ def same_topology(a: Obj | None, b: Obj | None, key: str) -> bool:
     return key in la and key in lb and la[key] == lb[key]
 
 
-def violates(pod: Obj, by_namespace: dict[str, dict[str, Obj]], node_map: dict[str, Obj]) -> bool:
-    """``CheckPodsWithAntiAffinityExist``."""
+def violates(pod: Obj, snapshot: ClusterSnapshot, alive: Callable[[Obj], bool], node_map: dict[str, Obj]) -> bool:
+    """``CheckPodsWithAntiAffinityExist`` over the pods ``alive`` accepts (evictable, not yet evicted)."""
     node = node_map.get(pod["spec"].get("nodeName") or "")
     for term in required_anti_affinity_terms(pod):
         namespaces = term.get("namespaces") or [pod["metadata"].get("namespace") or ""]
@@ -62,11 +62,10 @@ def violates(pod: Obj, by_namespace: dict[str, dict[str, Obj]], node_map: dict[s
             continue
         key = term.get("topologyKey") or ""
         for ns in namespaces:
-            for other in by_namespace.get(ns, {}).values():
-                if other["metadata"]["name"] == pod["metadata"]["name"] and ns == pod["metadata"].get("namespace"):
+            for other in snapshot.select(ns, selector):
+                if other is pod or not alive(other):
                     continue
-                if selector.matches(other["metadata"].get("labels")) and \
-                        same_topology(node, node_map.get(other["spec"].get("nodeName") or ""), key):
+                if same_topology(node, node_map.get(other["spec"].get("nodeName") or ""), key):
                     return True
     return False
 
@@ -83,18 +82,22 @@ class RemovePodsViolatingInterPodAntiAffinity:
     def deschedule(self, nodes: Sequence[Obj]) -> Status | None:
         snapshot = self.handle.snapshot
         node_map = {n["metadata"]["name"]: n for n in nodes}
-        on_node: dict[str, list[Obj]] = {}
-        by_namespace: dict[str, dict[str, Obj]] = {}
-        for name in node_map:
-            pods = [p for p in snapshot.active_pods_on(name) if self.accept(p)]
-            on_node[name] = pods
-            for p in pods:
-                by_namespace.setdefault(p["metadata"].get("namespace") or "", {})[p["metadata"]["name"]] = p
-        if not any(required_anti_affinity_terms(p) for pods in on_node.values() for p in pods):
+        with_terms = snapshot.having("podAntiAffinity")
+        if not any(name in with_terms for name in node_map):
             return None
-        for pods in on_node.values():
-            for pod in utils.sort_pods_low_to_high(list(pods)):
-                if not required_anti_affinity_terms(pod) or not violates(pod, by_namespace, node_map):
+        evicted: set[int] = set()
+
+        def alive(p: Obj) -> bool:  # upstream lists only the filtered pods; asked lazily, for the pods terms select
+            return id(p) not in evicted and (p["spec"].get("nodeName") or "") in node_map and self.accept(p)
+
+        for name in node_map:
+            # Only pods with required anti-affinity terms can violate them; sorting just those keeps
+            # upstream's order among them (all the node's pods, lowest priority first).
+            pods = with_terms.get(name)
+            if not pods:
+                continue
+            for pod in utils.sort_pods_low_to_high([p for p in pods if alive(p)]):
+                if not required_anti_affinity_terms(pod) or not violates(pod, snapshot, alive, node_map):
                     continue
                 if not self.handle.evictor.pre_eviction_filter(pod):
                     continue
@@ -106,7 +109,7 @@ class RemovePodsViolatingInterPodAntiAffinity:
                     break
                 except (EvictionLimitError, EvictionError):
                     continue
-                by_namespace.get(pod["metadata"].get("namespace") or "", {}).pop(pod["metadata"]["name"], None)
+                evicted.add(id(pod))
         return None
 
 

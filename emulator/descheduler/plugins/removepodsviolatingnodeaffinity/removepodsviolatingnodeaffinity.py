@@ -20,7 +20,6 @@ from typing import Any
 
 from emulator.api.nodeaffinity import parse_preferred_terms
 from emulator.api.types import Obj
-from emulator.descheduler import utils
 from emulator.descheduler.framework import Handle, Status, evict_each, pod_filter
 from emulator.descheduler.plugins.removepodsviolatingnodeaffinity.args import (
     PREFERRED,
@@ -55,13 +54,13 @@ class RemovePodsViolatingNodeAffinity:
         self.accept = pod_filter(handle, namespaces=args.namespaces, label_selector=args.label_selector)
 
     def _violates(self, kind: str, pod: Obj, node: Obj, nodes: Sequence[Obj]) -> bool:
-        pods_on = self.handle.snapshot.active_pods_on
+        snapshot = self.handle.snapshot
         if kind == REQUIRED:
-            return (bool(_node_affinity(pod).get(REQUIRED)) and not utils.matches_node_selector(pod, node)
-                    and utils.pod_fits_any_node(pod, nodes, pods_on))
-        if not _node_affinity(pod).get(PREFERRED) or not utils.matches_node_selector(pod, node):
+            return (bool(_node_affinity(pod).get(REQUIRED)) and not snapshot.matches_node_selector(pod, node)
+                    and snapshot.pod_fits_any_node(pod, nodes))
+        if not _node_affinity(pod).get(PREFERRED) or not snapshot.matches_node_selector(pod, node):
             return False
-        fitting = [n for n in nodes if utils.pod_fits_node(pod, n, pods_on)]
+        fitting = [n for n in nodes if snapshot.pod_fits_node(pod, n)]
         if not fitting:
             return False
         return max(preferred_weight(pod, n) for n in fitting) > preferred_weight(pod, node)
@@ -69,7 +68,8 @@ class RemovePodsViolatingNodeAffinity:
     def deschedule(self, nodes: Sequence[Obj]) -> Status | None:
         for kind in self.args.node_affinity_type:
             for node in nodes:
-                victims = [p for p in self.handle.snapshot.active_pods_on(node["metadata"]["name"])
+                candidates = self.handle.snapshot.having("nodeAffinity").get(node["metadata"]["name"], ())
+                victims = [p for p in candidates
                            if _node_affinity(p).get(kind) and self.accept(p) and self._violates(kind, p, node, nodes)]
                 if not evict_each(self.handle, victims, NAME):
                     return None

@@ -118,48 +118,54 @@ class RemovePodsViolatingTopologySpreadConstraint:
     def balance(self, nodes: Sequence[Obj]) -> Status | None:
         snapshot, evictor = self.handle.snapshot, self.handle.evictor
         node_map = {n["metadata"]["name"]: n for n in nodes}
-        by_namespace: dict[str, list[Obj]] = {}
+        declaring: dict[str, list[Obj]] = {}  # namespace -> pods that declare a constraint
+        spreading = snapshot.having("topologySpread")
         for name in node_map:
-            for pod in snapshot.active_pods_on(name):
-                by_namespace.setdefault(pod["metadata"].get("namespace") or "", []).append(pod)
+            for pod in spreading.get(name, ()):
+                declaring.setdefault(pod["metadata"].get("namespace") or "", []).append(pod)
+        values_by_key: dict[str, dict[str, str]] = {}  # topology key -> node -> value
+        distinct: dict[str, list[str]] = {}  # topology key -> its values, in node order
         chosen: dict[str, Obj] = {}
-        evictable: dict[str, bool] = {}
 
-        def is_evictable(pod: Obj) -> bool:
-            key = utils.pod_key(pod)
-            if key not in evictable:
-                evictable[key] = evictor.filter(pod)
-            return evictable[key]
+        def node_values(key: str) -> dict[str, str]:
+            if key not in values_by_key:
+                values_by_key[key] = {name: (n["metadata"].get("labels") or {})[key] for name, n in node_map.items()
+                                      if key in (n["metadata"].get("labels") or {})}
+            return values_by_key[key]
 
-        for pods in by_namespace.values():
+        def domain_values(key: str) -> list[str]:
+            if key not in distinct:
+                distinct[key] = list(dict.fromkeys(node_values(key).values()))
+            return distinct[key]
+
+        for namespace, pods in declaring.items():
             for constraint, owner in self._constraints(pods):
                 key = constraint.get("topologyKey") or ""
                 try:
                     selector = LabelSelector.from_dict(constraint.get("labelSelector"))
                 except Exception:
                     continue
-                affinity = utils.required_affinity(owner)
-                domains: dict[str, list[Obj]] = {}
-                for node in nodes:
-                    labels = node["metadata"].get("labels") or {}
-                    if key in labels and affinity.matches(labels, node["metadata"]["name"]):
-                        domains.setdefault(labels[key], [])
-                for pod in pods:
-                    if not selector.matches(pod["metadata"].get("labels")):
-                        continue
-                    value = (node_map[pod["spec"]["nodeName"]]["metadata"].get("labels") or {}).get(key)
+                values = node_values(key)
+                spec = owner["spec"]
+                if spec.get("nodeSelector") or (spec.get("affinity") or {}).get("nodeAffinity"):
+                    domains: dict[str, list[Obj]] = {v: [] for name, v in values.items()
+                                                     if snapshot.matches_node_selector(owner, node_map[name])}
+                else:
+                    domains = {v: [] for v in domain_values(key)}
+                for pod in snapshot.select(namespace, selector):
+                    value = values.get(pod["spec"].get("nodeName") or "")
                     if value is not None and value in domains:
                         domains[value].append(pod)
                 sizes = [len(d) for d in domains.values()]
-                if not sizes or max(sizes) - min(sizes) <= int(constraint.get("maxSkew") or 1):
+                max_skew = int(constraint.get("maxSkew") or 1)
+                if not sizes or max(sizes) - min(sizes) <= max_skew:
                     continue
-                ordered = [sorted(d, key=lambda p: (is_evictable(p), not _has_placement_constraints(p),
+                ordered = [sorted(d, key=lambda p: (evictor.filter(p), not _has_placement_constraints(p),
                                                     -(utils.priority(p) or 0))) for d in domains.values()]
-                for pod in balance_domains(ordered, int(constraint.get("maxSkew") or 1)):
-                    if not is_evictable(pod):
+                for pod in balance_domains(ordered, max_skew):
+                    if not evictor.filter(pod):
                         continue
-                    if self.args.topology_balance_node_fit and not utils.pod_fits_any_other_node(
-                            pod, nodes, snapshot.active_pods_on):
+                    if self.args.topology_balance_node_fit and not snapshot.pod_fits_any_other_node(pod, nodes):
                         continue
                     chosen[utils.pod_key(pod)] = pod
         for pod in chosen.values():
