@@ -6,10 +6,9 @@ SCENARIO`` (the main job: a cluster under load, with its summary), ``chaos``
 (``stop-kubelet NODE``, ``break-runtime NODE``, ``partition-shard N``,
 ``restore TARGET|--all``, ``list``: faults for the detached cluster's kubelets,
 see :mod:`emulator.chaos`), ``dashboards push`` (the Grafana dashboards into a
-Grafana, :mod:`emulator.dashboards`), ``deschedule --policy FILE`` (one Descheduler
-loop, :mod:`emulator.descheduler.cli`, which also adds ``up --descheduler-policy``).
-``up`` also runs one *component* of a cluster whose parts share an external
-Redis (``--no-api-server``, ``--controller-managers 0``, ``--schedulers N``, ``--nodes N``, ``--api-token-file``; see
+Grafana, :mod:`emulator.dashboards`). ``up`` also runs one *component* of a cluster
+whose parts share an external Redis (``--no-api-server``, ``--controller-managers
+0``, ``--schedulers N``, ``--nodes N``, ``--api-token-file``; see
 :mod:`emulator.cluster` and ``docs/compose.md``); whoever composes the
 program may add subcommands (``actors.cli`` adds ``ray-node``). Each
 failure a user can cause (busy port, unreachable Redis, bad config, no
