@@ -111,54 +111,96 @@ class ClusterSnapshot:
         return self.pods_by_node.get(node, [])
 
     def active_pods_on(self, node: str) -> list[Obj]:
-        """``ListPodsOnANode``: Succeeded and Failed pods do not occupy the node (memoised for the pass)."""
-        cache = self._cache("active")
-        pods = cache.get(node)
-        if pods is None:
-            pods = cache[node] = [p for p in self.pods_by_node.get(node, ()) if not utils.is_terminal(p)]
-        return pods
+        """``ListPodsOnANode``: Succeeded and Failed pods do not occupy the node."""
+        return self._indexed()["active"].get(node, [])
 
     def all_pods(self) -> Iterable[Obj]:
         for pods in self.pods_by_node.values():
             yield from pods
 
     def having(self, feature: str) -> dict[str, list[Obj]]:
-        """node -> its pods with ``feature``, in node order; one walk over the pods builds every feature's index.
+        """node -> its pods with ``feature``, in node order.
 
         ``nodeAffinity``, ``podAntiAffinity`` (required terms), ``topologySpread`` and ``restarts``
         (some container restarted) index running pods; ``failed`` the Failed ones. Plugins look at
         these few pods instead of every pod of the cluster, as informer indexes let upstream do.
         """
-        indexes = self._cache("features")
-        if not indexes:
-            for name in ("nodeAffinity", "podAntiAffinity", "topologySpread", "restarts", "failed"):
-                indexes[name] = {}
-            node_aff, anti, spread = indexes["nodeAffinity"], indexes["podAntiAffinity"], indexes["topologySpread"]
-            restarted, failed = indexes["restarts"], indexes["failed"]
-            for node, pods in self.pods_by_node.items():
-                for pod in pods:
-                    status = pod.get("status") or {}
-                    phase = status.get("phase")
-                    if phase == "Failed":
-                        failed.setdefault(node, []).append(pod)
-                        continue
-                    if phase == "Succeeded":
-                        continue
-                    spec = pod["spec"]
-                    affinity = spec.get("affinity")
-                    if affinity:
-                        if affinity.get("nodeAffinity"):
-                            node_aff.setdefault(node, []).append(pod)
-                        anti_terms = (affinity.get("podAntiAffinity") or {}).get(
-                            "requiredDuringSchedulingIgnoredDuringExecution")
-                        if anti_terms:
-                            anti.setdefault(node, []).append(pod)
-                    if spec.get("topologySpreadConstraints"):
-                        spread.setdefault(node, []).append(pod)
-                    if any(c.get("restartCount") for key in ("containerStatuses", "initContainerStatuses")
-                           for c in status.get(key) or ()):
-                        restarted.setdefault(node, []).append(pod)
-        return indexes[feature]
+        return self._indexed()[feature]
+
+    def by_first_owner(self) -> dict[str, list[Obj]]:
+        """Running pods by the uid (else name) of their first ownerReference, in node order."""
+        return self._indexed()["owner"]
+
+    def _indexed(self) -> dict[str, Any]:
+        """One walk over every pod builds every per-pass index (a pass must not walk 100,000 pods per plugin):
+        running pods per node, the feature indexes, first owners, each namespace's label index, and what
+        each node's running pods request."""
+        indexes = self._caches.get("indexes")
+        if indexes is not None:
+            return indexes
+        active: dict[str, list[Obj]] = {}
+        node_aff: dict[str, list[Obj]] = {}
+        anti: dict[str, list[Obj]] = {}
+        spread: dict[str, list[Obj]] = {}
+        restarted: dict[str, list[Obj]] = {}
+        failed: dict[str, list[Obj]] = {}
+        owners: dict[str, list[Obj]] = {}
+        labels: dict[str, dict[Any, list[Obj]]] = {}
+        requested: dict[str, dict[str, int]] = {}
+        requests_of = utils.requests_of
+        for node, pods in self.pods_by_node.items():
+            running: list[Obj] = []
+            total: dict[str, int] = {"pods": 0}
+            for pod in pods:
+                status = pod.get("status") or {}
+                phase = status.get("phase")
+                if phase == "Failed":
+                    failed.setdefault(node, []).append(pod)
+                    continue
+                if phase == "Succeeded":
+                    continue
+                running.append(pod)
+                total["pods"] += 1
+                for name, amount in requests_of(pod).items():
+                    total[name] = total.get(name, 0) + amount
+                spec, meta = pod["spec"], pod["metadata"]
+                affinity = spec.get("affinity")
+                if affinity:
+                    if affinity.get("nodeAffinity"):
+                        node_aff.setdefault(node, []).append(pod)
+                    anti_terms = (affinity.get("podAntiAffinity") or {}).get(
+                        "requiredDuringSchedulingIgnoredDuringExecution")
+                    if anti_terms:
+                        anti.setdefault(node, []).append(pod)
+                if spec.get("topologySpreadConstraints"):
+                    spread.setdefault(node, []).append(pod)
+                if _restarted(status.get("containerStatuses")) or _restarted(status.get("initContainerStatuses")):
+                    restarted.setdefault(node, []).append(pod)
+                refs = meta.get("ownerReferences")
+                if refs:
+                    first = refs[0].get("uid") or refs[0].get("name") or ""
+                    bucket = owners.get(first)
+                    if bucket is None:
+                        owners[first] = [pod]
+                    else:
+                        bucket.append(pod)
+                ns = meta.get("namespace") or ""
+                index = labels.get(ns)
+                if index is None:
+                    index = labels[ns] = {None: []}
+                index[None].append(pod)
+                for item in (meta.get("labels") or {}).items():
+                    bucket = index.get(item)
+                    if bucket is None:
+                        index[item] = [pod]
+                    else:
+                        bucket.append(pod)
+            active[node] = running
+            requested[node] = total
+        indexes = self._caches["indexes"] = {
+            "active": active, "nodeAffinity": node_aff, "podAntiAffinity": anti, "topologySpread": spread,
+            "restarts": restarted, "failed": failed, "owner": owners, "labels": labels, "requested": requested}
+        return indexes
 
     # -- memoised facts (a snapshot does not change during a pass) -------------------------------------
     def _cache(self, name: str) -> dict[Any, Any]:
@@ -183,10 +225,7 @@ class ClusterSnapshot:
 
     def requested(self, node: str) -> dict[str, int]:
         """What the node's running pods request (``pods``: how many there are)."""
-        cache = self._cache("requested")
-        if node not in cache:
-            cache[node] = utils.node_requested(self.active_pods_on(node))
-        return cache[node]
+        return self._indexed()["requested"].get(node) or {"pods": 0}
 
     def required_affinity(self, pod: Obj) -> RequiredNodeAffinity:
         cache = self._cache("affinity")
@@ -225,24 +264,7 @@ class ClusterSnapshot:
 
     def select(self, namespace: str, selector: LabelSelector) -> list[Obj]:
         """The running pods of ``namespace`` (on nodes) that ``selector`` matches, through a label index."""
-        indexes = self._cache("labels")
-        if not indexes:  # one walk over the pods builds every namespace's index
-            indexes[""] = {None: []}
-            for pods in self.pods_by_node.values():
-                for pod in pods:
-                    if utils.is_terminal(pod):
-                        continue
-                    meta = pod["metadata"]
-                    index = indexes.get(meta.get("namespace") or "")
-                    if index is None:
-                        index = indexes[meta.get("namespace") or ""] = {None: []}
-                    index[None].append(pod)
-                    for item in (meta.get("labels") or {}).items():
-                        bucket = index.get(item)
-                        if bucket is None:
-                            index[item] = [pod]
-                        else:
-                            bucket.append(pod)
+        indexes = self._indexed()["labels"]
         index = indexes.get(namespace) or {None: []}
         candidates = index[None]
         for key, _, _ in selector.requirements:
@@ -262,6 +284,14 @@ class ClusterSnapshot:
         if self._pod_usage is None:
             self._pod_usage = self.pod_usage_source() if self.pod_usage_source else {}
         return self._pod_usage
+
+
+def _restarted(statuses: list[Obj] | None) -> bool:
+    if statuses:
+        for c in statuses:
+            if c.get("restartCount"):
+                return True
+    return False
 
 
 class ProfileEvictor:

@@ -33,7 +33,7 @@ SOURCE_ANNOTATION = "kubernetes.io/config.source"
 NO_SCHEDULE_EFFECTS = frozenset({"NoSchedule"})
 
 _QOS_RANK = {BEST_EFFORT: 0, BURSTABLE: 1}  # Guaranteed: 2
-_requests_cache: dict[tuple[str, str], dict[str, int]] = {}
+_requests_cache: dict[str, tuple[Any, dict[str, int]]] = {}  # uid -> (resourceVersion, requests)
 _qos_cache: dict[tuple[str, str], int] = {}
 _REQUESTS_CACHE_MAX = 500_000
 
@@ -142,13 +142,14 @@ def requests_of(pod: Obj) -> dict[str, int]:
     uid, rv = meta.get("uid"), meta.get("resourceVersion")
     if not uid or not rv:
         return pod_requests(pod)  # not from the store: nothing identifies this version of the pod
-    key = (uid, str(rv))
-    cached = _requests_cache.get(key)
-    if cached is None:
-        if len(_requests_cache) >= _REQUESTS_CACHE_MAX:
-            _requests_cache.clear()
-        cached = _requests_cache[key] = pod_requests(pod)
-    return cached
+    cached = _requests_cache.get(uid)
+    if cached is not None and cached[0] == rv:
+        return cached[1]
+    if len(_requests_cache) >= _REQUESTS_CACHE_MAX:
+        _requests_cache.clear()
+    requests = pod_requests(pod)
+    _requests_cache[uid] = (rv, requests)
+    return requests
 
 
 # ----------------------------------------------------------------------------- nodes

@@ -103,11 +103,10 @@ def usage_table(handle: Handle, nodes: Sequence[Obj], resources: list[str], *, a
                     if res not in ("cpu", "memory") and res in col:
                         row[col[res]] += amount
         else:
-            for pod in pods:
-                for res, amount in utils.requests_of(pod).items():
-                    j = col.get(res)
-                    if j is not None:
-                        row[j] += amount
+            for res, amount in snapshot.requested(name).items():
+                j = col.get(res)
+                if j is not None and res != "pods":
+                    row[j] += amount
 
     def pod_usage(pod: Obj) -> dict[str, float] | None:
         requested = {k: float(v) for k, v in utils.requests_of(pod).items()}
@@ -206,14 +205,16 @@ def evict_pods_from_source_nodes(handle: Handle, table: UsageTable, sources: Seq
         return -(u or {}).get("cpu", 0.0)
 
     for i in sources:
+        node_usage = table.usage[i].tolist()
+        node_cap = available_capacity[i].tolist()
+        # upstream checks this after listing the removable pods; asking first skips filtering the pods of
+        # nodes that will lose none (the filters have no side effects, so the outcome is the same).
+        if not continue_eviction(node_usage, node_cap, available):
+            continue
         removable = [p for p in table.pods[i] if evictor.filter(p)]
         if not removable:
             continue
         utils.sort_pods_low_to_high(removable, heaviest_first if actual else None)
-        node_usage = table.usage[i].tolist()
-        node_cap = available_capacity[i].tolist()
-        if not continue_eviction(node_usage, node_cap, available):
-            continue
         count = 0
         for pod in removable:
             if max_per_node is not None and count >= max_per_node:

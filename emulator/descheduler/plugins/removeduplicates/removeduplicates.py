@@ -95,39 +95,24 @@ class RemoveDuplicates:
         # and only the pods of those owners need the evictor's filter (upstream filters every pod first;
         # the outcome is the same).
         # First look, cheap: a pod can only be a duplicate if another pod on its node has the same first
-        # owner; only those owners' pods are grouped exactly (and filtered) below.
-        seen_first: set[tuple[str, str]] = set()
-        crowded_first: set[str] = set()
-        for node in nodes:
-            node_name = node["metadata"]["name"]
-            for pod in snapshot.active_pods_on(node_name):
-                refs = pod["metadata"].get("ownerReferences")
-                if not refs:
-                    continue
-                first = refs[0].get("uid") or refs[0].get("name") or ""
-                if (first, node_name) in seen_first:
-                    crowded_first.add(first)
-                else:
-                    seen_first.add((first, node_name))
-        if not crowded_first:
-            return None
+        # owner; only those owners' pods are grouped exactly (and filtered) below. Pods with several owners
+        # are always looked at (another of their owners may be crowded).
+        node_names = {n["metadata"]["name"] for n in nodes}
         per_node_group: dict[tuple[Any, str], int] = {}
         by_group: dict[Any, list[Obj]] = {}
-        for node in nodes:
-            node_name = node["metadata"]["name"]
-            for pod in snapshot.active_pods_on(node_name):
-                refs = pod["metadata"].get("ownerReferences")
-                if not refs or ((refs[0].get("uid") or refs[0].get("name") or "") not in crowded_first
-                                and len(refs) == 1):
-                    continue  # (pods with several owners always go on: another owner may be crowded)
+        for pods in snapshot.by_first_owner().values():
+            if len(pods) < 2 and len(utils.owner_refs(pods[0])) == 1:
+                continue
+            on_nodes = [p["spec"]["nodeName"] for p in pods]
+            if len(set(on_nodes)) == len(on_nodes) and all(len(utils.owner_refs(p)) == 1 for p in pods):
+                continue  # never two on one node
+            for pod, node_name in zip(pods, on_nodes, strict=True):
+                if node_name not in node_names:
+                    continue
                 group = _owner_group(pod)
                 key = (group, node_name)
                 per_node_group[key] = per_node_group.get(key, 0) + 1
-                members = by_group.get(group)
-                if members is None:
-                    by_group[group] = [pod]
-                else:
-                    members.append(pod)
+                by_group.setdefault(group, []).append(pod)
         crowded = {group for (group, _), n in per_node_group.items() if n >= 2}
         if not crowded:
             return None
