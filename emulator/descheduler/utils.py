@@ -194,17 +194,6 @@ def required_affinity(pod: Obj) -> RequiredNodeAffinity:
     return RequiredNodeAffinity.of(spec.get("nodeSelector") or {}, spec.get("affinity"))
 
 
-def node_requested(pods: Iterable[Obj]) -> dict[str, int]:
-    total: dict[str, int] = {"pods": 0}
-    for pod in pods:
-        if is_terminal(pod):
-            continue
-        total["pods"] += 1
-        for name, amount in requests_of(pod).items():
-            total[name] = total.get(name, 0) + amount
-    return total
-
-
 def pod_key(pod: Mapping[str, Any]) -> str:
     meta = pod["metadata"]
     return f"{meta.get('namespace')}/{meta['name']}"

@@ -87,7 +87,8 @@ def test_taint_evictions_spend_the_budget_and_never_break_it(core: ServerCore, c
     before = sample("descheduler_pods_evicted_total", result="success", strategy="RemovePodsViolatingNodeTaints",
                     profile="default", namespace="default", node="n1")
 
-    m = manager("descheduler", descheduler_policy=taint_policy(), descheduling_interval=60)
+    m = manager("descheduler", descheduler_policy=taint_policy(evictionFailureEventNotification=True),
+                descheduling_interval=60)
     controller = m.controllers()["descheduler"]
     wait_for(lambda: controller.descheduler.loops >= 1, 20, "the first descheduling loop")
     # One pod may go (disruptionsAllowed 1); the eviction API answers 429 for the other two.
@@ -105,6 +106,13 @@ def test_taint_evictions_spend_the_budget_and_never_break_it(core: ServerCore, c
                          if e["reason"] == "RemovePodsViolatingNodeTaints"), 20, "the eviction Event")
     event = next(e for e in core.list(EVENT, "default").items if e["reason"] == "RemovePodsViolatingNodeTaints")
     assert event["message"] == "pod eviction from n1 node by sigs.k8s.io/descheduler" and event["type"] == "Normal"
+    # evictionFailureEventNotification: the refused evictions are Warning events on their pods.
+    wait_for(lambda: len([e for e in core.list(EVENT, "default").items if e["reason"] == "EvictionFailed"]) == 2, 20,
+             "two EvictionFailed events")
+    failed = [e for e in core.list(EVENT, "default").items if e["reason"] == "EvictionFailed"]
+    assert all(e["type"] == "Warning" and e["message"].startswith(
+        "pod eviction from n1 node by sigs.k8s.io/descheduler failed: error when evicting pod (ignoring)")
+        for e in failed)
 
     # The kubelet finishes the deletion; the budget is spent (2 healthy, 2 desired), so the next loop,
     # one interval later on the cluster clock, evicts nothing.
