@@ -1,4 +1,5 @@
-"""The taint walkthrough completed, and RemoveDuplicates, end to end with the real scheduler and ``kubectl``.
+"""The taint walkthrough completed, RemoveDuplicates, and load-aware LowNodeUtilization, end to end with the
+real scheduler and ``kubectl``.
 
 An API server process, the controller manager (ReplicaSet, Deployment, disruption), the real scheduler
 (default profile), a stand-in kubelet that runs what is bound and finishes graceful deletions, and then the
@@ -25,6 +26,7 @@ from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.kubelet.usage import write_snapshot
 from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
@@ -66,10 +68,10 @@ class Cluster:
     def ready(self, app: str) -> int:
         return sum(1 for p in self.live(app) if is_ready(p))
 
-    def start_descheduler(self, policy: dict) -> ControllerManager:
+    def start_descheduler(self, policy: dict, interval: float = 1.0) -> ControllerManager:
         m = ControllerManager(self.core, ManagerConfig(
             leader_elect=False, controllers=("descheduler",), identity="descheduler",
-            options={"descheduler_policy": policy, "descheduling_interval": 1.0})).start()
+            options={"descheduler_policy": policy, "descheduling_interval": interval})).start()
         self.managers.append(m)
         assert m.wait_active(30)
         return m
@@ -178,3 +180,40 @@ def test_remove_duplicates_spreads_pods_piled_on_one_node(cluster: Cluster) -> N
         assert monitor.min_after(6) is not None and monitor.min_after(6) >= 5
     finally:
         monitor.stop()
+
+
+def test_load_aware_descheduling_moves_the_heaviest_pod_to_a_cool_node(cluster: Cluster) -> None:
+    """LowNodeUtilization on actual usage (metrics.k8s.io, as the kubelets publish it): node-a measures 90 %
+    of its 4 cpu; its heaviest pod is evicted, the ReplicaSet replaces it, and the scheduler puts the
+    replacement on a node that is not node-a."""
+    cluster.kubectl("cordon", "node-b")
+    cluster.kubectl("cordon", "node-c")
+    cluster.apply(deployment("busy", 4), budget("busy", maxUnavailable=1))
+    eventually("4 ready replicas on node-a", lambda: cluster.ready("busy") == 4
+               and cluster.placement("busy") == Counter({"node-a": 4}))
+    cluster.kubectl("uncordon", "node-b")
+    cluster.kubectl("uncordon", "node-c")
+    names = sorted(p["metadata"]["name"] for p in cluster.live("busy"))
+    millicores = dict(zip(names, (1600, 900, 700, 400), strict=True))  # node-a: 3.6 of 4 cpu
+    store = cluster.core.store
+    pipe = store.redis.pipeline()
+    write_snapshot(pipe, store.config.prefix, timestamp=cluster.core.clock.now(), window=15.0,
+                   nodes={"node-a": (3_600_000_000, 1 << 30), "node-b": (200_000_000, 1 << 30),
+                          "node-c": (200_000_000, 1 << 30)},
+                   pods={("default", n): [("web", m * 1_000_000, 64 << 20)] for n, m in millicores.items()})
+    pipe.execute()
+    heaviest = names[0]
+    policy = {"apiVersion": "descheduler/v1alpha2", "kind": "DeschedulerPolicy", "profiles": [{
+        "name": "load-aware", "pluginConfig": [{"name": "LowNodeUtilization", "args": {
+            "thresholds": {"cpu": 30}, "targetThresholds": {"cpu": 60},
+            "metricsUtilization": {"source": "KubernetesMetrics"}}}],
+        "plugins": {"balance": {"enabled": ["LowNodeUtilization"]}}}]}
+    # One loop (the next is an hour of cluster time away): the usage written above does not follow the pods.
+    manager = cluster.start_descheduler(policy, interval=3600)
+    controller = manager.controllers()["descheduler"]
+    eventually("the first loop", lambda: controller.descheduler.loops >= 1)
+    # 90 % > 60 %: the 1.6-cpu pod goes (3.6 -> 2.0, under 2.4 = 60 % of 4): one eviction, the heaviest.
+    assert [e.name for e in controller.last.evicted] == [heaviest]
+    eventually("4 ready replicas again, one of them off node-a",
+               lambda: cluster.ready("busy") == 4 and cluster.placement("busy")["node-a"] == 3)
+    assert heaviest not in {p["metadata"]["name"] for p in cluster.live("busy")}
