@@ -4,6 +4,7 @@ from the kubelets' metrics.k8s.io snapshot, and the one-shot ``kemu deschedule``
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -192,3 +193,35 @@ def test_kemu_deschedule_once_with_and_without_dry_run(core: ServerCore, redis_u
     out = run_cli(redis_url, tmp_path, "--policy", str(bad))
     assert out.returncode == 1
     assert "profiles[0].plugins.balance.enabled[0]: Not found" in out.stderr
+
+
+def test_kemu_up_with_a_descheduler_policy_runs_the_controller(tmp_path: Path) -> None:
+    """``kemu up --detach --descheduler-policy FILE``: the detached cluster's controller manager deschedules;
+    ``kemu deschedule`` finds that cluster by itself."""
+    from emulator.store.store import Store
+
+    env = {**os.environ, "KEMU_HOME": str(tmp_path / "home"), "PYTHONPATH": os.getcwd()}
+    env.pop("KEMU_REDIS_URL", None)
+    policy_file = tmp_path / "policy.yaml"
+    policy_file.write_text(yaml.safe_dump(taint_policy()))
+
+    def kemu(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "emulator.cli", *args], env=env, capture_output=True, text=True,
+                              timeout=120, check=False)
+
+    up = kemu("up", "--detach", "--api-port", "0", "--descheduler-policy", str(policy_file),
+              "--descheduling-interval", "1")
+    try:
+        assert up.returncode == 0, up.stderr
+        state = json.loads((tmp_path / "home" / "cluster.json").read_text())  # what `kemu status` reads
+        core = ServerCore(Store.connect(state["redis_url"]))
+        nodes(core, "n1", "n2", tainted=("n1",))
+        running_pod(core, "web-0", "n2")
+        dry = kemu("deschedule", "--policy", str(policy_file), "--dry-run")
+        assert dry.returncode == 0, dry.stderr
+        assert "0 pods evicted (dry run) over 2 nodes" in dry.stdout
+        running_pod(core, "web-1", "n1")
+        wait_for(lambda: evicted(core) == {"web-1"}, 60, "the detached cluster's descheduler to evict web-1")
+    finally:
+        down = kemu("down")
+        assert down.returncode == 0, down.stderr
