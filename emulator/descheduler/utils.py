@@ -34,7 +34,8 @@ NO_SCHEDULE_EFFECTS = frozenset({"NoSchedule"})
 
 _QOS_RANK = {BEST_EFFORT: 0, BURSTABLE: 1}  # Guaranteed: 2
 _requests_cache: dict[str, tuple[Any, dict[str, int]]] = {}  # uid -> (resourceVersion, requests)
-_qos_cache: dict[tuple[str, str], int] = {}
+_qos_cache: dict[str, tuple[Any, int]] = {}  # uid -> (resourceVersion, rank)
+_allocatable_cache: dict[str, tuple[Any, dict[str, int]]] = {}  # node uid -> (resourceVersion, allocatable)
 _REQUESTS_CACHE_MAX = 500_000
 
 
@@ -113,12 +114,13 @@ def qos_rank(pod: Obj) -> int:
     uid, rv = meta.get("uid"), meta.get("resourceVersion")
     if not uid or not rv:
         return _QOS_RANK.get(qos_class(pod), 2)
-    key = (uid, str(rv))
-    rank = _qos_cache.get(key)
-    if rank is None:
-        if len(_qos_cache) >= _REQUESTS_CACHE_MAX:
-            _qos_cache.clear()
-        rank = _qos_cache[key] = _QOS_RANK.get(qos_class(pod), 2)
+    cached = _qos_cache.get(uid)
+    if cached is not None and cached[0] == rv:
+        return cached[1]
+    if len(_qos_cache) >= _REQUESTS_CACHE_MAX:
+        _qos_cache.clear()
+    rank = _QOS_RANK.get(qos_class(pod), 2)
+    _qos_cache[uid] = (rv, rank)
     return rank
 
 
@@ -163,10 +165,20 @@ def is_unschedulable(node: Obj) -> bool:
 
 
 def allocatable(node: Obj) -> dict[str, int]:
-    """Allocatable (capacity if none is set) in millicores for cpu, base units otherwise."""
+    """Allocatable (capacity if none is set) in millicores for cpu, base units otherwise (cached as requests are)."""
+    meta = node["metadata"]
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    cached = _allocatable_cache.get(uid) if uid and rv else None
+    if cached is not None and cached[0] == rv:
+        return cached[1]
     status = node.get("status") or {}
     raw = status.get("allocatable") or status.get("capacity") or {}
-    return {name: cpu_millis(v) if name == "cpu" else to_int(v) for name, v in raw.items()}
+    parsed = {name: cpu_millis(v) if name == "cpu" else to_int(v) for name, v in raw.items()}
+    if uid and rv:
+        if len(_allocatable_cache) >= _REQUESTS_CACHE_MAX:
+            _allocatable_cache.clear()
+        _allocatable_cache[uid] = (rv, parsed)
+    return parsed
 
 
 def ready_nodes(nodes: Iterable[Obj], selector: Any = None) -> list[Obj]:

@@ -84,7 +84,7 @@ def usage_table(handle: Handle, nodes: Sequence[Obj], resources: list[str], *, a
     pod_usage_map = snapshot.pod_usage() if actual else {}
     for i, node in enumerate(nodes):
         name = node["metadata"]["name"]
-        for res, amount in utils.allocatable(node).items():
+        for res, amount in snapshot.allocatable(node).items():
             j = col.get(res)
             if j is not None:
                 capacity[i, j] = amount
