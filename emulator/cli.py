@@ -43,7 +43,7 @@ class CLIError(Exception):
 
 
 def _config(args: argparse.Namespace) -> Config:
-    from emulator.descheduler.cli import with_descheduler
+    from emulator.descheduler_cli import with_descheduler
 
     cfg = Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
                        node_shards=getattr(args, "node_shards", None), api_host=getattr(args, "api_host", None),
@@ -363,7 +363,7 @@ CommandRegistration = Callable[[SubParsers], None]
 def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kemu", description="An emulator of large Kubernetes clusters.")
     sub = parser.add_subparsers(dest="command", required=True)
-    from emulator.descheduler import cli as descheduler_cli
+    from emulator import descheduler_cli
 
     up = sub.add_parser("up", help="run a local cluster (foreground until Ctrl-C, or --detach)")
     _add_cluster_flags(up)

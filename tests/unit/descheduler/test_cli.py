@@ -11,7 +11,7 @@ import yaml
 from emulator.cli import build_parser
 from emulator.config import Config, ConfigError
 from emulator.controllers.manager import ManagerConfig, enabled_controllers
-from emulator.descheduler.cli import with_descheduler
+from emulator.descheduler_cli import with_descheduler
 from tests.unit.descheduler.helpers import policy, profile
 
 

@@ -9,7 +9,9 @@ node NODE)``. ``up --descheduler-policy FILE`` validates the policy and turns
 on the controller manager's ``descheduler`` controller with it
 (``--descheduling-interval`` cluster seconds, default 300).
 
-Kept apart from :mod:`emulator.cli`, which only registers these.
+Kept apart from :mod:`emulator.cli` (which only registers these) and outside
+:mod:`emulator.descheduler`: this glue reads kemu's configuration and cluster
+state, which the descheduler package itself never imports.
 """
 
 from __future__ import annotations
