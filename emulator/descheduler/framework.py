@@ -9,11 +9,17 @@
   the eviction. Deschedule and balance return a :class:`Status` (None: fine).
 * :class:`ClusterSnapshot` — what one descheduling pass sees: nodes, pods by
   node (upstream ``GetPodsAssignedToNodeFunc`` over the pod informer's node
-  index), priority classes, namespaces, and actual usage from
-  ``metrics.k8s.io`` when a plugin asks for it.
+  index), priority classes, namespaces, PDBs, and actual usage from
+  ``metrics.k8s.io`` when a plugin asks for it. A snapshot does not change
+  during a pass, so it memoises what plugins ask again and again: one walk
+  over the pods builds the running pods per node, what they request, a label
+  index per namespace and small indexes of the pods with node affinity,
+  required anti-affinity, spread constraints, restarts or phase Failed; NodeFit
+  facts (taints, allocatable, parsed affinity) are computed once per node or pod.
 * :class:`Handle` — the snapshot, the clock and the profile's
   :class:`ProfileEvictor` (the evictors' filters in front of the shared
-  :class:`~emulator.descheduler.evictions.PodEvictor`).
+  :class:`~emulator.descheduler.evictions.PodEvictor`; filter verdicts are
+  memoised per pod for the pass).
 * :class:`RunningProfile` — a profile's plugins built from the policy
   (``profile.go``): ``run_deschedule`` and ``run_balance`` call each enabled
   plugin in order, timing it (``descheduler_descheduler_strategy_duration_seconds``).
