@@ -137,6 +137,10 @@ class ClusterSnapshot:
         """Running pods by the uid (else name) of their first ownerReference, in node order."""
         return self._indexed()["owner"]
 
+    def multi_owned(self) -> list[Obj]:
+        """Running pods with more than one ownerReference."""
+        return self._indexed()["multiOwned"]
+
     def _indexed(self) -> dict[str, Any]:
         """One walk over every pod builds every per-pass index (a pass must not walk 100,000 pods per plugin):
         running pods per node, the feature indexes, first owners, each namespace's label index, and what
@@ -151,6 +155,7 @@ class ClusterSnapshot:
         restarted: dict[str, list[Obj]] = {}
         failed: dict[str, list[Obj]] = {}
         owners: dict[str, list[Obj]] = {}
+        multi_owned: list[Obj] = []
         labels: dict[str, dict[Any, list[Obj]]] = {}
         requested: dict[str, dict[str, int]] = {}
         requests_of = utils.requests_of
@@ -184,6 +189,8 @@ class ClusterSnapshot:
                     restarted.setdefault(node, []).append(pod)
                 refs = meta.get("ownerReferences")
                 if refs:
+                    if len(refs) > 1:
+                        multi_owned.append(pod)
                     first = refs[0].get("uid") or refs[0].get("name") or ""
                     bucket = owners.get(first)
                     if bucket is None:
@@ -205,7 +212,8 @@ class ClusterSnapshot:
             requested[node] = total
         indexes = self._caches["indexes"] = {
             "active": active, "nodeAffinity": node_aff, "podAntiAffinity": anti, "topologySpread": spread,
-            "restarts": restarted, "failed": failed, "owner": owners, "labels": labels, "requested": requested}
+            "restarts": restarted, "failed": failed, "owner": owners, "multiOwned": multi_owned, "labels": labels,
+            "requested": requested}
         return indexes
 
     # -- memoised facts (a snapshot does not change during a pass) -------------------------------------

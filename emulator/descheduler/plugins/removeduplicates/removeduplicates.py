@@ -91,20 +91,18 @@ class RemoveDuplicates:
     def balance(self, nodes: Sequence[Obj]) -> Status | None:
         snapshot = self.handle.snapshot
         exclude = set(self.args.exclude_owner_kinds)
-        # A cheap first look: only pods whose owners have two or more pods on some node can be duplicates,
-        # and only the pods of those owners need the evictor's filter (upstream filters every pod first;
-        # the outcome is the same).
-        # First look, cheap: a pod can only be a duplicate if another pod on its node has the same first
-        # owner; only those owners' pods are grouped exactly (and filtered) below. Pods with several owners
-        # are always looked at (another of their owners may be crowded).
+        # A cheap first look: only pods whose first owner has two or more pods on one node can be duplicates,
+        # so only those owners' pods are grouped exactly and asked about the evictor's filter (upstream
+        # filters every pod first; the outcome is the same).
         node_names = {n["metadata"]["name"] for n in nodes}
+        # Owners that pods with several owners also name: their pods are always grouped, so that every
+        # owner's occurrences are counted whichever of its pods are crowded.
+        shared = {r.get("uid") or r.get("name") or "" for p in snapshot.multi_owned() for r in utils.owner_refs(p)}
         per_node_group: dict[tuple[Any, str], int] = {}
         by_group: dict[Any, list[Obj]] = {}
-        for pods in snapshot.by_first_owner().values():
-            if len(pods) < 2 and len(utils.owner_refs(pods[0])) == 1:
-                continue
+        for first, pods in snapshot.by_first_owner().items():
             on_nodes = [p["spec"]["nodeName"] for p in pods]
-            if len(set(on_nodes)) == len(on_nodes) and all(len(utils.owner_refs(p)) == 1 for p in pods):
+            if first not in shared and len(set(on_nodes)) == len(on_nodes):
                 continue  # never two on one node
             for pod, node_name in zip(pods, on_nodes, strict=True):
                 if node_name not in node_names:
