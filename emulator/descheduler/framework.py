@@ -149,22 +149,18 @@ class ClusterSnapshot:
         if indexes is not None:
             return indexes
         active: dict[str, list[Obj]] = {}
-        node_aff: dict[str, list[Obj]] = {}
-        anti: dict[str, list[Obj]] = {}
-        spread: dict[str, list[Obj]] = {}
-        restarted: dict[str, list[Obj]] = {}
+        features: tuple[dict[str, list[Obj]], ...] = ({}, {}, {}, {})  # by the _F_* bits, in order
         failed: dict[str, list[Obj]] = {}
         owners: dict[str, list[Obj]] = {}
         multi_owned: list[Obj] = []
         labels: dict[str, dict[Any, list[Obj]]] = {}
         requested: dict[str, dict[str, int]] = {}
-        requests_of = utils.requests_of
+        bits = tuple(enumerate((_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED)))
         for node, pods in self.pods_by_node.items():
             running: list[Obj] = []
             total: dict[str, int] = {"pods": 0}
             for pod in pods:
-                status = pod.get("status") or {}
-                phase = status.get("phase")
+                _, phase, requests, flags, first, several_owners, ns, label_items = _facts(pod)
                 if phase == "Failed":
                     failed.setdefault(node, []).append(pod)
                     continue
@@ -172,37 +168,25 @@ class ClusterSnapshot:
                     continue
                 running.append(pod)
                 total["pods"] += 1
-                for name, amount in requests_of(pod).items():
+                for name, amount in requests:
                     total[name] = total.get(name, 0) + amount
-                spec, meta = pod["spec"], pod["metadata"]
-                affinity = spec.get("affinity")
-                if affinity:
-                    if affinity.get("nodeAffinity"):
-                        node_aff.setdefault(node, []).append(pod)
-                    anti_terms = (affinity.get("podAntiAffinity") or {}).get(
-                        "requiredDuringSchedulingIgnoredDuringExecution")
-                    if anti_terms:
-                        anti.setdefault(node, []).append(pod)
-                if spec.get("topologySpreadConstraints"):
-                    spread.setdefault(node, []).append(pod)
-                if _restarted(status.get("containerStatuses")) or _restarted(status.get("initContainerStatuses")):
-                    restarted.setdefault(node, []).append(pod)
-                refs = meta.get("ownerReferences")
-                if refs:
-                    if len(refs) > 1:
+                if flags:
+                    for i, bit in bits:
+                        if flags & bit:
+                            features[i].setdefault(node, []).append(pod)
+                if first is not None:
+                    if several_owners:
                         multi_owned.append(pod)
-                    first = refs[0].get("uid") or refs[0].get("name") or ""
                     bucket = owners.get(first)
                     if bucket is None:
                         owners[first] = [pod]
                     else:
                         bucket.append(pod)
-                ns = meta.get("namespace") or ""
                 index = labels.get(ns)
                 if index is None:
                     index = labels[ns] = {None: []}
                 index[None].append(pod)
-                for item in (meta.get("labels") or {}).items():
+                for item in label_items:
                     bucket = index.get(item)
                     if bucket is None:
                         index[item] = [pod]
@@ -210,6 +194,7 @@ class ClusterSnapshot:
                         bucket.append(pod)
             active[node] = running
             requested[node] = total
+        node_aff, anti, spread, restarted = features
         indexes = self._caches["indexes"] = {
             "active": active, "nodeAffinity": node_aff, "podAntiAffinity": anti, "topologySpread": spread,
             "restarts": restarted, "failed": failed, "owner": owners, "multiOwned": multi_owned, "labels": labels,
@@ -298,6 +283,46 @@ class ClusterSnapshot:
         if self._pod_usage is None:
             self._pod_usage = self.pod_usage_source() if self.pod_usage_source else {}
         return self._pod_usage
+
+
+_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED = 1, 2, 4, 8
+# What one walk needs to know of a pod, by uid: (resourceVersion, phase, requests, feature bits, first owner,
+# several owners, namespace, labels). A pod's facts cannot change under one resourceVersion, and the informer
+# hands the controller the same pods pass after pass, so most passes compute none.
+Facts = tuple[Any, Any, tuple[tuple[str, int], ...], int, str | None, bool, str, tuple[tuple[str, str], ...]]
+_facts_cache: dict[str, Facts] = {}
+_FACTS_CACHE_MAX = 500_000
+
+
+def _facts(pod: Obj) -> Facts:
+    meta = pod["metadata"]
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if uid and rv:
+        cached = _facts_cache.get(uid)
+        if cached is not None and cached[0] == rv:
+            return cached
+    status, spec = pod.get("status") or {}, pod["spec"]
+    flags = 0
+    affinity = spec.get("affinity")
+    if affinity:
+        if affinity.get("nodeAffinity"):
+            flags |= _F_NODE_AFFINITY
+        if (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            flags |= _F_ANTI_AFFINITY
+    if spec.get("topologySpreadConstraints"):
+        flags |= _F_SPREAD
+    if _restarted(status.get("containerStatuses")) or _restarted(status.get("initContainerStatuses")):
+        flags |= _F_RESTARTED
+    refs = meta.get("ownerReferences")
+    first = (refs[0].get("uid") or refs[0].get("name") or "") if refs else None
+    facts: Facts = (rv, status.get("phase"), tuple(utils.requests_of(pod).items()), flags, first,
+                    bool(refs) and len(refs) > 1, meta.get("namespace") or "",
+                    tuple((meta.get("labels") or {}).items()))
+    if uid and rv:
+        if len(_facts_cache) >= _FACTS_CACHE_MAX:
+            _facts_cache.clear()
+        _facts_cache[uid] = facts
+    return facts
 
 
 def _restarted(statuses: list[Obj] | None) -> bool:
