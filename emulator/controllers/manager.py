@@ -78,6 +78,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
     "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),
+    # Not kube-controller-manager's: kubernetes-sigs/descheduler, on only with a policy (kemu up --descheduler-policy).
+    "descheduler": ControllerSpec("emulator.descheduler.controller", enabled_by_default=False),
 }
 
 
