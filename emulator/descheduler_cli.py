@@ -74,10 +74,9 @@ def _redis_url(args: argparse.Namespace) -> str | None:
         return str(args.redis_url)
     if os.environ.get("KEMU_REDIS_URL"):
         return os.environ["KEMU_REDIS_URL"]
-    from emulator.cluster import ClusterState, pid_alive
+    from emulator.cluster import running_redis_url
 
-    state = ClusterState.read()
-    return state.redis_url if state is not None and pid_alive(state.pid) else None
+    return running_redis_url()
 
 
 def cmd_deschedule(args: argparse.Namespace) -> int:

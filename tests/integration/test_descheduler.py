@@ -25,7 +25,8 @@ from emulator.descheduler.descheduler import Descheduler, snapshot_from_store
 from emulator.kubelet.usage import write_snapshot
 from emulator.server.core import ServerCore
 from tests import builders as b
-from tests.kubelet_standin import running_ready_status, wait_for
+from tests.kubelet_standin import running_ready_status
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -32,7 +32,8 @@ from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
 from tests import builders as b
-from tests.kubelet_standin import ReadyMonitor, StandInKubelet, is_ready, wait_for
+from tests.kubelet_standin import ReadyMonitor, StandInKubelet, is_ready
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
