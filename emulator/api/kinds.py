@@ -118,6 +118,13 @@ PERSISTENTVOLUMECLAIM = register(Kind("", "v1", "PersistentVolumeClaim", "persis
                                       ("pvc",)))
 STORAGECLASS = register(Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, (), ("sc",)))
 JOB = register(Kind("batch", "v1", "Job", "jobs", True, ("status",), (), ("all",)))
+SECRET = register(Kind("", "v1", "Secret", "secrets", True, selectable_fields=("type",)))
+SERVICEACCOUNT = register(Kind("", "v1", "ServiceAccount", "serviceaccounts", True, (), ("sa",)))
+SERVICE = register(Kind("", "v1", "Service", "services", True, ("status", "proxy"), ("svc",), ("all",)))
+ENDPOINTS = register(Kind("", "v1", "Endpoints", "endpoints", True, (), ("ep",)))
+ENDPOINTSLICE = register(Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True))
+STATEFULSET = register(Kind("apps", "v1", "StatefulSet", "statefulsets", True, ("status", "scale"), ("sts",), ("all",)))
+CRONJOB = register(Kind("batch", "v1", "CronJob", "cronjobs", True, ("status",), ("cj",), ("all",)))
 RESOURCEQUOTA = register(Kind("", "v1", "ResourceQuota", "resourcequotas", True, ("status",), ("quota",)))
 # A custom resource upstream (kubernetes/autoscaler's CRD); kemu serves it like a built-in kind.
 VERTICALPODAUTOSCALER = register(Kind("autoscaling.k8s.io", "v1", "VerticalPodAutoscaler", "verticalpodautoscalers",
