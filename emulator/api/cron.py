@@ -13,7 +13,7 @@ resetting the smaller ones), over :mod:`zoneinfo` for the time zone.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, tzinfo
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 _MONTHS = {n: i + 1 for i, n in enumerate(("jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct",
@@ -68,10 +68,10 @@ class Schedule:
         return None
 
 
-def location(tz: str | None) -> ZoneInfo | timezone:
+def location(tz: str | None) -> tzinfo:
     """``time.LoadLocation``: UTC for None/""/"UTC"; CronError for an unknown zone."""
     if not tz or tz == "UTC":
-        return timezone.utc
+        return UTC
     try:
         return ZoneInfo(tz)
     except (ZoneInfoNotFoundError, ValueError):

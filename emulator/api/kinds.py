@@ -124,6 +124,7 @@ SERVICE = register(Kind("", "v1", "Service", "services", True, ("status", "proxy
 ENDPOINTS = register(Kind("", "v1", "Endpoints", "endpoints", True, (), ("ep",)))
 ENDPOINTSLICE = register(Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True))
 STATEFULSET = register(Kind("apps", "v1", "StatefulSet", "statefulsets", True, ("status", "scale"), ("sts",), ("all",)))
+CONTROLLERREVISION = register(Kind("apps", "v1", "ControllerRevision", "controllerrevisions", True))
 CRONJOB = register(Kind("batch", "v1", "CronJob", "cronjobs", True, ("status",), ("cj",), ("all",)))
 RESOURCEQUOTA = register(Kind("", "v1", "ResourceQuota", "resourcequotas", True, ("status",), ("quota",)))
 # A custom resource upstream (kubernetes/autoscaler's CRD); kemu serves it like a built-in kind.

@@ -32,7 +32,8 @@ SCHEMA: dict[str, str] = {
     "Unknown": "1 typeMeta TypeMeta, 2 raw raw!, 3 contentEncoding str, 4 contentType str",
     "TypeMeta": "1 apiVersion str, 2 kind str",
     # Messages with a non-object JSON form, converted by protobuf._CONVERTERS: meta/v1 Time and MicroTime
-    # (a Timestamp), resource.Quantity (pkg/api/resource), intstr.IntOrString, meta/v1 FieldsV1.
+    # (a Timestamp), resource.Quantity (pkg/api/resource), intstr.IntOrString, meta/v1 FieldsV1 and
+    # runtime.RawExtension (both raw JSON).
     "Time": "1 seconds i64!, 2 nanos i32!",
     "MicroTime": "1 seconds i64!, 2 nanos i32!",
     "Quantity": "1 string str!",
@@ -471,6 +472,8 @@ SCHEMA: dict[str, str] = {
     "DaemonSetCondition": "1 type str!, 2 status str!, 3 lastTransitionTime Time, 4 reason str, 5 message str",
     "RollingUpdateDeployment": "1 maxUnavailable IntOrString, 2 maxSurge IntOrString",
     "RollingUpdateDaemonSet": "1 maxUnavailable IntOrString, 2 maxSurge IntOrString",
+    "ControllerRevision": "1 metadata ObjectMeta, 2 data RawExtension, 3 revision i64!",
+    "RawExtension": "1 Raw raw!",
     "StatefulSet": "1 metadata ObjectMeta, 2 spec StatefulSetSpec, 3 status StatefulSetStatus",
     "StatefulSetSpec": (
         "1 replicas i32!, 2 selector LabelSelector, 3 template PodTemplateSpec, "
@@ -529,6 +532,7 @@ TOP_LEVEL: dict[str, str] = {
     "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "StorageClass": "storage.k8s.io/v1",
     "ResourceQuota": "v1",
     "Secret": "v1", "ServiceAccount": "v1", "Service": "v1", "Endpoints": "v1",
-    "EndpointSlice": "discovery.k8s.io/v1", "StatefulSet": "apps/v1", "CronJob": "batch/v1",
+    "EndpointSlice": "discovery.k8s.io/v1", "StatefulSet": "apps/v1", "ControllerRevision": "apps/v1",
+    "CronJob": "batch/v1",
     "DeleteOptions": "",
 }

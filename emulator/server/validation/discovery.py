@@ -51,9 +51,9 @@ def _validate_endpoint_slice(obj: Obj, old: Obj | None, causes: list[Cause]) -> 
     endpoints = list_at(causes, "endpoints", obj.get("endpoints"))
     if len(endpoints) > MAX_ENDPOINTS:
         too_many(causes, "endpoints", len(endpoints), MAX_ENDPOINTS)
-    for i, endpoint in enumerate(endpoints):
+    for i, raw_endpoint in enumerate(endpoints):
         p = f"endpoints[{i}]"
-        endpoint = dict_at(causes, p, endpoint)
+        endpoint = dict_at(causes, p, raw_endpoint)
         addresses = list_at(causes, f"{p}.addresses", endpoint.get("addresses"))
         if not addresses:
             required(causes, f"{p}.addresses", "must contain at least 1 address")
@@ -68,8 +68,8 @@ def _validate_endpoint_slice(obj: Obj, old: Obj | None, causes: list[Cause]) -> 
     ports = list_at(causes, "ports", obj.get("ports"))
     if len(ports) > MAX_PORTS:
         too_many(causes, "ports", len(ports), MAX_PORTS)
-    for i, port in enumerate(ports):
-        port = dict_at(causes, f"ports[{i}]", port)
+    for i, raw_port in enumerate(ports):
+        port = dict_at(causes, f"ports[{i}]", raw_port)
         number = port.get("port")
         if number is not None and not (isinstance(number, int) and 1 <= number <= 65535):
             invalid(causes, f"ports[{i}].port", number, "must be between 1 and 65535, inclusive")

@@ -134,9 +134,9 @@ def _validate_service(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
         required(causes, "spec.ports")
     names: set[str] = set()
     seen: set[tuple[Any, Any]] = set()
-    for i, port in enumerate(ports):
+    for i, raw_port in enumerate(ports):
         p = f"spec.ports[{i}]"
-        port = dict_at(causes, p, port)
+        port = dict_at(causes, p, raw_port)
         name = port.get("name") or ""
         if len(ports) > 1 and not name:
             required(causes, f"{p}.name")
@@ -190,19 +190,19 @@ def _validate_service(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
 
 @register("endpoints")
 def _validate_endpoints(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
-    for i, subset in enumerate(list_at(causes, "subsets", obj.get("subsets"))):
+    for i, raw_subset in enumerate(list_at(causes, "subsets", obj.get("subsets"))):
         p = f"subsets[{i}]"
-        subset = dict_at(causes, p, subset)
+        subset = dict_at(causes, p, raw_subset)
         addresses = list_at(causes, f"{p}.addresses", subset.get("addresses"))
         not_ready = list_at(causes, f"{p}.notReadyAddresses", subset.get("notReadyAddresses"))
         if not addresses and not not_ready:
             required(causes, p, "must specify `addresses` or `notReadyAddresses`")
         for field_name, items in (("addresses", addresses), ("notReadyAddresses", not_ready)):
             for j, address in enumerate(items):
-                address = dict_at(causes, f"{p}.{field_name}[{j}]", address)
-                _check_ip(causes, f"{p}.{field_name}[{j}].ip", address.get("ip"))
-        for j, port in enumerate(list_at(causes, f"{p}.ports", subset.get("ports"))):
-            port = dict_at(causes, f"{p}.ports[{j}]", port)
+                ip = dict_at(causes, f"{p}.{field_name}[{j}]", address).get("ip")
+                _check_ip(causes, f"{p}.{field_name}[{j}].ip", ip)
+        for j, raw in enumerate(list_at(causes, f"{p}.ports", subset.get("ports"))):
+            port = dict_at(causes, f"{p}.ports[{j}]", raw)
             _check_port_number(causes, f"{p}.ports[{j}].port", port.get("port"))
             protocol = port.get("protocol", "TCP")
             if protocol not in PROTOCOLS:
