@@ -29,6 +29,7 @@ from emulator.informers.indexer import NAMESPACE_INDEX
 MAX_CAPACITY = 1000  # endpoints_controller.go maxCapacity
 OVER_CAPACITY = "endpoints.kubernetes.io/over-capacity"
 DEFAULT_WORKERS = 5  # --concurrent-endpoint-syncs
+_WRITE_ATTEMPTS = 3
 
 
 def _ip_key(address: Obj) -> tuple[int, ...]:
@@ -148,23 +149,30 @@ class EndpointsController(Controller):
             body["metadata"]["annotations"] = annotations
         if subsets:
             body["subsets"] = subsets
-        if current is None:
+        for attempt in range(_WRITE_ATTEMPTS):
             try:
-                self.core.create(ENDPOINTS, body)
+                self._write(body, current, subsets, labels, annotations)
                 return None
             except errors.StatusError as e:
-                if e.reason != "AlreadyExists":
+                # Our cache was behind our own last write: read the object itself and try again at once.
+                if e.reason not in ("AlreadyExists", "Conflict") or attempt == _WRITE_ATTEMPTS - 1:
                     raise
                 current = self.core.get(ENDPOINTS, meta["namespace"], meta["name"])
+        return None
+
+    def _write(self, body: Obj, current: Obj | None, subsets: list[Obj], labels: dict[str, str],
+               annotations: dict[str, str]) -> None:
+        if current is None:
+            self.core.create(ENDPOINTS, body)
+            return
         cmeta = current["metadata"]
         if (current.get("subsets") or []) == subsets and (cmeta.get("labels") or {}) == labels \
                 and (cmeta.get("annotations") or {}) == annotations:
-            return None
-        body["metadata"] = {**cmeta, "labels": labels, "annotations": annotations}
+            return
+        body = {**body, "metadata": {**cmeta, "labels": labels, "annotations": annotations}}
         if not annotations:
             body["metadata"].pop("annotations")
         self.core.update(ENDPOINTS, body)
-        return None
 
 
 def new_controller(ctx: ControllerContext) -> EndpointsController:
