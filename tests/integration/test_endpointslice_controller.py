@@ -8,7 +8,6 @@ hand, and checks what the controllers write. Expected slice sizes come from upst
 from __future__ import annotations
 
 import ipaddress
-import math
 from collections.abc import Callable
 
 import pytest
