@@ -80,6 +80,20 @@ def pod_hostname(service: Obj, pod: Obj) -> str:
     return ""
 
 
+def selected_pods(indexer: Any, namespace: str, selector: Mapping[str, str]) -> list[Obj]:
+    """The cached pods of ``namespace`` a Service selector selects (an informer indexer with a label index).
+
+    Looks up one ``key=value`` pair of the selector in the ``label`` index (every pod carrying it, in any
+    namespace) and filters those, instead of testing every pod of the namespace.
+    """
+    if not selector:
+        return []
+    key, value = next(iter(selector.items()))
+    return [p for p in indexer.by_index("label", f"{key}={value}")
+            if (p.get("metadata") or {}).get("namespace") == namespace
+            and selects(selector, p["metadata"].get("labels"))]
+
+
 def services_selecting(services: Iterable[Obj], pod: Obj) -> list[Obj]:
     """``GetPodServiceMemberships``: the Services (of the pod's namespace) whose selector selects the pod."""
     labels = (pod.get("metadata") or {}).get("labels") or {}

@@ -18,13 +18,20 @@ from __future__ import annotations
 from typing import Any
 
 from emulator.api import errors
-from emulator.api.endpoints import HEADLESS_LABEL, endpoint_ports, pod_hostname, selects, should_be_in_endpoints
+from emulator.api.endpoints import (
+    HEADLESS_LABEL,
+    endpoint_ports,
+    pod_hostname,
+    selected_pods,
+    selects,
+    should_be_in_endpoints,
+)
 from emulator.api.kinds import ENDPOINTS, POD, SERVICE
 from emulator.api.pdb import is_pod_ready
 from emulator.api.types import Obj
-from emulator.controllers.runtime import Controller, ControllerContext, meta_key, object_of
+from emulator.controllers.runtime import Controller, ControllerContext, ensure_indexers, meta_key, object_of
 from emulator.informers import ResourceEventHandlerFuncs
-from emulator.informers.indexer import NAMESPACE_INDEX
+from emulator.informers.indexer import LABEL_INDEX, NAMESPACE_INDEX, label_index_func
 
 MAX_CAPACITY = 1000  # endpoints_controller.go maxCapacity
 OVER_CAPACITY = "endpoints.kubernetes.io/over-capacity"
@@ -48,6 +55,7 @@ class EndpointsController(Controller):
         self.services = self.watch(ctx.informers.informer_for(SERVICE))
         self.pods = self.watch(ctx.informers.informer_for(POD))
         self.endpoints = self.watch(ctx.informers.informer_for(ENDPOINTS))
+        ensure_indexers(self.pods, {LABEL_INDEX: label_index_func})
         self.services.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
             delete=self._service_deleted))
@@ -86,9 +94,9 @@ class EndpointsController(Controller):
         spec, namespace = svc.get("spec") or {}, svc["metadata"].get("namespace") or ""
         publish = bool(spec.get("publishNotReadyAddresses"))
         groups: dict[tuple[Any, ...], tuple[list[Obj], list[Obj]]] = {}
-        for pod in self.pods.indexer.by_index(NAMESPACE_INDEX, namespace):
+        for pod in selected_pods(self.pods.indexer, namespace, spec.get("selector") or {}):
             meta = pod["metadata"]
-            if not selects(spec.get("selector"), meta.get("labels")) or not should_be_in_endpoints(pod, False):
+            if not should_be_in_endpoints(pod, False):
                 continue
             address: Obj = {"ip": pod["status"]["podIP"]}
             hostname = pod_hostname(svc, pod)

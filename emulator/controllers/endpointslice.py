@@ -26,7 +26,8 @@ A re-implementation of upstream ``pkg/controller/endpointslice`` and its reconci
   for it must be visible in the informer cache (created/updated at least at the written
   generation, deleted gone); otherwise the reconcile waits for that slice event.
 
-Slices are named ``<service>-<random>``, labelled ``kubernetes.io/service-name`` and
+Slices are named ``<service>-<5 random characters>`` (as generateName would; chosen here so the
+tracker knows a new slice before its event arrives), labelled ``kubernetes.io/service-name`` and
 ``endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io`` (plus the
 Service's own labels), owned by the Service (the garbage collector removes them with it).
 Only IPv4 slices are written (kemu's pod IPs are IPv4); topology hints and zones are not.
@@ -34,8 +35,9 @@ Only IPv4 slices are written (kemu's pod IPs are IPv4); topology hints and zones
 
 from __future__ import annotations
 
+import secrets
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from emulator.api import errors
@@ -46,6 +48,7 @@ from emulator.api.endpoints import (
     endpoint_ports,
     pod_conditions,
     pod_hostname,
+    selected_pods,
     selects,
     should_be_in_endpoints,
 )
@@ -60,12 +63,15 @@ from emulator.controllers.runtime import (
     object_of,
 )
 from emulator.informers import ResourceEventHandlerFuncs
-from emulator.informers.indexer import NAMESPACE_INDEX
+from emulator.informers.indexer import LABEL_INDEX, NAMESPACE_INDEX, label_index_func
 
 CONTROLLER_NAME = "endpointslice-controller.k8s.io"
 DEFAULT_MAX_ENDPOINTS_PER_SLICE = 100
 DEFAULT_WORKERS = 5  # --concurrent-service-endpoint-syncs
 SERVICE_INDEX = "endpointslice-service"
+_NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alphabet
+_NAME_ATTEMPTS = 8
+_UNTRACKED = object()
 
 Ports = tuple[tuple[str, str, int, Any], ...]
 
@@ -118,6 +124,7 @@ class EndpointSliceController(Controller):
         self.pods = self.watch(ctx.informers.informer_for(POD))
         self.slices = self.watch(ctx.informers.informer_for(ENDPOINTSLICE))
         ensure_indexers(self.slices, {SERVICE_INDEX: slice_service_key})
+        ensure_indexers(self.pods, {LABEL_INDEX: label_index_func})
         # service key → slice name → the generation this controller wrote (None: it deleted the slice).
         self._written: dict[str, dict[str, int | None]] = {}
         self._waiting: set[str] = set()
@@ -206,9 +213,9 @@ class EndpointSliceController(Controller):
             return None
         namespace = svc["metadata"].get("namespace") or ""
         desired: dict[Ports, dict[str, Obj]] = {}
-        for pod in self.pods.indexer.by_index(NAMESPACE_INDEX, namespace):
+        for pod in selected_pods(self.pods.indexer, namespace, selector):
             meta = pod["metadata"]
-            if not selects(selector, meta.get("labels")) or not should_be_in_endpoints(pod, True):
+            if not should_be_in_endpoints(pod, True):
                 continue
             endpoint: Obj = {"addresses": [pod["status"]["podIP"]], "conditions": pod_conditions(svc, pod)}
             hostname = pod_hostname(svc, pod)
@@ -299,14 +306,26 @@ class EndpointSliceController(Controller):
                     and all(s is not d for d in deletes):
                 updates.append((s, _ports_of(s), list(s.get("endpoints") or [])))
         for ports, endpoints in creates:
-            body = {"metadata": {"generateName": f"{meta['name']}-", "namespace": meta["namespace"],
-                                 "labels": labels, "ownerReferences": [new_controller_ref(svc, SERVICE)]},
-                    "addressType": "IPv4", "endpoints": endpoints, "ports": _slice_ports(ports)}
-            self._record(key, self.core.create(ENDPOINTSLICE, body))
+            for attempt in range(_NAME_ATTEMPTS):
+                # Named here rather than by generateName, so the tracker knows the slice before its event can.
+                name = f"{meta['name']}-" + "".join(secrets.choice(_NAME_ALPHABET) for _ in range(5))
+                body = {"metadata": {"name": name, "namespace": meta["namespace"], "labels": labels,
+                                     "ownerReferences": [new_controller_ref(svc, SERVICE)]},
+                        "addressType": "IPv4", "endpoints": endpoints, "ports": _slice_ports(ports)}
+                try:
+                    self._tracked_write(key, name, 1, lambda b=body: self.core.create(ENDPOINTSLICE, b))
+                    break
+                except errors.StatusError as e:
+                    if e.reason != "AlreadyExists" or attempt == _NAME_ATTEMPTS - 1:
+                        raise
         for s, ports, endpoints in updates:
             body = {**s, "metadata": {**s["metadata"], "labels": labels}, "endpoints": endpoints,
                     "ports": _slice_ports(ports)}
-            self._record(key, self.core.update(ENDPOINTSLICE, body))
+            generation = int(s["metadata"].get("generation") or 1)
+            if body.get("endpoints") != s.get("endpoints") or body.get("ports") != s.get("ports"):
+                generation += 1  # the server bumps generation when anything but metadata changes
+            self._tracked_write(key, s["metadata"]["name"], generation,
+                                lambda b=body: self.core.update(ENDPOINTSLICE, b))
         for s in deletes:
             smeta = s["metadata"]
             try:
@@ -318,10 +337,23 @@ class EndpointSliceController(Controller):
                 self._written.setdefault(key, {})[smeta["name"]] = None
                 self.slice_writes += 1
 
-    def _record(self, key: str, stored: Obj) -> None:
+    def _tracked_write(self, key: str, name: str, generation: int, write: Callable[[], Obj]) -> None:
+        """Write a slice, telling the tracker the generation to expect before the write (its event may come first)."""
         with self._lock:
-            self._written.setdefault(key, {})[stored["metadata"]["name"]] = int(stored["metadata"].get("generation")
-                                                                                or 1)
+            written = self._written.setdefault(key, {})
+            before = written.get(name, _UNTRACKED)
+            written[name] = generation
+        try:
+            stored = write()
+        except errors.StatusError:
+            with self._lock:
+                if before is _UNTRACKED:
+                    written.pop(name, None)
+                else:
+                    written[name] = before  # type: ignore[assignment]
+            raise
+        with self._lock:
+            written[name] = int(stored["metadata"].get("generation") or 1)
             self.slice_writes += 1
 
 
