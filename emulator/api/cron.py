@@ -104,8 +104,6 @@ def _field(text: str, low: int, high: int, names: dict[str, int], spec: str) -> 
             a, dash, b = rng.partition("-")
             start = _value(a, names, spec)
             end = _value(b, names, spec) if dash else (high if step_text else start)
-        if high == 6 and end == 7:
-            end = 6 if start <= 6 else 0  # 7 is Sunday too
         if start < low:
             raise CronError(f"beginning of range ({start}) below minimum ({low}): {part}")
         if end > high:

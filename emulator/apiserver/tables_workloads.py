@@ -2,8 +2,8 @@
 
 The same data as :mod:`emulator.apiserver.tables` (which merges :data:`WORKLOAD_PRINTERS`
 into its table), restating ``printService``, ``printEndpoints``, ``printEndpointSlice``,
-``printSecret``, ``printServiceAccount``, ``printStatefulSet``, ``printJob`` and
-``printCronJob`` from upstream ``pkg/printers/internalversion/printers.go``.
+``printSecret``, ``printServiceAccount``, ``printStatefulSet``, ``printControllerRevision``,
+``printJob`` and ``printCronJob`` from upstream ``pkg/printers/internalversion/printers.go``.
 """
 
 from __future__ import annotations
@@ -141,6 +141,17 @@ def _job_cells(job: Obj, now: float) -> list[Cell]:
             _selector_string(spec.get("selector"))]
 
 
+def _revision_cells(rev: Obj, now: float) -> list[Cell]:
+    """``printControllerRevision``: the controller as ``kind.group/name``, ``<none>`` without one."""
+    ref = next((r for r in (rev.get("metadata") or {}).get("ownerReferences") or [] if r.get("controller")), None)
+    controller = "<none>"
+    if ref is not None:
+        group = str(ref.get("apiVersion") or "").rpartition("/")[0]
+        kind = str(ref.get("kind") or "").lower()
+        controller = f"{kind}.{group}/{ref.get('name')}" if group else f"{kind}/{ref.get('name')}"
+    return [_name(rev), controller, int(rev.get("revision") or 0), age(rev, now)]
+
+
 def _bool_ptr(value: Any) -> str:
     return "<unset>" if value is None else ("True" if value else "False")
 
@@ -187,6 +198,10 @@ WORKLOAD_PRINTERS: dict[str, Printer] = {
     "statefulsets.apps": Printer((
         NAME, Column("Ready", description="Number of the pod with ready state"), AGE, *_WIDE_WORKLOAD[:2],
     ), _stateful_set_cells),
+    "controllerrevisions.apps": Printer((
+        NAME, Column("Controller", description="Controller of the object."),
+        Column("Revision", "integer", "Revision indicates the revision of the state represented by Data."), AGE,
+    ), _revision_cells),
     "jobs.batch": Printer((
         NAME,
         Column("Status", description="Status of the job."),
