@@ -177,3 +177,16 @@ def test_service_without_endpoints_has_a_placeholder_and_slices_go_with_it(core:
     running_pod(core, "web-0", "10.244.0.10")
     wait_for(lambda: ready_addresses(core) == {"10.244.0.10"} and len(slices(core)) == 1, 20,
              "the placeholder turned into the slice of one endpoint")
+
+
+def test_deleting_the_service_takes_its_slices_and_endpoints(core: ServerCore,
+                                                             start_manager: Callable[..., ControllerManager]) -> None:
+    start_manager("endpointslice", "endpoints", "garbagecollector")
+    core.create(SERVICE, service())
+    running_pod(core, "web-0", "10.244.0.10")
+    wait_for(lambda: ready_addresses(core) == {"10.244.0.10"} and endpoints_of(core)[0] == {"10.244.0.10"}, 20,
+             "a slice and Endpoints")
+    core.delete(SERVICE, "default", "web")
+    wait_for(lambda: not slices(core), 20, "the slices collected with their Service (owner reference)")
+    wait_for(lambda: "web" not in {e["metadata"]["name"] for e in core.list(ENDPOINTS, "default").items}, 20,
+             "the Endpoints deleted by name")
