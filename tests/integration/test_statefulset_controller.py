@@ -152,6 +152,24 @@ def test_partitioned_rolling_update_updates_only_ordinals_at_or_above_the_partit
     assert len(core.list(CONTROLLERREVISION, "default").items) == 2
 
 
+def test_max_unavailable_takes_that_many_pods_down_at_once(core: ServerCore, manager: ControllerManager) -> None:
+    kubelet = StandInKubelet(core, nodes=1)
+    body = stateful_set(replicas=4)
+    body["spec"]["updateStrategy"]["rollingUpdate"]["maxUnavailable"] = 2
+    core.create(STATEFULSET, body)
+    wait_for(lambda: kubelet.step() >= 0 and len([p for p in pods(core).values() if is_ready(p)]) == 4, 20,
+             "four ready pods")
+    edit(core, image("postgres:17"))
+
+    def terminating() -> list[str]:
+        return sorted(p["metadata"]["name"] for p in core.list(POD, "default").items
+                      if p["metadata"].get("deletionTimestamp"))
+    # The kubelet is not stepped: deleted pods stay terminating, so the controller may not go past two.
+    wait_for(lambda: terminating() == ["db-2", "db-3"], 10, "the two highest ordinals going")
+    settle(manager)
+    assert terminating() == ["db-2", "db-3"]
+
+
 def test_on_delete_waits_for_the_user(core: ServerCore, manager: ControllerManager) -> None:
     kubelet = StandInKubelet(core, nodes=1)
     core.create(STATEFULSET, stateful_set(replicas=2, strategy="OnDelete"))

@@ -148,6 +148,19 @@ def test_bad_secrets(body: Obj, field: str) -> None:
     assert e.value.code == 422 and field in {c.field for c in e.value.causes}
 
 
+@pytest.mark.parametrize(("body", "field"), [
+    ({"endpoints": []}, "addressType"),
+    ({"addressType": "IPv4", "endpoints": [{"addresses": ["fd00::1"]}]}, "endpoints[0].addresses[0]"),
+    ({"addressType": "IPv4", "endpoints": [{"addresses": []}]}, "endpoints[0].addresses"),
+    ({"addressType": "IPv4", "endpoints": [{"addresses": ["10.0.0.1"]}] * 1001}, "endpoints"),
+    ({"addressType": "IPv4", "ports": [{"port": 0}]}, "ports[0].port"),
+], ids=["address-type-required", "ipv6-in-ipv4-slice", "no-addresses", "over-1000-endpoints", "port-range"])
+def test_bad_endpoint_slices(body: Obj, field: str) -> None:
+    with pytest.raises(errors.StatusError) as e:
+        validate(ENDPOINTSLICE, {"metadata": {"name": "s", "namespace": "default"}, **body})
+    assert e.value.code == 422 and field in {c.field for c in e.value.causes}
+
+
 def test_service_defaults_as_upstream() -> None:
     svc = {"metadata": {"name": "web"}, "spec": {"type": "NodePort", "ports": [{"port": 80}]}}
     apply_defaults(SERVICE, svc)
