@@ -423,7 +423,8 @@ def _print_processes(procs: list[dict[str, Any]]) -> None:
 
 def _running_state(table: ProcessTable) -> ClusterState | None:
     """The state file of a cluster whose ``kemu up`` is alive (its record, or its pid without one), else None."""
-    from emulator.cluster import ClusterState, pid_alive
+    from emulator.cluster import ClusterState
+    from emulator.processes import pid_alive
 
     state = ClusterState.read()
     if state is None:
@@ -441,7 +442,8 @@ def _chaos_target(text: str) -> str:
 def cmd_chaos(args: argparse.Namespace) -> int:
     """Set, clear or list faults in the detached cluster's fault table (its kubelet shards act on their next tick)."""
     from emulator import chaos
-    from emulator.cluster import ClusterState, pid_alive
+    from emulator.cluster import ClusterState
+    from emulator.processes import pid_alive
     from emulator.store.store import Store, StoreConfig
 
     state = ClusterState.read()
@@ -521,7 +523,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def _stop_pid(pid: int, timeout: float) -> int:
-    from emulator.cluster import pid_alive
+    from emulator.processes import pid_alive
 
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)

@@ -115,16 +115,6 @@ class ClusterState:
         cls.path().unlink(missing_ok=True)
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 DEFAULT_API_PORT = 6443  # kube-apiserver's customary secure port
 
 

@@ -35,7 +35,8 @@ def register(sub: Any) -> None:
 
 def _store(args: argparse.Namespace) -> Any:
     from emulator.cli import CLIError
-    from emulator.cluster import ClusterState, pid_alive
+    from emulator.cluster import ClusterState
+    from emulator.processes import pid_alive
     from emulator.store.store import Store, StoreConfig
 
     url = args.redis_url

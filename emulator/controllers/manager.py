@@ -78,6 +78,7 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "endpoints": ControllerSpec("emulator.controllers.endpoints"),
     "statefulset": ControllerSpec("emulator.controllers.statefulset"),
     "cronjob": ControllerSpec("emulator.controllers.cronjob"),
+    "horizontalpodautoscaling": ControllerSpec("emulator.controllers.podautoscaler.horizontal"),
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
     "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),
