@@ -143,13 +143,20 @@ class Allocators:
     def keep_allocated(self, new: Obj, current: Obj) -> None:
         """``patchAllocatedValues``: an update that leaves the ClusterIP or a NodePort out keeps the stored one."""
         spec, old = new.setdefault("spec", {}), current.get("spec") or {}
+        old_ports = {(p.get("port"), p.get("protocol", "TCP")): p.get("nodePort") for p in old.get("ports") or []}
+        if spec.get("type", "ClusterIP") in ("ClusterIP", "ExternalName") and \
+                old.get("type") in ("NodePort", "LoadBalancer"):
+            # dropTypeDependentFields: NodePorts the user did not change go with the type that needed them.
+            for port in spec.get("ports") or []:
+                if port.get("nodePort") and port["nodePort"] == old_ports.get((port.get("port"),
+                                                                               port.get("protocol", "TCP"))):
+                    del port["nodePort"]
         if spec.get("type", "ClusterIP") == "ExternalName":
             return
         for name in ("clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"):
             if not spec.get(name) and old.get(name):
                 spec[name] = old[name]
         if spec.get("type") in ("NodePort", "LoadBalancer"):
-            old_ports = {(p.get("port"), p.get("protocol", "TCP")): p.get("nodePort") for p in old.get("ports") or []}
             owner = _owner(new)
             for i, port in enumerate(spec.get("ports") or []):
                 if not port.get("nodePort"):

@@ -99,6 +99,10 @@ def test_cluster_ips_and_node_ports_are_allocated_once_each(core: ServerCore) ->
         core.update(SERVICE, {**current, "spec": {**current["spec"], "clusterIP": "10.96.0.99",
                                                    "clusterIPs": ["10.96.0.99"]}})
     assert e.value.code == 422 and "may not change once set" in e.value.message
+    # Back to ClusterIP: the NodePort goes with the type that needed it (dropTypeDependentFields).
+    to_cluster_ip = {**node_port, "spec": {**node_port["spec"], "type": "ClusterIP"}}
+    to_cluster_ip["spec"].pop("externalTrafficPolicy")
+    assert "nodePort" not in core.update(SERVICE, to_cluster_ip)["spec"]["ports"][0]
     # Deleting frees the address for the next Service that asks for it.
     core.delete(SERVICE, "default", "s0")
     again = core.create(SERVICE, service("s0b", clusterIP=current["spec"]["clusterIP"]))

@@ -8,6 +8,7 @@ the test binds pending pods itself (it plays the scheduler).
 
 from __future__ import annotations
 
+import base64
 import os
 import re
 import shutil
@@ -120,6 +121,36 @@ def test_typed_creates_and_their_tables(cluster: Cluster) -> None:
     cron = rows(kubectl(cluster, "get", "cj", "nightly"))
     assert cron[0] == ["NAME", "SCHEDULE", "TIMEZONE", "SUSPEND", "ACTIVE", "LAST SCHEDULE", "AGE"]
     assert cron[1][:6] == ["nightly", "0 3 * * *", "<none>", "False", "0", "<none>"]
+
+
+THREE_OBJECTS = """\
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: app-config}
+data: {LOG_LEVEL: info}
+---
+apiVersion: v1
+kind: Secret
+metadata: {name: app-secret}
+type: Opaque
+stringData: {DB_PASSWORD: s3cret}
+---
+apiVersion: v1
+kind: Service
+metadata: {name: app}
+spec:
+  selector: {app: app}
+  ports: [{name: http, port: 80, targetPort: http}]
+"""
+
+
+def test_a_file_with_a_config_map_a_secret_and_a_service_creates(cluster: Cluster) -> None:
+    out = kubectl(cluster, "create", "-f", "-", stdin=THREE_OBJECTS)
+    assert out.split("\n")[:3] == ["configmap/app-config created", "secret/app-secret created", "service/app created"]
+    password = kubectl(cluster, "get", "secret", "app-secret", "-o", "jsonpath={.data.DB_PASSWORD}")
+    assert base64.b64decode(password) == b"s3cret"  # stringData was written into data
+    svc = k8s.CoreV1Api(cluster.api).read_namespaced_service("app", "default")
+    assert svc.spec.ports[0].target_port == "http" and svc.spec.cluster_ip != "None"
 
 
 def test_kubectl_create_job_completes_with_the_default_profile(cluster: Cluster, tmp_path: Path) -> None:
