@@ -5,7 +5,8 @@ A re-implementation of upstream ``pkg/controller/statefulset`` (``stateful_set_c
 ``stateful_set_utils.go``) on kemu's controller runtime. One reconcile of a StatefulSet:
 
 1. **Revisions.** The pod template is stored in a ControllerRevision named
-   ``<set>-<hash>`` (``data.spec.template``, ``revision`` one above the highest); the
+   ``<set>-<hash>`` (``data``: the patch ``{"spec": {"template": {..., "$patch": "replace"}}}``
+   that ``kubectl rollout undo`` applies; ``revision`` one above the highest); the
    set's ``updateRevision`` is the one matching its template, ``currentRevision`` the
    one its pods were at before the update began. Revisions beyond
    ``revisionHistoryLimit`` that no pod uses are deleted.
@@ -152,7 +153,8 @@ class StatefulSetController(PodOwnerController):
                                  "labels": dict(((template.get("metadata") or {}).get("labels") or {}),
                                                 **{REVISION_LABEL: name.rpartition("-")[2]}),
                                  "ownerReferences": [new_controller_ref(sts, STATEFULSET)]},
-                    "data": {"spec": {"template": template}},
+                    # Upstream's revision data is the patch `kubectl rollout undo` applies (getPatch).
+                    "data": {"spec": {"template": {**template, "$patch": "replace"}}},
                     "revision": max((int(r.get("revision") or 0) for r in owned), default=0) + 1}
             try:
                 update = self.core.create(CONTROLLERREVISION, body)
@@ -199,6 +201,7 @@ class StatefulSetController(PodOwnerController):
     def _pod_body(self, sts: Obj, revision: Obj, ordinal: int) -> Obj:
         meta, spec = sts["metadata"], sts.get("spec") or {}
         template = ((revision.get("data") or {}).get("spec") or {}).get("template") or spec.get("template") or {}
+        template = {k: v for k, v in template.items() if k != "$patch"}
         tmeta = template.get("metadata") or {}
         name = f"{meta['name']}-{ordinal}"
         labels = {**(tmeta.get("labels") or {}), POD_NAME_LABEL: name, POD_INDEX_LABEL: str(ordinal),
