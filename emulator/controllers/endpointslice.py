@@ -12,7 +12,8 @@ A re-implementation of upstream ``pkg/controller/endpointslice`` and its reconci
 * **Desired endpoints.** Pods that should be in endpoints (an IP, not terminal;
   terminating pods stay, with ``terminating: true``), one endpoint each: address,
   conditions (``ready`` = Ready and not terminating, or ``publishNotReadyAddresses``;
-  ``serving``; ``terminating``), ``nodeName``, ``hostname`` when the pod's subdomain
+  ``serving``; ``terminating``), ``nodeName``, ``zone`` (the node's
+  ``topology.kubernetes.io/zone`` label), ``hostname`` when the pod's subdomain
   is the Service, ``targetRef``. Endpoints are grouped by their resolved ports (a
   named ``targetPort`` can resolve differently per pod): one group, one set of slices.
 * **Reconcile by port mapping** as upstream, to keep churn low: an existing slice keeps
@@ -30,7 +31,9 @@ Slices are named ``<service>-<5 random characters>`` (as generateName would; cho
 tracker knows a new slice before its event arrives), labelled ``kubernetes.io/service-name`` and
 ``endpointslice.kubernetes.io/managed-by: endpointslice-controller.k8s.io`` (plus the
 Service's own labels), owned by the Service (the garbage collector removes them with it).
-Only IPv4 slices are written (kemu's pod IPs are IPv4); topology hints and zones are not.
+Only IPv4 slices are written (kemu's pod IPs are IPv4); topology hints are not. A node's zone
+is read when its pods' endpoints are computed (a node relabelled later updates them at the next
+change of the Service's pods).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ from emulator.api.endpoints import (
     selects,
     should_be_in_endpoints,
 )
-from emulator.api.kinds import ENDPOINTSLICE, POD, SERVICE
+from emulator.api.kinds import ENDPOINTSLICE, NODE, POD, SERVICE
 from emulator.api.types import Obj
 from emulator.controllers.runtime import (
     Controller,
@@ -69,6 +72,7 @@ CONTROLLER_NAME = "endpointslice-controller.k8s.io"
 DEFAULT_MAX_ENDPOINTS_PER_SLICE = 100
 DEFAULT_WORKERS = 5  # --concurrent-service-endpoint-syncs
 SERVICE_INDEX = "endpointslice-service"
+ZONE_LABEL = "topology.kubernetes.io/zone"
 _NAME_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"  # the API server's generateName alphabet
 _NAME_ATTEMPTS = 8
 _UNTRACKED = object()
@@ -123,6 +127,7 @@ class EndpointSliceController(Controller):
         self.services = self.watch(ctx.informers.informer_for(SERVICE))
         self.pods = self.watch(ctx.informers.informer_for(POD))
         self.slices = self.watch(ctx.informers.informer_for(ENDPOINTSLICE))
+        self.nodes = self.watch(ctx.informers.informer_for(NODE))
         ensure_indexers(self.slices, {SERVICE_INDEX: slice_service_key})
         ensure_indexers(self.pods, {LABEL_INDEX: label_index_func})
         # service key → slice name → the generation this controller wrote (None: it deleted the slice).
@@ -221,8 +226,13 @@ class EndpointSliceController(Controller):
             hostname = pod_hostname(svc, pod)
             if hostname:
                 endpoint["hostname"] = hostname
-            if (pod.get("spec") or {}).get("nodeName"):
-                endpoint["nodeName"] = pod["spec"]["nodeName"]
+            node_name = (pod.get("spec") or {}).get("nodeName")
+            if node_name:
+                endpoint["nodeName"] = node_name
+                node = self.nodes.indexer.get_by_key(node_name)
+                zone = ((node or {}).get("metadata") or {}).get("labels", {}).get(ZONE_LABEL)
+                if zone:
+                    endpoint["zone"] = zone
             endpoint["targetRef"] = {"kind": "Pod", "namespace": namespace, "name": meta["name"], "uid": meta["uid"]}
             desired.setdefault(endpoint_ports(svc, pod), {})[_endpoint_key(endpoint)] = endpoint
         existing = [s for s in self.slices.indexer.by_index(SERVICE_INDEX, key)

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from emulator.api import errors
-from emulator.api.kinds import ENDPOINTS, ENDPOINTSLICE, POD, SERVICE
+from emulator.api.kinds import ENDPOINTS, ENDPOINTSLICE, NODE, POD, SERVICE
 from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.controllers.manager import ControllerManager
@@ -181,6 +181,16 @@ def test_service_without_endpoints_has_a_placeholder_and_slices_go_with_it(core:
     running_pod(core, "web-0", "10.244.0.10")
     wait_for(lambda: ready_addresses(core) == {"10.244.0.10"} and len(slices(core)) == 1, 20,
              "the placeholder turned into the slice of one endpoint")
+
+
+def test_endpoints_carry_their_node_and_zone(core: ServerCore, manager: ControllerManager) -> None:
+    core.create(NODE, b.node("node-a", labels={"topology.kubernetes.io/zone": "zone-1"}))
+    core.create(SERVICE, service())
+    running_pod(core, "web-0", "10.244.0.10")
+    wait_for(lambda: ready_addresses(core) == {"10.244.0.10"}, 20, "the endpoint")
+    (endpoint,) = slices(core)[0]["endpoints"]
+    assert (endpoint["nodeName"], endpoint["zone"]) == ("node-a", "zone-1")
+    assert endpoint["targetRef"]["name"] == "web-0"
 
 
 def test_deleting_the_service_takes_its_slices_and_endpoints(core: ServerCore,
