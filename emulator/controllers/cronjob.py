@@ -144,6 +144,8 @@ class CronJobController(Controller):
         if not cj["metadata"].get("deletionTimestamp"):
             requeue = self._schedule(cj, jobs, status, now)
         if status != (cj.get("status") or {}):
+            # A conflict (our cache behind our own last status write) is an error: the key is retried
+            # once the cache shows that write, never written over it (lastScheduleTime must not go back).
             self.core.update_status(CRONJOB, {**cj, "status": status})
         return requeue
 

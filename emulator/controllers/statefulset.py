@@ -16,7 +16,9 @@ A re-implementation of upstream ``pkg/controller/statefulset`` (``stateful_set_c
    ``controller-revision-hash``, and one PVC ``<template>-<set>-<ordinal>`` per
    ``volumeClaimTemplates`` entry (created before the pod, never recreated while it
    exists; owned by the set when ``persistentVolumeClaimRetentionPolicy.whenDeleted`` is
-   Delete). A missing pod below the rolling update's partition is recreated at the
+   Delete; given the condemned pod as owner on a scale down when ``whenScaled`` is
+   Delete, so the garbage collector removes them with it). A missing pod below the
+   rolling update's partition is recreated at the
    current revision, any other at the update revision (``newVersionedStatefulSetPod``).
 3. **Scaling.** With ``podManagementPolicy: OrderedReady`` (monotonic) the pass stops at
    the first pod it had to create, that is terminating, or that is not Running and Ready:
@@ -266,6 +268,30 @@ class StatefulSetController(PodOwnerController):
         self.event(sts, "Normal", "SuccessfulDelete", f"delete Pod {meta['name']} in StatefulSet "
                                                       f"{sts['metadata']['name']} successful")
 
+    def _release_claims_on_scale_down(self, sts: Obj, pod: Obj) -> None:
+        """``whenScaled: Delete``: the condemned pod's claims get the pod as owner, so they go with it (GC)."""
+        spec = sts.get("spec") or {}
+        if (spec.get("persistentVolumeClaimRetentionPolicy") or {}).get("whenScaled") != "Delete":
+            return
+        ordinal = ordinal_of(pod, sts["metadata"]["name"])
+        pmeta = pod["metadata"]
+        ref = {"apiVersion": "v1", "kind": "Pod", "name": pmeta["name"], "uid": pmeta["uid"],
+               "blockOwnerDeletion": True}
+        for claim in self._claims(sts, ordinal or 0):
+            cmeta = claim["metadata"]
+
+            def add_owner(meta: Obj) -> Obj | None:
+                refs = meta.get("ownerReferences") or []
+                if any(r.get("uid") == ref["uid"] for r in refs):
+                    return None
+                meta["ownerReferences"] = [*refs, ref]
+                return meta
+            try:
+                self.core.update_metadata(PERSISTENTVOLUMECLAIM, cmeta["namespace"], cmeta["name"], add_owner)
+            except errors.StatusError as e:
+                if e.code != 404:
+                    raise
+
     # ------------------------------------------------------------ reconcile
     def _available(self, pod: Obj, min_ready: int, now: float) -> bool:
         if not _running_ready(pod):
@@ -350,6 +376,7 @@ class StatefulSetController(PodOwnerController):
                 continue
             if monotonic and not _running_ready(pod) and pod is not first_unhealthy:
                 return
+            self._release_claims_on_scale_down(sts, pod)
             self._delete_pod_of(sts, pod)
             if monotonic:
                 return
@@ -388,8 +415,17 @@ class StatefulSetController(PodOwnerController):
         if rolling and status["updatedReplicas"] == status["replicas"] == int(spec.get("replicas", 1)) \
                 and status["readyReplicas"] == status["replicas"]:
             status["currentRevision"], status["currentReplicas"] = update_name, status["updatedReplicas"]
-        if status != (sts.get("status") or {}):
+        if status == (sts.get("status") or {}):
+            return
+        try:
             self.core.update_status(STATEFULSET, {**sts, "status": status})
+        except errors.StatusError as e:
+            if e.reason != "Conflict":
+                raise
+            # Upstream's updateStatefulSetStatus retries on conflict against a fresh read: the status is ours.
+            fresh = self.core.get(STATEFULSET, sts["metadata"]["namespace"], sts["metadata"]["name"])
+            if fresh["metadata"].get("generation") == sts["metadata"].get("generation"):
+                self.core.update_status(STATEFULSET, {**fresh, "status": status})
 
 
 def new_controller(ctx: ControllerContext) -> StatefulSetController:

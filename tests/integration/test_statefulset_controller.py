@@ -204,6 +204,25 @@ def test_scale_down_removes_the_highest_ordinal_first(core: ServerCore, manager:
     assert core.get(PERSISTENTVOLUMECLAIM, "default", "data-db-2")  # Retain: the claim stays
 
 
+def test_when_scaled_delete_removes_the_claims_of_removed_ordinals(
+        core: ServerCore, start_manager: Callable[..., ControllerManager]) -> None:
+    manager = start_manager("statefulset", "garbagecollector")
+    kubelet = StandInKubelet(core, nodes=1)
+    body = stateful_set(replicas=2)
+    body["spec"]["persistentVolumeClaimRetentionPolicy"] = {"whenDeleted": "Retain", "whenScaled": "Delete"}
+    core.create(STATEFULSET, body)
+    wait_for(lambda: kubelet.step() >= 0 and len([p for p in pods(core).values() if is_ready(p)]) == 2, 20,
+             "two ready pods")
+    edit(core, lambda sts: sts["spec"].update(replicas=1))
+
+    def claims() -> list[str]:
+        kubelet.step()
+        return sorted(c["metadata"]["name"] for c in core.list(PERSISTENTVOLUMECLAIM, "default").items)
+    wait_for(lambda: claims() == ["data-db-0"], 20, "data-db-1 collected with db-1")
+    assert sorted(pods(core)) == ["db-0"]
+    assert manager.controllers()["statefulset"].errors == 0  # type: ignore[attr-defined]
+
+
 @pytest.mark.parametrize(("change", "field"), [
     ({"podManagementPolicy": "Sometimes"}, "spec.podManagementPolicy"),
     ({"updateStrategy": {"type": "RollingUpdate", "rollingUpdate": {"partition": -1}}},
