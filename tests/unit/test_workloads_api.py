@@ -12,8 +12,9 @@ from datetime import UTC, datetime
 import pytest
 
 from emulator.api import cron, errors
-from emulator.api.kinds import CRONJOB, ENDPOINTSLICE, SECRET, SERVICE, by_resource
+from emulator.api.kinds import CRONJOB, ENDPOINTSLICE, SECRET, SERVICE, SERVICEACCOUNT, by_resource
 from emulator.api.types import Obj
+from emulator.apiserver import patch
 from emulator.apiserver.tables import printer_for
 from emulator.server.defaults import apply_defaults
 from emulator.server.validation import validate
@@ -174,3 +175,10 @@ def test_every_new_kind_is_served() -> None:
     for resource in ("secrets", "serviceaccounts", "services", "endpoints", "endpointslices.discovery.k8s.io",
                      "statefulsets.apps", "controllerrevisions.apps", "cronjobs.batch"):
         assert by_resource(resource).namespaced
+
+
+def test_service_account_secrets_merge_by_name() -> None:
+    """core/v1 ServiceAccount.secrets is patchStrategy merge, patchMergeKey name: a patch adds, not replaces."""
+    current = {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "a"}, "secrets": [{"name": "s1"}]}
+    out = patch.apply_patch(SERVICEACCOUNT, current, b'{"secrets": [{"name": "s2"}]}', patch.STRATEGIC_MERGE_PATCH)
+    assert sorted(s["name"] for s in out["secrets"]) == ["s1", "s2"]
