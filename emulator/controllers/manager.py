@@ -74,6 +74,10 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "taint-eviction-controller": ControllerSpec("emulator.controllers.tainteviction"),
     "namespace": ControllerSpec("emulator.controllers.namespace"),
     "resourcequota": ControllerSpec("emulator.controllers.resourcequota"),
+    "endpointslice": ControllerSpec("emulator.controllers.endpointslice"),
+    "endpoints": ControllerSpec("emulator.controllers.endpoints"),
+    "statefulset": ControllerSpec("emulator.controllers.statefulset"),
+    "cronjob": ControllerSpec("emulator.controllers.cronjob"),
     "horizontalpodautoscaling": ControllerSpec("emulator.controllers.podautoscaler.horizontal"),
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
