@@ -74,6 +74,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "taint-eviction-controller": ControllerSpec("emulator.controllers.tainteviction"),
     "namespace": ControllerSpec("emulator.controllers.namespace"),
     "resourcequota": ControllerSpec("emulator.controllers.resourcequota"),
+    # Load-aware scheduling (crane-scheduler's annotator): opt in with --controllers=*,node-annotator.
+    "node-annotator": ControllerSpec("emulator.controllers.nodeannotator", enabled_by_default=False),
 }
 
 
