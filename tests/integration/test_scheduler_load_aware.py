@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
 
 from emulator.api.kinds import NODE, POD
+from emulator.informers import SharedInformerFactory
+from emulator.loadaware.extender_server import ExtenderServer, LoadAwareExtender, attach
 from emulator.loadaware.policy import HOT_VALUE, METRICS, format_value
 from emulator.scheduler.scheduler import SchedulerOptions
+from emulator.store.store import Store
 from tests.builders import req_pod, sched_node
 from tests.integration.test_scheduler import bound_to, core, hosts, wait_for  # noqa: F401  (fixtures)
 
@@ -100,3 +104,65 @@ def test_a_cool_new_node_does_not_take_the_whole_burst(core, hosts):  # noqa: F8
     # the new node is best for its first few pods only, then the three share the rest.
     assert 0 < damped["new"] < 20 and damped["old-1"] > 0 and damped["old-2"] > 0
     assert damped["new"] == max(damped.values())
+
+
+# ----------------------------------------------------------------------------- the HTTP extender
+
+
+@pytest.fixture
+def start_extender(redis_url: str) -> Iterator[Callable[[], ExtenderServer]]:
+    """The extender on a real local HTTP server, its node cache fed by real informers on the store."""
+    store = Store.connect(redis_url)
+    factory = SharedInformerFactory(store)
+    servers: list[ExtenderServer] = []
+
+    def start() -> ExtenderServer:
+        extender = LoadAwareExtender()
+        attach(extender, factory)
+        factory.start()
+        assert all(factory.wait_for_cache_sync(10).values())
+        servers.append(ExtenderServer(extender).start())
+        return servers[-1]
+
+    yield start
+    for server in servers:
+        server.close()
+    factory.shutdown()
+    store.close()
+
+
+def extender_config(url: str, *, cache: bool = True) -> dict[str, Any]:
+    return {"apiVersion": CONFIG, "kind": "KubeSchedulerConfiguration",
+            "extenders": [{"urlPrefix": url, "filterVerb": "filter", "prioritizeVerb": "prioritize", "weight": 2,
+                           "nodeCacheCapable": cache, "ignorable": False}]}
+
+
+@pytest.mark.parametrize("cache", [True, False], ids=["node-cache-capable", "full-nodes"])
+def test_http_extender_filters_and_prioritizes_like_the_plugin(core, hosts, start_extender, cache):  # noqa: F811
+    for name in ("hot-a", "hot-b"):
+        core.create(NODE, annotated_node(name, 0.85, 0.50, cpu="16", memory="64Gi"))
+    core.create(NODE, annotated_node("warm", 0.50, 0.50, cpu="16", memory="64Gi"))
+    core.create(NODE, annotated_node("cool", 0.20, 0.20, cpu="16", memory="64Gi"))
+    core.create(POD, req_pod("resident-cool", "8", "32Gi", node="cool"))
+    core.create(POD, req_pod("resident-warm", "6", "24Gi", node="warm"))
+    server = start_extender()  # after the nodes exist: its synced cache has them
+    extender = server.extender
+
+    # The policy's answers, as the plugin computes them, over the extender's verbs.
+    pod = req_pod("probe", "1", "2Gi")
+    verdict = extender.filter({"Pod": pod, "NodeNames": ["hot-a", "hot-b", "warm", "cool", "unknown"]})
+    assert verdict["NodeNames"] == ["warm", "cool", "unknown"]  # a node without annotations is not filtered
+    assert verdict["FailedNodes"] == {"hot-a": "Load[cpu_usage_avg_5m] of node is too high",
+                                      "hot-b": "Load[cpu_usage_avg_5m] of node is too high"}
+    # 0..100 -> 0..10: warm int(50) // 10 = 5, cool int(80) // 10 = 8, unknown 0.
+    assert extender.prioritize({"Pod": pod, "NodeNames": ["warm", "cool", "unknown"]}) == [
+        {"Host": "warm", "Score": 5}, {"Host": "cool", "Score": 8}, {"Host": "unknown", "Score": 0}]
+
+    # Control: the default plugins alone (another scheduler, no extender) prefer the barely requested hot nodes.
+    hosts(SchedulerOptions(name="control"), config={"apiVersion": CONFIG, "kind": "KubeSchedulerConfiguration",
+                                                    "profiles": [{"schedulerName": "control"}]})
+    assert schedule(core, req_pod("control", "1", "2Gi", schedulerName="control")) in ("hot-a", "hot-b")
+    # Through the HTTP extender, over a real local server: hot nodes filtered, cool (8) beats warm (5) by
+    # 3 * 10 * weight 2 = 60 points, more than the default plugins' preference for warm's fewer requests.
+    hosts(SchedulerOptions(name="la-extender"), config=extender_config(server.url, cache=cache))
+    assert schedule(core, req_pod("via-extender", "1", "2Gi")) == "cool"
