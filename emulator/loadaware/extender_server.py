@@ -202,7 +202,7 @@ class ExtenderServer:
         class Handler(BaseHTTPRequestHandler):
             protocol_version = "HTTP/1.1"  # keep-alive: the scheduler calls twice per pod
 
-            def do_POST(self) -> None:  # noqa: N802  (the http.server hook's name)
+            def do_POST(self) -> None:
                 route = routes.get(self.path)
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length)
@@ -224,7 +224,7 @@ class ExtenderServer:
                 self.end_headers()
                 self.wfile.write(body)
 
-            def log_message(self, format: str, *args: Any) -> None:  # noqa: A002  (the base class's name)
+            def log_message(self, format: str, *args: Any) -> None:
                 log.debug("load-aware extender: " + format, *args)
 
         self._server = ThreadingHTTPServer((host, port), Handler)
