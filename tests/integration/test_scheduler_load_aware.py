@@ -73,11 +73,17 @@ def test_new_pods_go_to_cool_nodes_with_load_aware_and_not_with_the_default_prof
 
     # Effectiveness, by hand: medians over the three nodes are 0.85 (cpu) and 0.5 (mem). "cool" is below both
     # (+1 per bind); a hot node is below neither (0.85 is not below 0.85, 0.5 not below 0.5).
-    stats = host.schedulers[0].snapshot_stats()["effectiveness"]
-    assert stats["load-aware"] == pytest.approx({
+    def stats() -> dict[str, Any]:
+        return host.schedulers[0].snapshot_stats()["effectiveness"]
+
+    # Counted just after the store's bind returns: wait for the bind threads to get there.
+    wait_for(core, lambda: stats()["load-aware"]["total_schedule_count"] == 3
+             and stats()["default-scheduler"]["total_schedule_count"] == 1, 10, "the binds to be counted")
+    got = stats()
+    assert got["load-aware"] == pytest.approx({
         "cpu_utilization_total_avg": 0.2, "memory_utilization_total_avg": 0.2,
         "effective_dynamic_schedule_count": 3.0, "total_schedule_count": 3, "effective_schedule_ratio": 1.0})
-    assert stats["default-scheduler"] == pytest.approx({
+    assert got["default-scheduler"] == pytest.approx({
         "cpu_utilization_total_avg": 0.85, "memory_utilization_total_avg": 0.5,
         "effective_dynamic_schedule_count": 0.0, "total_schedule_count": 1, "effective_schedule_ratio": 0.0})
 

@@ -27,8 +27,11 @@ named by ``policyConfigPath`` (crane's arg). Time is the scheduler's cluster
 clock (``handle.clock``), wall time without one.
 
 Annotations are parsed once per node set (``Snapshot.node_memo``: an
-annotation change rebuilds the scheduler's snapshot), so a cycle costs a few
-array operations over the nodes.
+annotation change rebuilds the scheduler's snapshot). Neither verdict depends
+on the pod (DaemonSet pods aside), so the filter mask and the scores of every
+node are computed once per node set and cluster second (scores also when our
+own placements change) and a cycle only indexes them: freshness is decided
+to the second.
 """
 
 from __future__ import annotations
@@ -78,6 +81,11 @@ class LoadAware:
         self.now = now
         self.records = BindingRecords(policy.hot_value_horizon)
         self._hot_cache: tuple[tuple[int, int], dict[str, int]] | None = None
+        # Neither verdict depends on the pod: computed over every node once per node set, cluster second
+        # (and, for scores, change of our own placements), then indexed per pod.
+        # The key holds the NodeLoads itself (compared with ``is``; an id could be reused after a rebuild).
+        self._filter_cache: tuple[NodeLoads, int, FilterVerdict] | None = None
+        self._score_cache: tuple[NodeLoads, tuple[int, int], np.ndarray] | None = None
 
     # ------------------------------------------------------------------ hot value of our own placements
     def local_hot(self, now: float) -> dict[str, int]:
@@ -110,8 +118,18 @@ class LoadAware:
     def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
         if is_daemonset_pod(pod) or not self.policy.predicates:
             return all_pass(snapshot.num_nodes)
-        over = self.policy.overloaded(node_loads(snapshot), self.now())
-        rejected = np.zeros(snapshot.num_nodes, dtype=bool)
+        loads = node_loads(snapshot)
+        now = self.now()
+        cached = self._filter_cache
+        if cached is not None and cached[0] is loads and cached[1] == int(now):
+            return cached[2]
+        verdict = self._verdict(loads, now, snapshot.num_nodes)
+        self._filter_cache = (loads, int(now), verdict)
+        return verdict
+
+    def _verdict(self, loads: NodeLoads, now: float, n: int) -> FilterVerdict:
+        over = self.policy.overloaded(loads, now)
+        rejected = np.zeros(n, dtype=bool)
         reasons = []
         for metric, mask in over:
             # The per-node filter stops at the first metric over its limit: so does the reason list.
@@ -120,7 +138,7 @@ class LoadAware:
                 reasons.append(Rejection(overload_reason(metric), first))
                 rejected |= first
         if not reasons:
-            return all_pass(snapshot.num_nodes)
+            return all_pass(n)
         return FilterVerdict(~rejected, tuple(reasons))
 
     # ------------------------------------------------------------------ score
@@ -131,8 +149,13 @@ class LoadAware:
 
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
         now = self.now()
-        local = self._local_hot_array(snapshot, now)[nodes]
-        return self.policy.scores(node_loads(snapshot).take(nodes), now, local)
+        loads = node_loads(snapshot)
+        key = (int(now), self.records.version)
+        cached = self._score_cache
+        if cached is None or cached[0] is not loads or cached[1] != key:
+            cached = self._score_cache = (loads, key, self.policy.scores(loads, now,
+                                                                         self._local_hot_array(snapshot, now)))
+        return cached[2][nodes]
 
     # ------------------------------------------------------------------ reserve: count our own placements
     def reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:
