@@ -28,6 +28,12 @@ Schema (every key optional unless marked; defaults are the dataclasses below)::
       count: 1                # competing scheduler replicas
       config: sched.yaml      # KubeSchedulerConfiguration (relative to the scenario file)
     controllers: true         # run the controller manager (Deployments need it)
+    controller_manager:       # its settings (kemu's controller_manager config), e.g. opt-in controllers
+      controllers: ["*", node-annotator]
+      options: {node_annotator_period: 15}
+    compare:                  # variants `kemu run --compare` runs one after another on the same seed:
+      default: {}             # each overrides `schedulers` and/or `controller_manager`
+      dynamic: {schedulers: {config: loadaware-scheduler.yaml}}
     driver:
       kind: store             # store (ServerCore, batched) | http (the API server, like any client) | null
       processes: 1            # driver processes; pods are routed to them by name, so a pod's create
@@ -39,7 +45,8 @@ Schema (every key optional unless marked; defaults are the dataclasses below)::
     priorities:               # PriorityClasses the run creates; pods draw one by weight
       - {name: kemu-high, value: 1000, weight: 1}
     templates:                # pod shapes phases refer to by name ("default" is used when none is named)
-      default: {cpu: [100m, 250m], memory: [128Mi], profile: [web, batch], gpu_milli: [], priority: ""}
+      default: {cpu: [100m, 250m], memory: [128Mi], profile: [web, batch], gpu_milli: [], priority: "",
+                annotations: {kemu.io/cpu: "2"}, node_selector: {pool: hot}}   # set on every pod
     phases:                   # run one after another (or at `at` seconds from the start, overlapping)
       - name: ramp
         pods: {count: 3000, rate: 200, arrival: poisson, template: default, lifetime: 0}
@@ -137,6 +144,9 @@ class TemplateSpec:
     profile: tuple[str, ...] = ()
     gpu_milli: tuple[str, ...] = ()  # alibabacloud.com/gpu-milli requests drawn per pod (openb's GPU sharing)
     priority: str = ""  # a PriorityClass name; "" draws from the scenario's priority mix
+    # Set on every pod of the template, not drawn: usage overrides (kemu.io/cpu: "3") and a nodeSelector.
+    annotations: tuple[tuple[str, str], ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
 
 
 # -- phases ----------------------------------------------------------------------------------------------------
@@ -232,6 +242,8 @@ class Scenario:
     cluster: ClusterSpec = ClusterSpec()
     schedulers: SchedulersSpec = SchedulersSpec()
     controllers: bool = True
+    controller_manager: dict[str, Any] = field(default_factory=dict)  # ManagerConfig settings (kemu's config)
+    compare: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> overrides, for --compare
     driver: DriverSpec = DriverSpec()
     namespaces: int = 1
     priorities: tuple[PriorityClassSpec, ...] = ()
@@ -270,6 +282,8 @@ class Scenario:
                                                                          "cluster.trace_nodes")}),
             schedulers=_section(SchedulersSpec, data.get("schedulers") or {}, "schedulers"),
             controllers=_bool(data.get("controllers", True), "controllers"),
+            controller_manager=dict(_mapping(data.get("controller_manager") or {}, "controller_manager")),
+            compare=_compare(data.get("compare")),
             driver=_section(DriverSpec, data.get("driver") or {}, "driver"),
             namespaces=_int(data.get("namespaces", 1), "namespaces"),
             priorities=_priorities(data.get("priorities") or []),
@@ -283,6 +297,19 @@ class Scenario:
         return scenario
 
     # -- derived -------------------------------------------------------------------------------------------------
+
+    def variant(self, name: str) -> Scenario:
+        """The scenario as compare variant ``name`` runs it: its sections replaced, name suffixed."""
+        from dataclasses import replace
+
+        overrides = self.compare[name]
+        out = replace(self, name=f"{self.name}-{name}")
+        if "schedulers" in overrides:
+            out = replace(out, schedulers=_section(SchedulersSpec, overrides["schedulers"] or {},
+                                                   f"compare.{name}.schedulers"))
+        if "controller_manager" in overrides:
+            out = replace(out, controller_manager=dict(overrides["controller_manager"] or {}))
+        return out
 
     def node_pools(self) -> list[dict[str, Any]]:
         """Every node pool of the cluster: the shorthand pool, ``node_pools``, and the trace's node shapes."""
@@ -414,9 +441,29 @@ def _phases(items: Any) -> tuple[Phase, ...]:
 def _templates(data: Any) -> dict[str, TemplateSpec]:
     if data is None:
         return {"default": TemplateSpec()}
-    out = {str(name): _section(TemplateSpec, raw or {}, f"templates.{name}")
-           for name, raw in _mapping(data, "templates").items()}
+    out = {}
+    for name, given in _mapping(data, "templates").items():
+        raw = dict(_mapping(given or {}, f"templates.{name}"))
+        extra = {key: tuple((str(k), str(v)) for k, v in _mapping(raw.pop(key), f"templates.{name}.{key}").items())
+                 for key in ("annotations", "node_selector") if key in raw}
+        out[str(name)] = _section(TemplateSpec, raw, f"templates.{name}", extra=extra)
     out.setdefault("default", TemplateSpec())
+    return out
+
+
+COMPARE_KEYS = {"schedulers", "controller_manager"}
+
+
+def _compare(data: Any) -> dict[str, dict[str, Any]]:
+    """``compare``: variant name -> the sections it overrides (``schedulers``, ``controller_manager``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, given in _mapping(data or {}, "compare").items():
+        raw = dict(_mapping(given or {}, f"compare.{name}"))
+        _no_unknown(raw, COMPARE_KEYS, f"compare.{name}")
+        if "schedulers" in raw:
+            _section(SchedulersSpec, raw["schedulers"] or {}, f"compare.{name}.schedulers")
+        _mapping(raw.get("controller_manager") or {}, f"compare.{name}.controller_manager")
+        out[str(name)] = raw
     return out
 
 
