@@ -31,14 +31,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg = replace(cfg, api_port=0)
     # The injected runners: under `kemu` (actors/cli.py) kubelet shards and schedulers are Ray actors.
     options = RunOptions(seed=args.seed, output=args.output, report=args.report, attach=args.attach,
-                         driver=args.driver, processes=args.driver_processes, kubeconfig=args.kubeconfig)
-    if args.compare:
-        if args.attach:
-            raise cli.CLIError("kemu run --compare starts a fresh cluster per variant: it cannot --attach")
-        from loadgen.compare import run_compare
-
-        return run_compare(Path(args.scenario), cfg, options, kubelets=getattr(args, "kubelets", None),
-                           schedulers=getattr(args, "scheduler_runner", None))
+                         driver=args.driver, processes=args.driver_processes, kubeconfig=args.kubeconfig,
+                         compare=args.compare)
     return run_scenario(Path(args.scenario), cfg, options,
                         kubelets=getattr(args, "kubelets", None), schedulers=getattr(args, "scheduler_runner", None))
 

@@ -202,6 +202,7 @@ class RunOptions:
     driver: str | None = None  # override the scenario's driver.kind
     processes: int | None = None  # override driver.processes
     kubeconfig: str | None = None  # attach + http: where the API server and token are
+    compare: bool = False  # run every `compare` variant of the scenario (loadgen.compare)
 
 
 def run_scenario(path: Path, cfg: Config, options: RunOptions | None = None, *,
@@ -213,6 +214,14 @@ def run_scenario(path: Path, cfg: Config, options: RunOptions | None = None, *,
     entry point passes Ray-actor runners; ``emulator`` cannot import Ray).
     """
     opts = options or RunOptions()
+    if opts.compare:
+        if opts.attach:
+            print("kemu: error: kemu run --compare starts a fresh cluster per variant: it cannot --attach",
+                  file=sys.stderr)
+            return 1
+        from loadgen.compare import run_compare
+
+        return run_compare(path, cfg, opts, kubelets=kubelets, schedulers=schedulers)
     try:
         scenario = Scenario.load(path)
         if opts.seed is not None:
