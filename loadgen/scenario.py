@@ -33,7 +33,7 @@ Schema (every key optional unless marked; defaults are the dataclasses below)::
       options: {node_annotator_period: 15}
     compare:                  # variants `kemu run --compare` runs one after another on the same seed:
       default: {}             # each overrides `schedulers` and/or `controller_manager`
-      dynamic: {schedulers: {config: loadaware-scheduler.yaml}}
+      dynamic: {schedulers: {config: schedulers/loadaware.yaml}}
     driver:
       kind: store             # store (ServerCore, batched) | http (the API server, like any client) | null
       processes: 1            # driver processes; pods are routed to them by name, so a pod's create

@@ -18,7 +18,7 @@ def test_the_loadaware_scenario_and_its_variants():
     assert list(s.compare) == ["default", "dynamic"]
     assert s.controller_manager["controllers"] == ["*", "node-annotator"]
     dynamic = s.variant("dynamic")
-    assert dynamic.name == "loadaware-dynamic" and dynamic.schedulers.config == "loadaware-scheduler.yaml"
+    assert dynamic.name == "loadaware-dynamic" and dynamic.schedulers.config == "schedulers/loadaware.yaml"
     assert dynamic.resolve(dynamic.schedulers.config).exists()
     assert s.variant("default").schedulers == s.schedulers
     # The same seed gives both variants the same pods.
