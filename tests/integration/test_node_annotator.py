@@ -125,3 +125,48 @@ def test_annotator_writes_kubelet_usage_and_hot_values(env: tuple[ServerCore, Ma
     # Past the minute and past five minutes the rules let go of them.
     run_until(shard, clock, lambda: annotations(core, "n-00001")[HOT_VALUE].split(",")[0] == "0", 400, seconds=5)
     assert clock.now() - T0 > 300
+
+
+def test_windows_from_a_prometheus_query_api() -> None:
+    """--prometheus-url: one instant query per window over Prometheus's HTTP API, answers matched by node."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlparse
+
+    from emulator.loadaware.history import PROMQL, PrometheusSource
+
+    asked: list[str] = []
+
+    class Prometheus(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            query = parse_qs(url.query)["query"][0]
+            asked.append(query)
+            # A value per metric that says which query it answers, for two of the three nodes.
+            value = str(0.1 * (list(PROMQL.values()).index(query) + 1))
+            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+                {"metric": {"node": n}, "value": [1.7e9, value]} for n in ("a", "c", "not-ours")]}}).encode()
+            self.send_response(200 if url.path == "/api/v1/query" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Prometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        source = PrometheusSource(f"http://127.0.0.1:{server.server_address[1]}/")
+        got = source.windows(["a", "b", "c"])
+        source.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == list(PROMQL.values())
+    assert "max_over_time(avg_over_time(" in PROMQL["cpu_usage_max_avg_1h"] and "[1h:5m]" in PROMQL[
+        "cpu_usage_max_avg_1h"]
+    for k, metric in enumerate(METRICS):
+        a, b, c = got[metric].tolist()
+        assert a == pytest.approx(0.1 * (k + 1)) and c == a and np.isnan(b), metric
