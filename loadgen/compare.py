@@ -91,8 +91,11 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
 
 
 def comparison_rows(summaries: dict[str, dict[str, Any]]) -> list[list[str]]:
-    """The side-by-side table: a header row (metric, variant...), then one row per metric."""
-    return [["metric", *summaries], *([name, *(fn(s) for s in summaries.values())] for name, fn in ROWS)]
+    """The side-by-side table: a header row (metric, variant...), then one row per metric and per node pool."""
+    pools = sorted({pool for s in summaries.values() for pool in s.get("podsPerPool") or {}})
+    per_pool = [(f"pods on pool {pool or '-'}", lambda s, pool=pool: _num((s.get("podsPerPool") or {}).get(pool, 0)))
+                for pool in pools]
+    return [["metric", *summaries], *([name, *(fn(s) for s in summaries.values())] for name, fn in [*ROWS, *per_pool])]
 
 
 def format_table(rows: list[list[str]]) -> str:

@@ -439,6 +439,7 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         "podStartupMs": _quantiles_ms(startup, (0.5, 0.99)),
         **_events_and_failures(core, listed.items),
         "nodeUtilization": sampler.summary(),
+        "podsPerPool": _pods_per_pool(listed.items, nodes),
         "load": {k: {"points": len(v), "min": min(x for _, x in v), "max": max(x for _, x in v),
                      "last": v[-1][1]} for k, v in loads.items()},
         "watch": {"received": len(recorder.pods), "duplicates": recorder.duplicates,
@@ -448,6 +449,13 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     series = _series(times, t_start, listed.items, nodes, plan)
     series.utilization = list(sampler.samples)
     return summary, series
+
+
+def _pods_per_pool(pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> dict[str, int]:
+    """Bound pods per node pool (label ``kemu.io/node-pool``): where the scheduler put the load."""
+    pool_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get("kemu.io/node-pool", "") for n in nodes}
+    return dict(sorted(Counter(pool_of.get(p["spec"]["nodeName"], "") for p in pods
+                               if p["spec"].get("nodeName")).items()))
 
 
 def _series(times: list[PodTimes], t_start: float, pods: list[dict[str, Any]], nodes: list[dict[str, Any]],
