@@ -24,9 +24,13 @@ def test_the_loadaware_scenario_and_its_variants():
     # The same seed gives both variants the same pods.
     assert [a.pod for a in planning.build(s.variant("default")).actions] == \
         [a.pod for a in planning.build(dynamic).actions]
-    preload = planning.build(s).actions[0].pod.manifest("p", "load-0", "preload")
-    assert preload["metadata"]["annotations"] == {"kemu.io/cpu": "3", "kemu.io/memory": "10Gi"}
-    assert preload["spec"]["nodeSelector"] == {"pool": "hot"}
+    # Pre-load pinned node by node, so every variant starts from the same hot nodes.
+    preloads = [a.pod.manifest(a.name, a.namespace, a.phase) for a in planning.build(s).actions
+                if a.phase.startswith("preload")]
+    assert len(preloads) == 24
+    assert all(p["metadata"]["annotations"] == {"kemu.io/cpu": "3", "kemu.io/memory": "10Gi"} for p in preloads)
+    assert sorted(p["spec"]["nodeSelector"]["kubernetes.io/hostname"] for p in preloads) == sorted(
+        f"hot-{k:05d}" for k in range(6) for _ in range(4))
 
 
 @pytest.mark.parametrize(("compare", "error"), [
