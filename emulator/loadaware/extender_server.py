@@ -85,10 +85,12 @@ class LoadAwareExtender:
         self._lock = threading.Lock()
         self._annotations: dict[str, Mapping[str, str]] = {}
         self._table: tuple[dict[str, int], NodeLoads] | None = None
-        self._last_names: tuple[list[str], np.ndarray] | None = None
+        # Recent node lists (filter gets every node, prioritize the feasible ones): (names, rows, list id).
+        self._recent: list[tuple[list[str], np.ndarray, int]] = []
+        self._list_ids = 0
         self._hot: tuple[int, dict[str, int]] | None = None
-        self._generation = 0  # bumped when the node cache or the requested node list changes
-        self._answers: dict[tuple[str, bool], tuple[tuple[int, int], bytes]] = {}
+        self._generation = 0  # bumped when the node cache changes
+        self._answers: dict[tuple[str, bool], tuple[tuple[int, int, int], bytes]] = {}
 
     # ------------------------------------------------------------------ node cache
     def set_node(self, name: str, annotations: Mapping[str, str] | None) -> None:
@@ -104,23 +106,24 @@ class LoadAwareExtender:
                 self._table = None
                 self._generation += 1
 
-    def _rows(self, names: list[str]) -> tuple[NodeLoads, np.ndarray]:
-        """The annotation table and, per requested name, its row (-1: a node the cache does not know)."""
+    def _rows(self, names: list[str]) -> tuple[NodeLoads, np.ndarray, int]:
+        """The annotation table, per requested name its row (-1: a node the cache does not know), and an id of
+        the node list (the same for an equal list while the cache is unchanged)."""
         with self._lock:
             table = self._table
             if table is None:
                 order = list(self._annotations)
                 table = self._table = ({name: i for i, name in enumerate(order)},
                                        NodeLoads.parse([self._annotations[n] for n in order]))
-                self._last_names = None
-            last = self._last_names
-            if last is not None and last[0] == names:  # the scheduler sends the same node list every cycle
-                return table[1], last[1]
+                self._recent = []
+            for known, rows, list_id in self._recent:  # the scheduler sends the same few lists every cycle
+                if known == names:
+                    return table[1], rows, list_id
             index = table[0]
             rows = np.fromiter((index.get(n, -1) for n in names), dtype=np.intp, count=len(names))
-            self._last_names = (names, rows)
-            self._generation += 1
-            return table[1], rows
+            self._list_ids += 1
+            self._recent = [(names, rows, self._list_ids), *self._recent[:3]]
+            return table[1], rows, self._list_ids
 
     @staticmethod
     def _loads_of(nodes: Sequence[Mapping[str, Any]]) -> tuple[list[str], NodeLoads]:
@@ -132,7 +135,7 @@ class LoadAwareExtender:
         names = _field(args, "NodeNames")
         if names is not None:
             names = [str(n) for n in names]
-            table, rows = self._rows(names)
+            table, rows, _ = self._rows(names)
             known = rows >= 0
             if not len(table):
                 return names, NodeLoads.parse([None] * len(names)), None
@@ -210,8 +213,8 @@ class LoadAwareExtender:
         names = _field(args, "NodeNames")
         if names is None:
             return orjson.dumps(compute(args))  # full Node objects: nothing to key a cache on
-        self._rows(names)  # notes a changed node list in the generation (JSON names are str already)
-        key = (self._generation, int(self.now()))
+        _, _, list_id = self._rows(names)  # JSON names are str already
+        key = (self._generation, list_id, int(self.now()))
         slot = (verb, self._is_daemonset_pod(args))
         cached = self._answers.get(slot)
         if cached is not None and cached[0] == key:
