@@ -315,7 +315,7 @@ class HTTPExtender:
         if not known.issuperset(passed):
             name = next(n for n in passed if n not in known)
             raise ExtenderError(f'extender "{self.name}" claims a filtered node "{name}" which is not found '
-                                    "in the input node list")
+                                "in the input node list")
         failed = {str(k): str(v) for k, v in (_field(result, "FailedNodes") or {}).items()}
         unresolvable = {str(k): str(v) for k, v in (_field(result, "FailedAndUnresolvableNodes") or {}).items()}
         return passed, failed, unresolvable
@@ -330,8 +330,10 @@ class HTTPExtender:
         result = self._send(self.config.prioritize_verb, self._node_args(pod, get, names))
         scores: dict[str, int] = {}
         for entry in result or ():
+            if not isinstance(entry, dict):
+                continue
             # Go's field names first (what extenders send), then the case-insensitive match.
-            host = entry.get("Host") if isinstance(entry, dict) else None
+            host = entry.get("Host")
             if host is None:
                 host = _field(entry, "Host")
             if host is not None:
