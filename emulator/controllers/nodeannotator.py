@@ -21,13 +21,17 @@ Every ``node_annotator_period`` cluster seconds (default 60) one pass:
    ``spec.nodeName`` appears, seen through the pod informer (crane reads the
    scheduler's ``Scheduled`` events; the informer sees every scheduler's binds);
 4. writes ``<metric>: "<value>,<sample time>"`` and ``node_hot_value`` into
-   the annotations of every node whose values changed, in one pipelined
-   round trip (each a compare-and-set on the cached node; a node someone
-   changed meanwhile gets a metadata-only read-modify-write instead).
+   the annotations of every node that is *due* -- a window moved by
+   ``node_annotator_min_change`` (0.005) or more, its hot value changed, or
+   its annotations are half-way to stale (half the shortest sync period + 5
+   minutes; the hot value's after 2.5 minutes) -- in one pipelined round trip
+   (each a compare-and-set on the cached node; a node someone changed
+   meanwhile gets a metadata-only read-modify-write instead). A steady
+   cluster so costs few writes per pass; the cost of a pass is the writes.
 
 A window with no data for a node (NaN) is not written, so the old annotation
 ages and the scheduler ignores it once stale. Options: ``node_annotator_period``,
-``prometheus_url``, ``load_aware_policy`` (a ``DynamicSchedulerPolicy`` spec:
+``node_annotator_min_change``, ``prometheus_url``, ``load_aware_policy`` (a ``DynamicSchedulerPolicy`` spec:
 only its ``hotValue`` rules matter here).
 
 Metrics: ``kemu_node_annotator_pass_duration_seconds`` (one pass, wall time) and
@@ -54,13 +58,14 @@ from emulator.informers import ResourceEventHandlerFuncs
 from emulator.kubelet import usage
 from emulator.loadaware.history import PrometheusSource, RedisHistory, Windows
 from emulator.loadaware.hotvalue import BindingRecords
-from emulator.loadaware.policy import HOT_VALUE, METRICS, Policy, format_time
+from emulator.loadaware.policy import HOT_VALUE, METRICS, NodeLoads, Policy, format_time
 
 log = logging.getLogger(__name__)
 
 NAME = "node-annotator"
 PASS_KEY = "pass"
 DEFAULT_PERIOD = 60.0
+DEFAULT_MIN_CHANGE = 0.005
 
 PASS_SECONDS = Histogram("kemu_node_annotator_pass_duration_seconds", "Wall time of one node annotator pass",
                          buckets=(0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
@@ -98,7 +103,13 @@ class NodeAnnotator(Controller):
         self.pod_informer = self.watch(ctx.informers.informer_for(POD))
         self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(add=self._pod_added, update=self._pod_updated))
         self._capacities: dict[tuple[str, Any, Any], tuple[float, float]] = {}
+        # Rewrite a node only when a window moved this much (utilization fraction) or its annotations are
+        # half-way to stale (the scheduler ignores them after the shortest sync period + 5 minutes).
+        self.min_change = float(ctx.option("node_annotator_min_change", DEFAULT_MIN_CHANGE))
+        ages = [a for a in (self.policy.active_duration(m) for m in METRICS) if a > 0]
+        self.refresh_age = min(ages, default=self.period * 4) / 2
         self.passes = 0
+        self.last_written = 0
         self.last_pass_seconds = 0.0
         self.last_pass_phases: dict[str, float] = {}
 
@@ -151,6 +162,20 @@ class NodeAnnotator(Controller):
         cpu, mem = self.utilization(names, nodes, now)
         return self.history.record(now, names, cpu, mem)
 
+    def due(self, names: list[str], nodes: Mapping[str, Obj], windows: Windows, hot: Mapping[str, int],
+            now: float) -> np.ndarray:
+        """Which nodes to write: a window moved by ``min_change`` or more (or appeared), the hot value changed,
+        or the written annotations are half-way to stale -- so a steady cluster costs few writes per pass."""
+        current = NodeLoads.parse([nodes[n]["metadata"].get("annotations") for n in names])
+        new = np.column_stack([windows[m] for m in METRICS])
+        known = ~np.isnan(new)
+        with np.errstate(invalid="ignore"):
+            moved = known & ~(np.abs(new - current.values) < self.min_change)  # NaN current: moved
+        aging = known & (now - current.stamps >= self.refresh_age)
+        hot_new = np.fromiter((hot.get(n, 0) for n in names), dtype=np.float64, count=len(names))
+        hot_due = (hot_new != current.hot) | (now - current.hot_stamp >= self.policy.hot_value_active_period / 2)
+        return moved.any(axis=1) | aging.any(axis=1) | hot_due
+
     def run_pass(self) -> int:
         """One pass over every node; returns how many nodes' annotations were written."""
         started = time.perf_counter()
@@ -162,12 +187,14 @@ class NodeAnnotator(Controller):
         windows = self.windows(names, nodes, now)
         computed = time.perf_counter()
         hot = self.hot_values(now)
+        due = self.due(names, nodes, windows, hot, now)
         stamp = format_time(now)
         # The annotation texts, one list per metric (None where the window has no data: NaN).
         columns = [(metric, [None if v != v else f"{v:.5f},{stamp}" for v in windows[metric].tolist()])  # noqa: PLR0124
                    for metric in METRICS]
         changed: list[Obj] = []
-        for i, name in enumerate(names):
+        for i in np.flatnonzero(due).tolist():
+            name = names[i]
             node = nodes[name]
             current = node["metadata"].get("annotations") or {}
             wanted = dict(current)
@@ -180,6 +207,7 @@ class NodeAnnotator(Controller):
                 changed.append({**node, "metadata": {**node["metadata"], "annotations": wanted}})
         built = time.perf_counter()
         written = self._write(changed)
+        self.last_written = written
         self.passes += 1
         done = time.perf_counter()
         self.last_pass_seconds = done - started

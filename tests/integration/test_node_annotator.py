@@ -116,12 +116,19 @@ def test_annotator_writes_kubelet_usage_and_hot_values(env: tuple[ServerCore, Ma
         assert clock.now() - 30 <= stamp <= clock.now()
         assert parse_value(idle[metric])[0] == pytest.approx(0.0, abs=0.01)
     assert busy[HOT_VALUE].startswith("0,")
+    assert annotator.last_written == 2
+
+    # Steady usage: the next pass has nothing due (no window moved 0.005, nothing half-way to stale).
+    wait_pass(annotator.passes + 1)
+    assert annotator.last_written == 0
+    assert annotations(core, "n-00000") == busy
 
     # Five pods bound to n-00001 now: 1m rule 5 // 2 = 2, 5m rule 5 // 5 = 1, 30m rule 0 -> hot value 3.
     core.create_many(POD, [pod(core, f"burst-{i}", node="n-00001") for i in range(5)])
     done = annotator.passes
     wait_pass(done + 1)
     assert annotations(core, "n-00001")[HOT_VALUE].split(",")[0] == "3"
+    assert annotator.last_written == 1  # only the node whose hot value changed
     # Past the minute and past five minutes the rules let go of them.
     run_until(shard, clock, lambda: annotations(core, "n-00001")[HOT_VALUE].split(",")[0] == "0", 400, seconds=5)
     assert clock.now() - T0 > 300
