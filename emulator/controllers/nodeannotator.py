@@ -24,7 +24,7 @@ Every ``node_annotator_period`` cluster seconds (default 60) one pass:
    the annotations of every node that is *due* -- a window moved by
    ``node_annotator_min_change`` (0.005) or more, its hot value changed, or
    its annotations are half-way to stale (half the shortest sync period + 5
-   minutes; the hot value's after 2.5 minutes) -- in one pipelined round trip
+   minutes; a non-zero hot value after 2.5 minutes -- a stale one reads as 0) -- in one pipelined round trip
    (each a compare-and-set on the cached node; a node someone changed
    meanwhile gets a metadata-only read-modify-write instead). A steady
    cluster so costs few writes per pass; the cost of a pass is the writes.
@@ -173,7 +173,10 @@ class NodeAnnotator(Controller):
             moved = known & ~(np.abs(new - current.values) < self.min_change)  # NaN current: moved
         aging = known & (now - current.stamps >= self.refresh_age)
         hot_new = np.fromiter((hot.get(n, 0) for n in names), dtype=np.float64, count=len(names))
-        hot_due = (hot_new != current.hot) | (now - current.hot_stamp >= self.policy.hot_value_active_period / 2)
+        # A stale hot value reads as 0, so a 0 never needs refreshing; a positive one does, half-way to stale.
+        active = self.policy.hot_value_active_period
+        fresh_hot = np.where(now - current.hot_stamp < active, current.hot, 0.0)
+        hot_due = (hot_new != fresh_hot) | ((hot_new > 0) & (now - current.hot_stamp >= active / 2))
         return moved.any(axis=1) | aging.any(axis=1) | hot_due
 
     def run_pass(self) -> int:
