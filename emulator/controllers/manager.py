@@ -84,6 +84,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),
     # Not kube-controller-manager's: kubernetes-sigs/descheduler, on only with a policy (kemu up --descheduler-policy).
     "descheduler": ControllerSpec("emulator.descheduler.controller", enabled_by_default=False),
+    # Load-aware scheduling (crane-scheduler's annotator): opt in with --controllers=*,node-annotator.
+    "node-annotator": ControllerSpec("emulator.controllers.nodeannotator", enabled_by_default=False),
 }
 
 
