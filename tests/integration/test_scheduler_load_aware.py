@@ -21,7 +21,8 @@ from emulator.loadaware.policy import HOT_VALUE, METRICS, format_value
 from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.store.store import Store
 from tests.builders import req_pod, sched_node
-from tests.integration.test_scheduler import bound_to, core, hosts, wait_for  # noqa: F401  (fixtures)
+from tests.integration.test_scheduler import bound_to, core, hosts  # noqa: F401  (fixtures)
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -53,7 +54,7 @@ def config(*profiles: dict[str, Any]) -> dict[str, Any]:
 def schedule(core: Any, pod: dict[str, Any]) -> str:  # noqa: F811
     core.create(POD, pod)
     name = pod["metadata"]["name"]
-    wait_for(core, lambda: bound_to(core, name) is not None, 20, f"{name} to be bound")
+    wait_for(lambda: bound_to(core, name) is not None, 20, f"{name} to be bound")
     return bound_to(core, name) or ""
 
 
@@ -77,7 +78,7 @@ def test_new_pods_go_to_cool_nodes_with_load_aware_and_not_with_the_default_prof
         return host.schedulers[0].snapshot_stats()["effectiveness"]
 
     # Counted just after the store's bind returns: wait for the bind threads to get there.
-    wait_for(core, lambda: stats()["load-aware"]["total_schedule_count"] == 3
+    wait_for(lambda: stats()["load-aware"]["total_schedule_count"] == 3
              and stats()["default-scheduler"]["total_schedule_count"] == 1, 10, "the binds to be counted")
     got = stats()
     assert got["load-aware"] == pytest.approx({
@@ -100,7 +101,7 @@ def test_a_cool_new_node_does_not_take_the_whole_burst(core, hosts):  # noqa: F8
     def burst(scheduler: str, n: int) -> Counter[str]:
         names = [f"{scheduler}-{i}" for i in range(n)]
         core.create_many(POD, [req_pod(name, "100m", "128Mi", schedulerName=scheduler) for name in names])
-        wait_for(core, lambda: all(bound_to(core, name) for name in names), 30, f"the {scheduler} burst")
+        wait_for(lambda: all(bound_to(core, name) for name in names), 30, f"the {scheduler} burst")
         return Counter(bound_to(core, name) for name in names)
 
     undamped = burst("undamped", 20)
