@@ -35,13 +35,17 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from emulator.api import errors
+from emulator.api.kinds import REVIEW_GROUPS
 from emulator.api.selectors import parse_field_selector, parse_label_selector
-from emulator.apiserver import aggregated, content, discovery, routing
+from emulator.apiserver import aggregated, content, discovery, reviews, routing
 from emulator.apiserver import metrics as apimetrics
-from emulator.apiserver.auth import TokenAuth
+from emulator.apiserver.auth import USER_KEY, Authenticator, AuthMiddleware
 from emulator.apiserver.handlers import Call, Handlers, Result, query_bool, query_int
+from emulator.apiserver.rbacsource import RBACSource
 from emulator.apiserver.settings import ServerSettings, is_loopback
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
+from emulator.auth.rbac import RBACAuthorizer
+from emulator.auth.user import ADMIN
 from emulator.metrics import SD_PATH, discover, process_instance, serve_and_register
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, parse_resource_version
@@ -78,6 +82,8 @@ class ApiServer:
         self.core = core
         self.handlers = Handlers(core)
         self.watches = WatchSource(core.store, settings.redis_url, bookmark_interval=settings.bookmark_interval)
+        self.authorizer = RBACAuthorizer() if settings.authorization_mode == "RBAC" else None
+        self.rbac = RBACSource(core, self.watches, self.authorizer) if self.authorizer is not None else None
 
     # ------------------------------------------------------------------ bodies
     @staticmethod
@@ -128,8 +134,13 @@ class ApiServer:
             query = request.query_params
             info = routing.parse(request.method, path, query.get("watch"))
             wanted = content.negotiate(request.headers.get("accept") or "")
+            if info.subresource in reviews.NOT_EMULATED:
+                raise reviews.not_emulated(info)
             body = b"" if request.method == "GET" else await self.read_body(request)
             call = Call(info, query, request.headers, body, wanted)
+            if info.group in REVIEW_GROUPS:
+                user = request.scope.get(USER_KEY) or ADMIN
+                return self.respond(call, reviews.handle(call, user, self.authorizer)), info
             if info.verb == "watch":
                 return await self.watch(call), info
             if info.verb in _THREADED_VERBS:
@@ -241,7 +252,12 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
         if own_target:
             endpoint = await run_in_threadpool(serve_and_register, server.core.store.redis,
                                                process_instance("apiserver"), "apiserver", prefix=settings.prefix)
+        if server.rbac is not None:
+            await run_in_threadpool(server.core.bootstrap_rbac)
+            await server.rbac.start()
         yield
+        if server.rbac is not None:
+            await server.rbac.stop()
         if endpoint is not None:
             endpoint.stop()
         await server.watches.close()
@@ -326,7 +342,8 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
         return status_response(errors.method_not_allowed(
             f"the server does not allow this method on the requested resource: {request.method}"))
 
-    return TokenAuth(app, settings.token, settings.require_token)
+    authn = Authenticator(settings.token, server.core.store.redis, settings.prefix)
+    return AuthMiddleware(app, authn, server.authorizer, settings.require_token)
 
 
 def app_from_env() -> Any:

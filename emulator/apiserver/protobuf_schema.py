@@ -458,6 +458,47 @@ SCHEMA: dict[str, str] = {
     "StorageClass": (
         "1 metadata ObjectMeta, 2 provisioner str!, 3 parameters {str}, 4 reclaimPolicy str!, 5 mountOptions []str, "
         "6 allowVolumeExpansion bool!, 7 volumeBindingMode str!, 8 allowedTopologies []TopologySelectorTerm"),
+    # rbac/v1 (api rbac/v1/generated.proto): kubectl create role/rolebinding/clusterrole send these
+    "Role": "1 metadata ObjectMeta, 2 rules []PolicyRule",
+    "ClusterRole": "1 metadata ObjectMeta, 2 rules []PolicyRule, 3 aggregationRule AggregationRule",
+    "RoleBinding": "1 metadata ObjectMeta, 2 subjects []Subject, 3 roleRef RoleRef",
+    "ClusterRoleBinding": "1 metadata ObjectMeta, 2 subjects []Subject, 3 roleRef RoleRef",
+    "PolicyRule": "1 verbs []str, 2 apiGroups []str, 3 resources []str, 4 resourceNames []str, 5 nonResourceURLs []str",
+    "AggregationRule": "1 clusterRoleSelectors []LabelSelector",
+    "Subject": "1 kind str!, 2 apiGroup str, 3 name str!, 4 namespace str",
+    "RoleRef": "1 apiGroup str!, 2 kind str!, 3 name str!",
+    # authorization/v1 (api authorization/v1/generated.proto): kubectl auth can-i
+    "SelfSubjectAccessReview": (
+        "1 metadata ObjectMeta, 2 spec SelfSubjectAccessReviewSpec, 3 status SubjectAccessReviewStatus"),
+    "SelfSubjectAccessReviewSpec": (
+        "1 resourceAttributes ResourceAttributes, 2 nonResourceAttributes NonResourceAttributes"),
+    "SubjectAccessReview": "1 metadata ObjectMeta, 2 spec SubjectAccessReviewSpec, 3 status SubjectAccessReviewStatus",
+    "LocalSubjectAccessReview": (
+        "1 metadata ObjectMeta, 2 spec SubjectAccessReviewSpec, 3 status SubjectAccessReviewStatus"),
+    "SubjectAccessReviewSpec": (
+        "1 resourceAttributes ResourceAttributes, 2 nonResourceAttributes NonResourceAttributes, 3 user str, "
+        "4 groups []str, 5 extra {ExtraValue}, 6 uid str"),
+    "ResourceAttributes": (
+        "1 namespace str, 2 verb str, 3 group str, 4 version str, 5 resource str, 6 subresource str, 7 name str, "
+        "8 fieldSelector FieldSelectorAttributes, 9 labelSelector LabelSelectorAttributes"),
+    "FieldSelectorAttributes": "1 rawSelector str, 2 requirements []FieldSelectorRequirement",
+    "FieldSelectorRequirement": "1 key str!, 2 operator str!, 3 values []str",
+    "LabelSelectorAttributes": "1 rawSelector str, 2 requirements []LabelSelectorRequirement",
+    "NonResourceAttributes": "1 path str, 2 verb str",
+    "SubjectAccessReviewStatus": "1 allowed bool!, 4 denied bool, 2 reason str, 3 evaluationError str",
+    "SelfSubjectRulesReview": (
+        "1 metadata ObjectMeta, 2 spec SelfSubjectRulesReviewSpec, 3 status SubjectRulesReviewStatus"),
+    "SelfSubjectRulesReviewSpec": "1 namespace str",
+    "SubjectRulesReviewStatus": (
+        "1 resourceRules []ResourceRule, 2 nonResourceRules []NonResourceRule, 3 incomplete bool!, "
+        "4 evaluationError str"),
+    "ResourceRule": "1 verbs []str, 2 apiGroups []str, 3 resources []str, 4 resourceNames []str",
+    "NonResourceRule": "1 verbs []str, 2 nonResourceURLs []str",
+    # authentication/v1: kubectl auth whoami. ExtraValue is a JSON list (protobuf._CONVERTERS).
+    "SelfSubjectReview": "1 metadata ObjectMeta, 2 status SelfSubjectReviewStatus",
+    "SelfSubjectReviewStatus": "1 userInfo UserInfo",
+    "UserInfo": "1 username str, 2 uid str, 3 groups []str, 4 extra {ExtraValue}",
+    "ExtraValue": "1 items []str",
 }
 
 # The kinds a body may carry, each with the apiVersion its message is for. "" accepts any:
@@ -469,5 +510,10 @@ TOP_LEVEL: dict[str, str] = {
     "Lease": "coordination.k8s.io/v1", "RuntimeClass": "node.k8s.io/v1", "Scale": "autoscaling/v1",
     "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "StorageClass": "storage.k8s.io/v1",
     "ResourceQuota": "v1",
+    "Role": "rbac.authorization.k8s.io/v1", "ClusterRole": "rbac.authorization.k8s.io/v1",
+    "RoleBinding": "rbac.authorization.k8s.io/v1", "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
+    "SelfSubjectAccessReview": "authorization.k8s.io/v1", "SubjectAccessReview": "authorization.k8s.io/v1",
+    "LocalSubjectAccessReview": "authorization.k8s.io/v1", "SelfSubjectRulesReview": "authorization.k8s.io/v1",
+    "SelfSubjectReview": "authentication.k8s.io/v1",
     "DeleteOptions": "",
 }

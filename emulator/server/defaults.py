@@ -186,6 +186,16 @@ def _storage_class(obj: Obj) -> None:
     obj.setdefault("volumeBindingMode", "Immediate")
 
 
+def _rbac_binding(obj: Obj) -> None:
+    # pkg/apis/rbac/v1/defaults.go: roleRef and User/Group subjects default to the RBAC group.
+    ref = obj.get("roleRef")
+    if isinstance(ref, dict) and not ref.get("apiGroup"):
+        ref["apiGroup"] = "rbac.authorization.k8s.io"
+    for s in obj.get("subjects") or ():
+        if isinstance(s, dict) and not s.get("apiGroup") and s.get("kind") in ("User", "Group"):
+            s["apiGroup"] = "rbac.authorization.k8s.io"
+
+
 DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "pods": _pod,
     "namespaces": _namespace,
@@ -198,6 +208,8 @@ DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "persistentvolumes": _persistent_volume,
     "persistentvolumeclaims": _persistent_volume_claim,
     "storageclasses.storage.k8s.io": _storage_class,
+    "rolebindings.rbac.authorization.k8s.io": _rbac_binding,
+    "clusterrolebindings.rbac.authorization.k8s.io": _rbac_binding,
 }
 
 

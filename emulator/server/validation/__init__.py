@@ -38,6 +38,8 @@ Design
   ``persistentvolumeclaims``          node affinity; a claim's spec is frozen once created
   ``storageclasses.storage.k8s.io``   provisioner, policies, allowed topologies; mostly immutable
   ``verticalpodautoscalers...``       update mode, minReplicas, container policies (min <= max)
+  ``roles/clusterroles.rbac...``      rules: verbs; resource xor non-resource (cluster only)
+  ``(cluster)rolebindings.rbac...``   roleRef kind/group/name, immutable; subjects by kind
   ``events``, ``leases...``           ObjectMeta only
   ==================================  ===========================================================
 
@@ -76,6 +78,7 @@ from emulator.server.validation import (  # noqa: F401 (imported for their @regi
     node,
     pods,
     policy,
+    rbac,
     scheduling,
     storage,
     vpa,
