@@ -101,9 +101,13 @@ class ApiServer:
 
     def respond(self, call: Call, result: Result) -> Response:
         if result.encoded is not None:
-            return Response(result.encoded, result.status, media_type=result.content_type or "application/json")
-        body, ctype = content.encode(result.body, call.wanted)
-        return Response(body, result.status, media_type=result.content_type or ctype)
+            response = Response(result.encoded, result.status, media_type=result.content_type or "application/json")
+        else:
+            body, ctype = content.encode(result.body, call.wanted)
+            response = Response(body, result.status, media_type=result.content_type or ctype)
+        for text in result.warnings:
+            response.headers.append("Warning", f"299 - {orjson.dumps(text).decode()}")
+        return response
 
     # ------------------------------------------------------------------ resources
     async def resource(self, request: Request) -> Response:
@@ -288,8 +292,12 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
             return Response(f"[-]redis failed: {e}\nreadyz check failed".encode(), 500, media_type="text/plain")
         return Response(b"ok", 200, media_type="text/plain")
 
-    async def openapi_v2(_: Request) -> Response:
-        return status_response(errors.StatusError(404, "NotFound", "kemu serves OpenAPI v3 only (/openapi/v3)"))
+    async def openapi_v2(request: Request) -> Response:
+        accept = request.headers.get("accept") or "*/*"
+        if "protobuf" in accept and "json" not in accept:  # client-go's discovery.OpenAPISchema
+            # Served as octet-stream like kube-openapi: Go cannot parse the "@" of the media type it asked for.
+            return server._cached(request, discovery.openapi_v2_protobuf(), "application/octet-stream")
+        return server._cached(request, discovery.openapi_v2_bytes(), "application/json")
 
     async def openapi_v3_index(request: Request) -> Response:
         return server._cached(request, discovery.openapi_v3_index(), "application/json")

@@ -56,8 +56,10 @@ class RBACSource:
         streams = [self.core.store.stream_key(k) for k in _KINDS]
         while True:
             try:
-                reply = await self.watches.client.xread({s: f"{rv}-0" for s in streams}, count=1, block=5000)
-                if not reply:
+                reply = await self.watches.client.xread({s: f"{rv}-0" for s in streams}, count=1, block=1000)
+                # A quiet second: also notice a store that went back in time (flushed, restored), whose
+                # new events sit below ``rv`` where this XREAD never looks.
+                if not reply and int(await self.watches.client.get(self.core.store._rv_key) or 0) >= rv:
                     continue
                 index, rv = await run_in_threadpool(load_index, self.core)
                 self.authorizer.replace(index)
