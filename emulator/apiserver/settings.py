@@ -49,6 +49,8 @@ class ServerSettings:
     # Serve HTTPS with this certificate and key (PEM files; emulator.apiserver.tls makes them); None: plain HTTP.
     tls_cert_file: str | None = None
     tls_key_file: str | None = None
+    # The CA that signed tls_cert_file: what kemu's own clients (readiness checks, kubeconfigs) trust.
+    tls_ca_file: str | None = None
     clock_speed: float = 1.0
     clock_start: float | None = None
     clock_wall: float | None = None
