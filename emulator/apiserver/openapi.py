@@ -95,6 +95,9 @@ def definition_names() -> dict[str, str]:
 def _field_schema(f: Field, ref: str) -> dict[str, Any]:
     if f.type in MESSAGES:
         item: dict[str, Any] = {"$ref": ref + definition_names()[f.type]}
+        if ref.startswith("#/components/"):
+            # OpenAPI v3 as upstream writes it: a reference wrapped in allOf (kubectl explain names its type).
+            item = {"allOf": [item]}
     else:
         item = dict(_SCALARS[f.type])
     if f.map:
@@ -112,7 +115,17 @@ def _properties(message: str, ref: str, out: dict[str, Any]) -> None:
             out[f.json] = _field_schema(f, ref)
 
 
+# OpenAPI v3 types these as one of two JSON types (kube-openapi's OpenAPIV3OneOfTypes), with no single type.
+_ONE_OF_V3: dict[str, dict[str, Any]] = {
+    "IntOrString": {"format": "int-or-string", "oneOf": [{"type": "integer"}, {"type": "string"}],
+                    "x-kubernetes-int-or-string": True},
+    "Quantity": {"oneOf": [{"type": "string"}, {"type": "number"}], "x-kubernetes-int-or-string": True},
+}
+
+
 def message_schema(message: str, ref: str) -> dict[str, Any]:
+    if message in _ONE_OF_V3 and ref.startswith("#/components/"):
+        return dict(_ONE_OF_V3[message])
     if message in _OPAQUE:
         return dict(_OPAQUE[message][1])
     props: dict[str, Any] = {}
