@@ -240,7 +240,7 @@ def _aggregated_bytes(legacy: bool, version: str) -> bytes:
 
 
 def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
-    """Build the ASGI application (the FastAPI app wrapped in token auth)."""
+    """Build the ASGI application (the FastAPI app inside the authentication/authorization middleware)."""
     server = ApiServer(settings, core)
     aggregated.configure_metrics(settings.metrics_rules, settings.prometheus_url, server.core.clock.now)
 
