@@ -386,16 +386,27 @@ SCHEMA: dict[str, str] = {
         "8 nodePublishSecretRef SecretReference, 9 controllerExpandSecretRef SecretReference, "
         "10 nodeExpandSecretRef SecretReference"),
     "SecretReference": "1 name str, 2 namespace str",
-    # batch/v1 (api batch/v1/generated.proto; pod failure / success policies not modelled)
+    # batch/v1 (api batch/v1/generated.proto). Every field is listed, the policies kemu's Job controller does not
+    # model too: the table is also the OpenAPI schema, and fieldValidation=Strict must accept real manifests.
     "Job": "1 metadata ObjectMeta, 2 spec JobSpec, 3 status JobStatus",
     "JobSpec": (
         "1 parallelism i32!, 2 completions i32!, 3 activeDeadlineSeconds i64!, 4 selector LabelSelector, "
         "5 manualSelector bool!, 6 template PodTemplateSpec, 7 backoffLimit i32!, 8 ttlSecondsAfterFinished i32!, "
-        "9 completionMode str!, 10 suspend bool!, 12 backoffLimitPerIndex i32!, 13 maxFailedIndexes i32!, "
-        "14 podReplacementPolicy str!, 15 managedBy str!"),
+        "9 completionMode str!, 10 suspend bool!, 11 podFailurePolicy PodFailurePolicy, 16 successPolicy SuccessPolicy, "
+        "12 backoffLimitPerIndex i32!, 13 maxFailedIndexes i32!, 14 podReplacementPolicy str!, 15 managedBy str!"),
+    "PodFailurePolicy": "1 rules []PodFailurePolicyRule",
+    "PodFailurePolicyRule": (
+        "1 action str!, 2 onExitCodes PodFailurePolicyOnExitCodesRequirement, "
+        "3 onPodConditions []PodFailurePolicyOnPodConditionsPattern"),
+    "PodFailurePolicyOnExitCodesRequirement": "1 containerName str!, 2 operator str!, 3 values []i32",
+    "PodFailurePolicyOnPodConditionsPattern": "1 type str!, 2 status str!",
+    "SuccessPolicy": "1 rules []SuccessPolicyRule",
+    "SuccessPolicyRule": "1 succeededIndexes str!, 2 succeededCount i32!",
+    "UncountedTerminatedPods": "1 succeeded []str, 2 failed []str",
     "JobStatus": (
         "1 conditions []JobCondition, 2 startTime Time, 3 completionTime Time, 4 active i32, 5 succeeded i32, "
-        "6 failed i32, 7 completedIndexes str, 9 ready i32!, 10 failedIndexes str!, 11 terminating i32!"),
+        "6 failed i32, 7 completedIndexes str, 9 ready i32!, 10 failedIndexes str!, 11 terminating i32!, "
+        "8 uncountedTerminatedPods UncountedTerminatedPods"),
     "JobCondition": (
         "1 type str!, 2 status str!, 3 lastProbeTime Time, 4 lastTransitionTime Time, 5 reason str, 6 message str"),
     # apps/v1 (api apps/v1/generated.proto)
