@@ -392,8 +392,9 @@ SCHEMA: dict[str, str] = {
     "JobSpec": (
         "1 parallelism i32!, 2 completions i32!, 3 activeDeadlineSeconds i64!, 4 selector LabelSelector, "
         "5 manualSelector bool!, 6 template PodTemplateSpec, 7 backoffLimit i32!, 8 ttlSecondsAfterFinished i32!, "
-        "9 completionMode str!, 10 suspend bool!, 11 podFailurePolicy PodFailurePolicy, 16 successPolicy SuccessPolicy, "
-        "12 backoffLimitPerIndex i32!, 13 maxFailedIndexes i32!, 14 podReplacementPolicy str!, 15 managedBy str!"),
+        "9 completionMode str!, 10 suspend bool!, 11 podFailurePolicy PodFailurePolicy, "
+        "16 successPolicy SuccessPolicy, 12 backoffLimitPerIndex i32!, 13 maxFailedIndexes i32!, "
+        "14 podReplacementPolicy str!, 15 managedBy str!"),
     "PodFailurePolicy": "1 rules []PodFailurePolicyRule",
     "PodFailurePolicyRule": (
         "1 action str!, 2 onExitCodes PodFailurePolicyOnExitCodesRequirement, "
