@@ -7,6 +7,13 @@ an :class:`~emulator.auth.rbac.RBACIndex`, then block on their watch streams
 objects are few (hundreds), so a rebuild is a full relist: simpler than
 applying deltas, and it costs milliseconds. As upstream, a change takes effect
 a moment after it is written (the informer's lag), never mid-request.
+
+After each rebuild it also does the job of upstream's clusterrole-aggregation
+controller (:func:`aggregate`): an aggregated ClusterRole (``admin``, ``edit``,
+``view``, or a user's) gets the rules of the roles its selectors pick written
+into it, so ``kubectl describe clusterrole view`` lists them as on a real
+cluster. (The authorizer does not wait for that write: its index unions the
+selected rules itself.)
 """
 
 from __future__ import annotations
@@ -17,20 +24,50 @@ import logging
 
 from starlette.concurrency import run_in_threadpool
 
+from emulator.api import errors
 from emulator.api.kinds import CLUSTERROLE, CLUSTERROLEBINDING, ROLE, ROLEBINDING
 from emulator.apiserver.watch import WatchSource
-from emulator.auth.rbac import RBACAuthorizer, RBACIndex
+from emulator.auth.rbac import RBACAuthorizer, RBACIndex, aggregated_rules
 from emulator.server.core import ServerCore
 
 log = logging.getLogger("kemu.apiserver.rbac")
 _KINDS = (ROLE, CLUSTERROLE, ROLEBINDING, CLUSTERROLEBINDING)
 
 
+def _marker(core: ServerCore) -> str:
+    return f"{core.store.config.prefix}apiserver:rbac-loaded"
+
+
 def load_index(core: ServerCore) -> tuple[RBACIndex, int]:
-    """The index of every RBAC object, and a resourceVersion no later than what it saw."""
+    """The index of every RBAC object, and a resourceVersion no later than what it saw.
+
+    It also sets a marker key: a store that was flushed (tests, ``redis-cli flushall``) loses it,
+    which tells the watcher to reload even when the new events happen to reuse the old
+    resourceVersions (a flushed store counts from 0 again).
+    """
+    core.store.redis.set(_marker(core), "1")
     rv = core.store.current_rv()
     lists = [core.list(kind).items for kind in _KINDS]
     return RBACIndex(*lists), rv
+
+
+def aggregate(core: ServerCore) -> int:
+    """Write aggregated ClusterRoles' rules (upstream's clusterrole-aggregation controller); returns writes.
+
+    A conflict (another worker or replica wrote first) is left alone: that write is an event, and
+    the next pass compares again.
+    """
+    writes = 0
+    roles = core.list(CLUSTERROLE).items
+    by_name = {(r.get("metadata") or {}).get("name"): r for r in roles}
+    for name, rules in aggregated_rules(roles).items():
+        try:
+            core.update(CLUSTERROLE, {**by_name[name], "rules": rules})
+            writes += 1
+        except errors.StatusError as e:
+            if e.code not in (404, 409):
+                raise
+    return writes
 
 
 class RBACSource:
@@ -44,6 +81,7 @@ class RBACSource:
     async def start(self) -> None:
         index, rv = await run_in_threadpool(load_index, self.core)
         self.authorizer.replace(index)
+        await run_in_threadpool(aggregate, self.core)
         self._task = asyncio.create_task(self._follow(rv))
 
     async def stop(self) -> None:
@@ -57,13 +95,19 @@ class RBACSource:
         while True:
             try:
                 reply = await self.watches.client.xread({s: f"{rv}-0" for s in streams}, count=1, block=1000)
-                # A quiet second: also notice a store that went back in time (flushed, restored), whose
-                # new events sit below ``rv`` where this XREAD never looks.
-                if not reply and int(await self.watches.client.get(self.core.store._rv_key) or 0) >= rv:
-                    continue
+                if not reply:
+                    # A quiet second: also notice a store that was flushed or restored, whose new
+                    # events may sit at or below ``rv`` where this XREAD never looks.
+                    pipe = self.watches.client.pipeline(transaction=False)
+                    pipe.get(self.core.store._rv_key)
+                    pipe.exists(_marker(self.core))
+                    current, marked = await pipe.execute()
+                    if marked and int(current or 0) >= rv:
+                        continue
                 index, rv = await run_in_threadpool(load_index, self.core)
                 self.authorizer.replace(index)
                 self.rebuilds += 1
+                await run_in_threadpool(aggregate, self.core)
             except asyncio.CancelledError:
                 raise
             except Exception:  # Redis gone for a moment: keep the last index, try again

@@ -108,6 +108,35 @@ def _user_keys(user: UserInfo) -> list[str]:
     return [f"u:{user.name}", *(f"g:{g}" for g in user.groups)]
 
 
+def aggregated_rules(cluster_roles: list[Obj]) -> dict[str, list[Obj]]:
+    """What upstream's clusterrole-aggregation controller writes into each aggregated ClusterRole.
+
+    ``pkg/controller/clusterroleaggregation``: the rules of every ClusterRole (in name order) that one
+    of the role's ``clusterRoleSelectors`` selects, each rule once. Only roles whose stored rules
+    differ are returned. Chains (``view`` → ``edit`` → ``admin``) settle over successive passes, as
+    upstream's do, since each write is itself a change that triggers the next pass.
+    """
+    out: dict[str, list[Obj]] = {}
+    by_name = sorted(cluster_roles, key=lambda o: (o.get("metadata") or {}).get("name", ""))
+    for role in by_name:
+        selectors = (role.get("aggregationRule") or {}).get("clusterRoleSelectors") or []
+        if not selectors:
+            continue
+        name = (role.get("metadata") or {}).get("name", "")
+        rules: list[Obj] = []
+        for other in by_name:
+            other_name = (other.get("metadata") or {}).get("name", "")
+            labels = (other.get("metadata") or {}).get("labels") or {}
+            if other_name == name or not any(_selects(s, labels) for s in selectors):
+                continue
+            for r in other.get("rules") or ():
+                if isinstance(r, dict) and r not in rules:
+                    rules.append(r)
+        if rules != (role.get("rules") or []):
+            out[name] = rules
+    return out
+
+
 class RBACIndex:
     """One consistent view of every RBAC object, indexed by subject."""
 

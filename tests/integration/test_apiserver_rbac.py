@@ -336,3 +336,33 @@ def test_python_client_self_subject_review_and_access_review(core: ServerCore, s
     with pytest.raises(ApiException) as e:  # a wrong token is 401, whatever else holds
         client(server, pki[0], "no-such-token").list_namespaced_pod("team-a")
     assert e.value.status == 401
+
+
+def test_aggregated_cluster_roles_are_written_and_extend_view(kubectl: Kubectl, core: ServerCore) -> None:
+    """The clusterrole-aggregation job: view/edit/admin carry their parts' rules, a labelled role joins view."""
+    def rules_of(name: str) -> list[dict[str, Any]]:
+        return orjson.loads(kubectl("get", "clusterrole", name, "-o", "json").stdout).get("rules") or []
+
+    pods_read = {"verbs": ["get", "list", "watch"], "apiGroups": [""]}
+    wait_for(lambda: any({k: r.get(k) for k in pods_read} == pods_read and "pods" in r.get("resources", [])
+                         for r in rules_of("view")), 10.0, "view's aggregated rules")
+    assert len(rules_of("admin")) > len(rules_of("edit")) > len(rules_of("view"))
+    widgets = """\
+apiVersion: rbac.authorization.k8s.io/v1
+kind: ClusterRole
+metadata:
+  name: widgets-view
+  labels: {rbac.authorization.k8s.io/aggregate-to-view: "true"}
+rules:
+- {apiGroups: [example.com], resources: [widgets], verbs: [list]}
+"""
+    kubectl("create", "-f", "-", stdin=widgets)
+    widget_rule = {"apiGroups": ["example.com"], "resources": ["widgets"], "verbs": ["list"]}
+    wait_for(lambda: widget_rule in rules_of("admin"), 10.0, "widgets-view aggregated up to admin")
+    assert widget_rule in rules_of("view") and widget_rule in rules_of("edit")
+    # kubectl auth can-i sends an unknown resource with group "" (as against a real cluster): ask directly
+    review = ("apiVersion: authorization.k8s.io/v1\nkind: SelfSubjectAccessReview\nspec:\n  resourceAttributes:\n"
+              "    {namespace: team-a, verb: list, group: example.com, resource: widgets}\n")
+    answer = kubectl("create", "-f", "-", "--as", "alice", "--validate=false", "-o", "jsonpath={.status.allowed}",
+                     stdin=review)
+    assert answer.stdout == "true"
