@@ -161,24 +161,9 @@ def check_field_validation(call: Call, options_kind: str) -> None:
 
 
 def unknown_field_warnings(call: Call, options_kind: str, kind: Kind, obj: Obj) -> tuple[str, ...]:
-    """``fieldValidation``: Strict rejects unknown fields, Warn (the default) warns, Ignore says nothing.
-
-    Upstream ``create.go``/``update.go``: a strict decoding error becomes ``transformDecodeError``'s
-    400 ``<Kind> in version "<v>" cannot be handled as a <Kind>: strict decoding error: unknown field "..."``.
-    kemu keeps unknown fields under Warn/Ignore where upstream's decoder drops them (a simplification).
-    """
+    """``fieldValidation`` checked, then applied to ``obj`` (:func:`.openapi.field_validation`)."""
     check_field_validation(call, options_kind)
-    directive = call.query.get("fieldValidation") or "Warn"
-    if directive == "Ignore":
-        return ()
-    unknown = openapi.unknown_fields(kind, obj)
-    if not unknown:
-        return ()
-    if directive == "Strict":
-        listed = ", ".join(f'unknown field "{p}"' for p in unknown)
-        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
-                                 f"strict decoding error: {listed}")
-    return tuple(f'unknown field "{p}"' for p in unknown)
+    return openapi.field_validation(call.query.get("fieldValidation") or "Warn", kind, obj)
 
 
 def field_manager(call: Call, required: bool = False) -> str:

@@ -37,6 +37,7 @@ from __future__ import annotations
 from functools import cache, lru_cache
 from typing import Any
 
+from emulator.api import errors
 from emulator.api.kinds import Kind, all_kinds
 from emulator.apiserver.protobuf import MESSAGES, TOP_LEVEL, Field
 
@@ -216,6 +217,26 @@ def _walk(message: str, obj: dict[str, Any], path: str, out: list[str]) -> None:
                         _walk(sub, v, f"{where}[{i}]", out)
         elif isinstance(value, dict):
             _walk(sub, value, where, out)
+
+
+def field_validation(directive: str, kind: Kind, obj: dict[str, Any]) -> tuple[str, ...]:
+    """``fieldValidation``: Strict rejects unknown fields, Warn (the default) warns, Ignore says nothing.
+
+    Upstream ``create.go``/``update.go``: a strict decoding error becomes ``transformDecodeError``'s
+    400 ``<Kind> in version "<v>" cannot be handled as a <Kind>: strict decoding error: unknown field "..."``.
+    kemu keeps unknown fields under Warn/Ignore where upstream's decoder drops them (a simplification).
+    Returns the warnings to send.
+    """
+    if directive == "Ignore":
+        return ()
+    unknown = unknown_fields(kind, obj)
+    if not unknown:
+        return ()
+    if directive == "Strict":
+        listed = ", ".join(f'unknown field "{p}"' for p in unknown)
+        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                 f"strict decoding error: {listed}")
+    return tuple(f'unknown field "{p}"' for p in unknown)
 
 
 def unknown_fields(kind: Kind, obj: dict[str, Any]) -> list[str]:
