@@ -21,8 +21,9 @@ to the user allows it:
 
 Speed: :class:`RBACIndex` indexes bindings by subject once per change of any
 RBAC object, and :class:`RBACAuthorizer` caches each user's rule list (cluster
-rules, and per namespace) until the next change, so a request costs a dict
-lookup and a scan of that user's compiled rules. Members of ``system:masters``
+rules, and per namespace) and each decision until the next change, so a
+repeated request costs one dict lookup and a new one a scan of that user's
+compiled rules. Members of ``system:masters``
 are allowed before any rule is read (kube-apiserver's privileged-groups
 authorizer).
 """
@@ -213,10 +214,14 @@ class RBACAuthorizer:
     def __init__(self, index: RBACIndex | None = None) -> None:
         self.index = index or RBACIndex()
         self._cache: dict[UserInfo, tuple[list[Rule], dict[str, list[Rule]]]] = {}
+        # Decisions by attributes: a client repeating one kind of request (creates in a namespace,
+        # lists, watches) is answered by one dict lookup until the next RBAC change.
+        self._decisions: dict[Attributes, bool] = {}
 
     def replace(self, index: RBACIndex) -> None:
         self.index = index
         self._cache = {}
+        self._decisions = {}
 
     def rules_for(self, user: UserInfo) -> tuple[list[Rule], dict[str, list[Rule]]]:
         cached = self._cache.get(user)
@@ -229,6 +234,14 @@ class RBACAuthorizer:
     def authorize(self, a: Attributes) -> bool:
         if SYSTEM_PRIVILEGED_GROUP in a.user.groups:
             return True
+        decided = self._decisions.get(a)
+        if decided is None:
+            if len(self._decisions) > 100_000:
+                self._decisions.clear()
+            decided = self._decisions[a] = self._decide(a)
+        return decided
+
+    def _decide(self, a: Attributes) -> bool:
         cluster, by_ns = self.rules_for(a.user)
         for rule in cluster:
             if rule.allows(a):
