@@ -62,6 +62,8 @@ _SCALARS: dict[str, dict[str, Any]] = {
     "raw": {"type": "string", "format": "byte"},
 }
 _SKIP = frozenset({"Unknown", "TypeMeta"})  # the protobuf envelope, never a JSON object
+# core/v1 messages that only other groups' kinds reach (a Deployment's template, a StorageClass's topologies).
+_CORE_ROOTS = ("PodTemplateSpec", "TopologySelectorTerm")
 
 
 def _prefix(api_version: str) -> str:
@@ -80,6 +82,7 @@ def definition_names() -> dict[str, str]:
     names.update({m: n for m, (n, _) in _OPAQUE.items()})
     # Core first, so PodSpec is io.k8s.api.core.v1.PodSpec though apps/v1 reaches it too.
     order = sorted((v, k) for k, v in TOP_LEVEL.items() if v)
+    order += [("v1", m) for m in _CORE_ROOTS if m in MESSAGES]
     order.sort(key=lambda vk: (vk[0] != "v1", vk[0]))
     for api_version, top in order:
         prefix = _prefix(api_version)
