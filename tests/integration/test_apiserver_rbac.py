@@ -330,6 +330,22 @@ def test_python_client_self_subject_review_and_access_review(core: ServerCore, s
     with pytest.raises(ApiException) as e:  # SubjectAccessReview needs its own grant: alice has none
         authz.create_subject_access_review({"spec": {"user": "bob", "resourceAttributes": {"verb": "get"}}})
     assert e.value.status == 403
+    # The admin may ask about alice, cluster-wide (SubjectAccessReview) and in a namespace (LocalSubjectAccessReview).
+    admin_cfg = kubernetes.client.Configuration()
+    admin_cfg.host, admin_cfg.ssl_ca_cert = server.url, str(pki[0])
+    admin_cfg.api_key = {"authorization": f"Bearer {ADMIN_TOKEN}"}
+    admin = kubernetes.client.AuthorizationV1Api(kubernetes.client.ApiClient(admin_cfg))
+    sar: Any = admin.create_subject_access_review({"spec": {
+        "user": "alice", "groups": ["team-a"],
+        "resourceAttributes": {"namespace": "team-a", "verb": "delete", "resource": "pods"}}})
+    assert sar.status.allowed is False
+    local: Any = admin.create_namespaced_local_subject_access_review("team-a", {"spec": {
+        "user": "alice", "resourceAttributes": {"namespace": "team-a", "verb": "get", "resource": "pods"}}})
+    assert local.status.allowed is True
+    with pytest.raises(ApiException) as e:  # the namespace in the body must be the URL's
+        admin.create_namespaced_local_subject_access_review("team-a", {"spec": {
+            "user": "alice", "resourceAttributes": {"namespace": "team-b", "verb": "get", "resource": "pods"}}})
+    assert e.value.status == 422
     authn = kubernetes.client.AuthenticationV1Api(api)
     who: Any = authn.create_self_subject_review({})
     assert who.status.user_info.username == "alice"
