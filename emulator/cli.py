@@ -147,9 +147,8 @@ def _add_component_flags(p: argparse.ArgumentParser) -> None:
                         "this process")
     p.add_argument("--api-require-token", dest="api_require_token", action=argparse.BooleanOptionalAction,
                    help="answer 401 to requests without the bearer token (default: only when --api-host is not "
-                        "loopback); kubectl sends tokens only over TLS and kemu serves plain HTTP, so "
-                        "--no-api-require-token is how kubectl reaches a server bound to 0.0.0.0 (a wrong token is "
-                        "still refused)")
+                        "loopback); kubectl sends tokens only over TLS, so use --tls for kubectl to reach a server "
+                        "bound to 0.0.0.0 (or --no-api-require-token over plain HTTP; a wrong token is still refused)")
     p.add_argument("--tls", dest="api_tls", action="store_true", default=None,
                    help="serve HTTPS with a generated CA and certificate ($KEMU_HOME/pki), written into the "
                         "kubeconfig: kubectl sends users' tokens only over TLS")
