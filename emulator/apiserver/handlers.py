@@ -11,10 +11,11 @@ What comes from where upstream (``staging/src/k8s.io/apiserver/pkg/endpoints/han
 
 * create (``create.go``): the body's namespace must match the URL's (400),
   cluster-scoped objects lose a namespace they carry, ``dryRun=All`` stores
-  nothing, 201 Created. ``fieldValidation`` is accepted and its values
-  checked; kemu validates the fields it knows (its validators) whatever the
-  directive, and unknown fields are kept, not reported (no Go types to check
-  them against).
+  nothing, 201 Created. ``fieldValidation`` (create and update): fields the
+  kind's schema (:mod:`.openapi`, from the protobuf field table) does not
+  have are a 400 ``strict decoding error`` under ``Strict``, a ``Warning``
+  header under ``Warn`` (the default) and nothing under ``Ignore``; they are
+  kept, where upstream's decoder drops them.
 * update (``update.go``): the name and namespace in the body must match the
   URL (400); with ``metadata.resourceVersion`` the write is conditional (409
   when stale), without it it is unconditional.
@@ -64,7 +65,7 @@ from emulator.api.kinds import Kind
 from emulator.api.meta import resource_version
 from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
-from emulator.apiserver import content, patch, tables, versions
+from emulator.apiserver import content, openapi, patch, tables, versions
 from emulator.apiserver.content import Wanted
 from emulator.apiserver.discovery import SUBRESOURCES
 from emulator.apiserver.routing import RequestInfo
@@ -105,6 +106,8 @@ class Result:
     status: int = 200
     content_type: str | None = None
     encoded: bytes | None = None
+    # Warning headers (upstream's "299 -" warnings), e.g. unknown fields under fieldValidation=Warn.
+    warnings: tuple[str, ...] = ()
 
 
 # ----------------------------------------------------------------------------- query parameters
@@ -155,6 +158,12 @@ def check_field_validation(call: Call, options_kind: str) -> None:
     value = call.query.get("fieldValidation")
     if value and value not in _FIELD_VALIDATION_VALUES:
         raise _options_invalid(options_kind, "fieldValidation", value, _FIELD_VALIDATION_VALUES)
+
+
+def unknown_field_warnings(call: Call, options_kind: str, kind: Kind, obj: Obj) -> tuple[str, ...]:
+    """``fieldValidation`` checked, then applied to ``obj`` (:func:`.openapi.field_validation`)."""
+    check_field_validation(call, options_kind)
+    return openapi.field_validation(call.query.get("fieldValidation") or "Warn", kind, obj)
 
 
 def field_manager(call: Call, required: bool = False) -> str:
@@ -325,12 +334,14 @@ class Handlers:
                                             f"/{'api' if not kind.group else 'apis/' + kind.group}/{kind.version}"
                                             f"/namespaces/NAMESPACE/{kind.plural}")
         obj = _require_object(content.decode_object(call.body, call.headers.get("content-type"), kind.kind), kind)
-        check_field_validation(call, "CreateOptions")
+        warnings = unknown_field_warnings(call, "CreateOptions", kind, obj)
         dry = dry_run(call, "CreateOptions")
         _check_namespace(kind, obj, info.namespace)
         obj = self._track_create(kind, obj, field_manager(call))
         created = self.core.create(kind, obj, dry_run=dry)
-        return self.render(call, created, 201)
+        result = self.render(call, created, 201)
+        result.warnings = warnings
+        return result
 
     def _track_create(self, kind: Kind, obj: Obj, manager: str) -> Obj:
         if not manager:
@@ -350,7 +361,7 @@ class Handlers:
         if info.subresource not in ("", "status", "finalize"):
             raise errors.method_not_allowed(f"PUT is not allowed on {kind.plural}/{info.subresource}")
         obj = _require_object(content.decode_object(call.body, call.headers.get("content-type"), kind.kind), kind)
-        check_field_validation(call, "UpdateOptions")
+        warnings = unknown_field_warnings(call, "UpdateOptions", kind, obj) if not info.subresource else ()
         dry = dry_run(call, "UpdateOptions")
         _check_name(obj, info.name)
         _check_namespace(kind, obj, info.namespace)
@@ -362,7 +373,9 @@ class Handlers:
                 new["metadata"] = {**_meta(obj), "resourceVersion": resource_version(current)}
             return new, bool(pinned)
 
-        return self._read_modify_write(call, dry, replacement)
+        result = self._read_modify_write(call, dry, replacement)
+        result.warnings = warnings
+        return result
 
     def _read_modify_write(self, call: Call, dry: bool, make: Callable[[Obj], tuple[Obj, bool]]) -> Result:
         """The write loop PUT and PATCH share: read, build the new object, record field ownership, store.

@@ -423,16 +423,28 @@ SCHEMA: dict[str, str] = {
     "ForZone": "1 name str!",
     "ForNode": "1 name str!",
     "SliceEndpointPort": "1 name str!, 2 protocol str!, 3 port i32!, 4 appProtocol str!",
-    # batch/v1 (api batch/v1/generated.proto; pod failure / success policies not modelled)
+    # batch/v1 (api batch/v1/generated.proto). Every field is listed, the policies kemu's Job controller does not
+    # model too: the table is also the OpenAPI schema, and fieldValidation=Strict must accept real manifests.
     "Job": "1 metadata ObjectMeta, 2 spec JobSpec, 3 status JobStatus",
     "JobSpec": (
         "1 parallelism i32!, 2 completions i32!, 3 activeDeadlineSeconds i64!, 4 selector LabelSelector, "
         "5 manualSelector bool!, 6 template PodTemplateSpec, 7 backoffLimit i32!, 8 ttlSecondsAfterFinished i32!, "
-        "9 completionMode str!, 10 suspend bool!, 12 backoffLimitPerIndex i32!, 13 maxFailedIndexes i32!, "
+        "9 completionMode str!, 10 suspend bool!, 11 podFailurePolicy PodFailurePolicy, "
+        "16 successPolicy SuccessPolicy, 12 backoffLimitPerIndex i32!, 13 maxFailedIndexes i32!, "
         "14 podReplacementPolicy str!, 15 managedBy str!"),
+    "PodFailurePolicy": "1 rules []PodFailurePolicyRule",
+    "PodFailurePolicyRule": (
+        "1 action str!, 2 onExitCodes PodFailurePolicyOnExitCodesRequirement, "
+        "3 onPodConditions []PodFailurePolicyOnPodConditionsPattern"),
+    "PodFailurePolicyOnExitCodesRequirement": "1 containerName str!, 2 operator str!, 3 values []i32",
+    "PodFailurePolicyOnPodConditionsPattern": "1 type str!, 2 status str!",
+    "SuccessPolicy": "1 rules []SuccessPolicyRule",
+    "SuccessPolicyRule": "1 succeededIndexes str!, 2 succeededCount i32!",
+    "UncountedTerminatedPods": "1 succeeded []str, 2 failed []str",
     "JobStatus": (
         "1 conditions []JobCondition, 2 startTime Time, 3 completionTime Time, 4 active i32, 5 succeeded i32, "
-        "6 failed i32, 7 completedIndexes str, 9 ready i32!, 10 failedIndexes str!, 11 terminating i32!"),
+        "6 failed i32, 7 completedIndexes str, 9 ready i32!, 10 failedIndexes str!, 11 terminating i32!, "
+        "8 uncountedTerminatedPods UncountedTerminatedPods"),
     "JobCondition": (
         "1 type str!, 2 status str!, 3 lastProbeTime Time, 4 lastTransitionTime Time, 5 reason str, 6 message str"),
     "CronJob": "1 metadata ObjectMeta, 2 spec CronJobSpec, 3 status CronJobStatus",
@@ -528,6 +540,47 @@ SCHEMA: dict[str, str] = {
     "StorageClass": (
         "1 metadata ObjectMeta, 2 provisioner str!, 3 parameters {str}, 4 reclaimPolicy str!, 5 mountOptions []str, "
         "6 allowVolumeExpansion bool!, 7 volumeBindingMode str!, 8 allowedTopologies []TopologySelectorTerm"),
+    # rbac/v1 (api rbac/v1/generated.proto): kubectl create role/rolebinding/clusterrole send these
+    "Role": "1 metadata ObjectMeta, 2 rules []PolicyRule",
+    "ClusterRole": "1 metadata ObjectMeta, 2 rules []PolicyRule, 3 aggregationRule AggregationRule",
+    "RoleBinding": "1 metadata ObjectMeta, 2 subjects []Subject, 3 roleRef RoleRef",
+    "ClusterRoleBinding": "1 metadata ObjectMeta, 2 subjects []Subject, 3 roleRef RoleRef",
+    "PolicyRule": "1 verbs []str, 2 apiGroups []str, 3 resources []str, 4 resourceNames []str, 5 nonResourceURLs []str",
+    "AggregationRule": "1 clusterRoleSelectors []LabelSelector",
+    "Subject": "1 kind str!, 2 apiGroup str, 3 name str!, 4 namespace str",
+    "RoleRef": "1 apiGroup str!, 2 kind str!, 3 name str!",
+    # authorization/v1 (api authorization/v1/generated.proto): kubectl auth can-i
+    "SelfSubjectAccessReview": (
+        "1 metadata ObjectMeta, 2 spec SelfSubjectAccessReviewSpec, 3 status SubjectAccessReviewStatus"),
+    "SelfSubjectAccessReviewSpec": (
+        "1 resourceAttributes ResourceAttributes, 2 nonResourceAttributes NonResourceAttributes"),
+    "SubjectAccessReview": "1 metadata ObjectMeta, 2 spec SubjectAccessReviewSpec, 3 status SubjectAccessReviewStatus",
+    "LocalSubjectAccessReview": (
+        "1 metadata ObjectMeta, 2 spec SubjectAccessReviewSpec, 3 status SubjectAccessReviewStatus"),
+    "SubjectAccessReviewSpec": (
+        "1 resourceAttributes ResourceAttributes, 2 nonResourceAttributes NonResourceAttributes, 3 user str, "
+        "4 groups []str, 5 extra {ExtraValue}, 6 uid str"),
+    "ResourceAttributes": (
+        "1 namespace str, 2 verb str, 3 group str, 4 version str, 5 resource str, 6 subresource str, 7 name str, "
+        "8 fieldSelector FieldSelectorAttributes, 9 labelSelector LabelSelectorAttributes"),
+    "FieldSelectorAttributes": "1 rawSelector str, 2 requirements []FieldSelectorRequirement",
+    "FieldSelectorRequirement": "1 key str!, 2 operator str!, 3 values []str",
+    "LabelSelectorAttributes": "1 rawSelector str, 2 requirements []LabelSelectorRequirement",
+    "NonResourceAttributes": "1 path str, 2 verb str",
+    "SubjectAccessReviewStatus": "1 allowed bool!, 4 denied bool, 2 reason str, 3 evaluationError str",
+    "SelfSubjectRulesReview": (
+        "1 metadata ObjectMeta, 2 spec SelfSubjectRulesReviewSpec, 3 status SubjectRulesReviewStatus"),
+    "SelfSubjectRulesReviewSpec": "1 namespace str",
+    "SubjectRulesReviewStatus": (
+        "1 resourceRules []ResourceRule, 2 nonResourceRules []NonResourceRule, 3 incomplete bool!, "
+        "4 evaluationError str"),
+    "ResourceRule": "1 verbs []str, 2 apiGroups []str, 3 resources []str, 4 resourceNames []str",
+    "NonResourceRule": "1 verbs []str, 2 nonResourceURLs []str",
+    # authentication/v1: kubectl auth whoami. ExtraValue is a JSON list (protobuf._CONVERTERS).
+    "SelfSubjectReview": "1 metadata ObjectMeta, 2 status SelfSubjectReviewStatus",
+    "SelfSubjectReviewStatus": "1 userInfo UserInfo",
+    "UserInfo": "1 username str, 2 uid str, 3 groups []str, 4 extra {ExtraValue}",
+    "ExtraValue": "1 items []str",
 }
 
 # The kinds a body may carry, each with the apiVersion its message is for. "" accepts any:
@@ -538,9 +591,15 @@ TOP_LEVEL: dict[str, str] = {
     "PodDisruptionBudget": "policy/v1", "Eviction": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1",
     "Lease": "coordination.k8s.io/v1", "RuntimeClass": "node.k8s.io/v1", "Scale": "autoscaling/v1",
     "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "StorageClass": "storage.k8s.io/v1",
-    "ResourceQuota": "v1", "HorizontalPodAutoscaler": "autoscaling/v1",
+    "HorizontalPodAutoscaler": "autoscaling/v1",
     "Secret": "v1", "ServiceAccount": "v1", "Service": "v1", "Endpoints": "v1",
     "EndpointSlice": "discovery.k8s.io/v1", "StatefulSet": "apps/v1", "ControllerRevision": "apps/v1",
     "CronJob": "batch/v1",
+    "ResourceQuota": "v1",
+    "Role": "rbac.authorization.k8s.io/v1", "ClusterRole": "rbac.authorization.k8s.io/v1",
+    "RoleBinding": "rbac.authorization.k8s.io/v1", "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
+    "SelfSubjectAccessReview": "authorization.k8s.io/v1", "SubjectAccessReview": "authorization.k8s.io/v1",
+    "LocalSubjectAccessReview": "authorization.k8s.io/v1", "SelfSubjectRulesReview": "authorization.k8s.io/v1",
+    "SelfSubjectReview": "authentication.k8s.io/v1",
     "DeleteOptions": "",
 }

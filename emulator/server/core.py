@@ -23,10 +23,11 @@ from typing import Any
 import orjson
 
 from emulator.api import errors, pods
-from emulator.api.kinds import NAMESPACE, POD, PRIORITYCLASS, SERVICE, Kind
+from emulator.api.kinds import CLUSTERROLE, CLUSTERROLEBINDING, NAMESPACE, POD, PRIORITYCLASS, SERVICE, Kind
 from emulator.api.meta import without_owner_references
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 from emulator.api.types import Obj
+from emulator.auth import bootstrap as rbac_bootstrap
 from emulator.clock import Clock, SystemClock, parse_rfc3339, rfc3339
 from emulator.server import admission, defaults
 from emulator.server.services import Allocators
@@ -524,13 +525,21 @@ class ServerCore:
 
     # ------------------------------------------------------------- bootstrap
     def bootstrap(self) -> None:
-        """Create what a fresh kube-apiserver creates: system namespaces and built-in PriorityClasses."""
+        """Create what a fresh kube-apiserver creates: system namespaces, built-in PriorityClasses, the
+        bootstrap RBAC policy (roles kept if they exist: upstream reconciles them, kemu never overwrites)."""
         for ns in SYSTEM_NAMESPACES:
             self._ensure(NAMESPACE, {"metadata": {"name": ns}})
         for pc_name, value in admission.SYSTEM_PRIORITY_CLASSES.items():
             self._ensure(PRIORITYCLASS, {"metadata": {"name": pc_name}, "value": value,
                                          "description": "Used for system critical pods that must run in the "
                                                         "cluster, but can be moved to another node if necessary."})
+        self.bootstrap_rbac()
+
+    def bootstrap_rbac(self) -> None:
+        for role in rbac_bootstrap.cluster_roles():
+            self._ensure(CLUSTERROLE, role)
+        for binding in rbac_bootstrap.cluster_role_bindings():
+            self._ensure(CLUSTERROLEBINDING, binding)
 
     def _ensure(self, kind: Kind, body: Obj) -> None:
         try:

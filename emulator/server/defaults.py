@@ -301,6 +301,16 @@ def _horizontal_pod_autoscaler(obj: Obj) -> None:
         behavior["scaleDown"] = _hpa_rules(behavior.get("scaleDown"), _HPA_SCALE_DOWN_RULES)
 
 
+def _rbac_binding(obj: Obj) -> None:
+    # pkg/apis/rbac/v1/defaults.go: roleRef and User/Group subjects default to the RBAC group.
+    ref = obj.get("roleRef")
+    if isinstance(ref, dict) and not ref.get("apiGroup"):
+        ref["apiGroup"] = "rbac.authorization.k8s.io"
+    for s in obj.get("subjects") or ():
+        if isinstance(s, dict) and not s.get("apiGroup") and s.get("kind") in ("User", "Group"):
+            s["apiGroup"] = "rbac.authorization.k8s.io"
+
+
 DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "pods": _pod,
     "namespaces": _namespace,
@@ -320,6 +330,8 @@ DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "statefulsets.apps": _stateful_set,
     "cronjobs.batch": _cron_job,
     "horizontalpodautoscalers.autoscaling": _horizontal_pod_autoscaler,
+    "rolebindings.rbac.authorization.k8s.io": _rbac_binding,
+    "clusterrolebindings.rbac.authorization.k8s.io": _rbac_binding,
 }
 
 

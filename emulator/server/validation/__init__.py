@@ -43,6 +43,8 @@ Design
   ``endpointslices.discovery...``     addressType (immutable), endpoint and address limits, ports
   ``statefulsets.apps``               workload checks, policies, partition; most of spec frozen
   ``cronjobs.batch``                  schedule (:mod:`emulator.api.cron`), timeZone, policies, template
+  ``roles/clusterroles.rbac...``      rules: verbs; resource xor non-resource (cluster only)
+  ``(cluster)rolebindings.rbac...``   roleRef kind/group/name, immutable; subjects by kind
   ``events``, ``leases...``           ObjectMeta only
   ==================================  ===========================================================
 
@@ -83,6 +85,7 @@ from emulator.server.validation import (  # noqa: F401 (imported for their @regi
     node,
     pods,
     policy,
+    rbac,
     scheduling,
     services,
     storage,
