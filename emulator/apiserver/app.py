@@ -40,7 +40,8 @@ from emulator.api.selectors import parse_field_selector, parse_label_selector
 from emulator.apiserver import aggregated, content, discovery, reviews, routing
 from emulator.apiserver import metrics as apimetrics
 from emulator.apiserver.auth import USER_KEY, Authenticator, AuthMiddleware
-from emulator.apiserver.handlers import Call, Handlers, Result, query_bool, query_int
+from emulator.apiserver.calls import Call, Result, query_bool, query_int
+from emulator.apiserver.handlers import Handlers
 from emulator.apiserver.rbacsource import RBACSource
 from emulator.apiserver.settings import ServerSettings, is_loopback
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events

@@ -24,7 +24,7 @@ from emulator.api import errors
 from emulator.api.errors import Cause
 from emulator.api.types import Obj
 from emulator.apiserver import content
-from emulator.apiserver.handlers import Call, Result
+from emulator.apiserver.calls import Call, Result
 from emulator.apiserver.routing import RequestInfo
 from emulator.auth.attributes import Attributes
 from emulator.auth.rbac import RBACAuthorizer, Rule
