@@ -50,7 +50,7 @@ from emulator.store.store import Store, StoreConfig
 
 if TYPE_CHECKING:
     from emulator.apiserver.process import ApiServerProcess
-    from emulator.controllers.manager import ControllerManager
+    from emulator.controllers.manager import ControllerManager, ManagerConfig
     from emulator.metrics import MetricsEndpoint
 
 
@@ -305,8 +305,26 @@ class LocalCluster:
             self.controller_runner.start()
             return
         config = ManagerConfig.from_dict(self.config.controller_manager)
+        if self.config.node_groups:
+            config = self._with_autoscaler(config)
         self.controller_managers = [ControllerManager(self.core, config).start()
                                     for _ in range(self.config.controller_managers)]
+
+    def _with_autoscaler(self, config: ManagerConfig) -> ManagerConfig:
+        """Declare the node groups in the emulated cloud (Redis) and add the cluster-autoscaler to the managers."""
+        from dataclasses import replace
+
+        from emulator.cloud.nodegroups import parse_node_groups
+        from emulator.cloud.provider import Cloud
+
+        assert self.core is not None
+        Cloud(self.core.store.redis, self.config.prefix).register_groups(parse_node_groups(self.config.node_groups),
+                                                                         self.core.clock.now())
+        controllers = config.controllers
+        if "-cluster-autoscaler" not in controllers and "cluster-autoscaler" not in controllers:
+            controllers = (*controllers, "cluster-autoscaler")
+        return replace(config, controllers=controllers,
+                       options={**config.options, "cluster_autoscaler": dict(self.config.cluster_autoscaler)})
 
     def _serve_metrics(self) -> None:
         """This process's ``/metrics`` (controller managers' workqueues, the cluster-state counts, in-process

@@ -77,6 +77,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
     "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),
+    # The Cluster Autoscaler (its own binary upstream): on when node groups are declared (kemu up --node-groups).
+    "cluster-autoscaler": ControllerSpec("emulator.clusterautoscaler.controller", enabled_by_default=False),
 }
 
 
