@@ -14,11 +14,14 @@ from __future__ import annotations
 
 import logging
 import random
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from emulator.api import errors
-from emulator.api.kinds import CONFIGMAP, NODE, PDB, POD
+from emulator.api.kinds import CONFIGMAP, NODE, PDB, POD, Kind
+from emulator.api.meta import resource_version
 from emulator.api.types import Obj
 from emulator.cloud.provider import Cloud
 from emulator.clusterautoscaler import expander as expanders
@@ -49,11 +52,14 @@ class ClusterAutoscaler(Controller):
         self.pods = self.watch(ctx.informers.informer_for(POD))
         self.pdbs = self.watch(ctx.informers.informer_for(PDB))
         self.cache = Cache(clock=ctx.clock, assumed_ttl=0)
-        self.nodes.add_event_handler(ResourceEventHandlerFuncs(
+        self._seen: dict[str, int] = {}  # kind -> newest resourceVersion handed to our handlers (sync())
+        self._seen_lock = threading.Lock()
+        self.nodes.add_event_handler(self._noting(NODE, ResourceEventHandlerFuncs(
             add=lambda o, _i=False: self.cache.on_node_add(o), update=self.cache.on_node_update,
-            delete=lambda o: self.cache.on_node_delete(getattr(o, "obj", o))))
-        self.pods.add_event_handler(ResourceEventHandlerFuncs(add=self._pod_add, update=self._pod_update,
-                                                              delete=self._pod_delete))
+            delete=lambda o: self.cache.on_node_delete(getattr(o, "obj", o)))))
+        self.pods.add_event_handler(self._noting(POD, ResourceEventHandlerFuncs(
+            add=self._pod_add, update=self._pod_update, delete=self._pod_delete)))
+        self.pdbs.add_event_handler(self._noting(PDB, ResourceEventHandlerFuncs()))
         # Events from "cluster-autoscaler", as upstream's (the manager's recorder would say "...-controller").
         self.events = EventRecorder(self.core, COMPONENT, clock=ctx.clock) if ctx.recorder is not None else None
         store = self.core.store
@@ -66,6 +72,48 @@ class ClusterAutoscaler(Controller):
         self.last: ScanResult | None = None
 
     # ------------------------------------------------------------------ cache feed (as the scheduler's)
+    def _noting(self, kind: Kind, inner: ResourceEventHandlerFuncs) -> ResourceEventHandlerFuncs:
+        def note(obj: Any) -> None:
+            rv = int(resource_version(getattr(obj, "obj", obj) or {}) or 0)
+            with self._seen_lock:
+                if rv > self._seen.get(kind.resource, 0):
+                    self._seen[kind.resource] = rv
+
+        def add(obj: Obj, initial: bool) -> None:
+            if inner.add is not None:
+                inner.add(obj, initial)
+            note(obj)
+
+        def update(old: Obj, new: Obj) -> None:
+            if inner.update is not None:
+                inner.update(old, new)
+            note(new)
+
+        def delete(obj: Any) -> None:
+            if inner.delete is not None:
+                inner.delete(obj)
+            note(obj)
+
+        return ResourceEventHandlerFuncs(add=add, update=update, delete=delete)
+
+    def sync(self, timeout: float = 10.0) -> bool:
+        """Wait until our handlers have seen every Node, Pod and PDB write made so far (tests, benchmarks)."""
+        store = self.core.store
+        targets: dict[str, int] = {}
+        for kind in (NODE, POD, PDB):
+            reply = store.redis.xrevrange(store.stream_key(kind), count=1)
+            if reply:
+                entry = reply[0][0]
+                targets[kind.resource] = int((entry.decode() if isinstance(entry, bytes) else entry).split("-")[0])
+        deadline = time.monotonic() + timeout
+        while True:
+            with self._seen_lock:
+                if all(self._seen.get(k, 0) >= rv for k, rv in targets.items()):
+                    return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+
     @staticmethod
     def _assigned(pod: Mapping[str, Any]) -> bool:
         return bool((pod.get("spec") or {}).get("nodeName"))

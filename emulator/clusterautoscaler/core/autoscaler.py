@@ -245,8 +245,7 @@ class StaticAutoscaler:
             return
         doc = status_document(self.state, self.provider, now, candidates=candidates,
                               scale_up_in_progress=bool(self.state.requests))
-        unremovable = [u.to_dict() for _, u in sorted(self.planner.unremovable.items())
-                       if u.reason not in ("NotUnderutilized",)]
+        unremovable = [u.to_dict() for _, u in sorted(self.planner.unremovable.items())]
         data = {"status": yaml.safe_dump(doc, sort_keys=False),
                 "unremovableNodes": yaml.safe_dump(unremovable, sort_keys=False)}
         self._write_config_map(data, now)

@@ -1,0 +1,315 @@
+"""The Cluster Autoscaler against a real Redis: the emulated cloud, a kubelet shard that boots and removes its
+instances, and (for scale-up) the real scheduler.
+
+Cluster time is a ManualClock the test moves; every step lets the informers catch up (``sync``, a condition
+with a deadline) before the shard ticks or the autoscaler scans. Expected node counts, reasons and costs are
+worked out here from the rules (allocatable formula, first-fit packing, upstream's messages).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import pytest
+import yaml
+
+from emulator import chaos
+from emulator.api.kinds import CONFIGMAP, EVENT, NODE, PDB, POD
+from emulator.api.quantity import cpu_millis, to_int
+from emulator.api.types import Obj
+from emulator.clock import ManualClock, rfc3339
+from emulator.cloud.nodegroups import NodeGroupSpec, parse_node_groups
+from emulator.cloud.provider import Cloud
+from emulator.clusterautoscaler.cloudprovider.kemu import _default_allocatable
+from emulator.clusterautoscaler.controller import ClusterAutoscaler
+from emulator.clusterautoscaler.core.scaledown import TO_BE_DELETED_TAINT
+from emulator.controllers.runtime import ControllerContext, EventRecorder
+from emulator.informers import SharedInformerFactory
+from emulator.kubelet.nodes import INSTANCE_TYPES
+from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+from emulator.scheduler.scheduler import SchedulerOptions
+from emulator.scheduler_host import HostSettings, SchedulerHost
+from emulator.server.core import ServerCore
+from tests import builders as b
+
+pytestmark = pytest.mark.integration
+
+GI = 1024**3
+
+
+class Cluster:
+    """A kubelet shard, the cloud, and an autoscaler built by hand (scans run when the test says)."""
+
+    def __init__(self, core: ServerCore, clock: ManualClock) -> None:
+        self.core = core
+        self.clock = clock
+        self.cloud = Cloud(core.store.redis, core.store.config.prefix)
+        self.shard = KubeletShard(core, 0, 1, kubelet_shard_config({}, []), clock)
+        self.shard.start(timeout=30)
+        self.factory: SharedInformerFactory | None = None
+        self.ca: ClusterAutoscaler | None = None
+
+    def autoscaler(self, groups: list[dict[str, Any]], **flags: Any) -> ClusterAutoscaler:
+        self.cloud.register_groups(parse_node_groups(groups), self.clock.now())
+        self.factory = SharedInformerFactory(self.core.store, clock=self.clock)
+        ctx = ControllerContext(self.core, self.factory, self.clock, EventRecorder(self.core, "test"),
+                                {"cluster_autoscaler": flags})
+        self.ca = ClusterAutoscaler(ctx)
+        self.factory.start()
+        deadline = time.monotonic() + 20
+        while not self.ca.has_synced():
+            assert time.monotonic() < deadline, "autoscaler informers did not sync"
+            self.shard.sync(0.01)
+        return self.ca
+
+    def step(self, seconds: float = 1.0) -> None:
+        """Informers catch up, time moves, the shard ticks (registers booted instances, runs pods)."""
+        assert self.shard.sync(10)
+        self.clock.advance(seconds)
+        self.shard.tick()
+        assert self.shard.sync(10)
+
+    def scan(self) -> Any:
+        assert self.ca is not None
+        assert self.shard.sync(10)
+        assert self.ca.sync(10), "autoscaler informers did not catch up"
+        return self.ca.run_once()
+
+    def stop(self) -> None:
+        if self.factory is not None:
+            self.factory.shutdown()
+        self.shard.stop()
+
+
+@pytest.fixture
+def cluster(env: tuple[ServerCore, ManualClock]) -> Iterator[Cluster]:
+    c = Cluster(*env)
+    yield c
+    c.stop()
+
+
+def wait_for(done: Callable[[], bool], timeout: float, what: str, between: Callable[[], None] | None = None) -> None:
+    deadline = time.monotonic() + timeout
+    while not done():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        if between is not None:
+            between()
+
+
+def app_pod(name: str, cpu: str, memory: str, *, owner: str = "web", node: str | None = None,
+            labels: dict[str, str] | None = None, annotations: dict[str, str] | None = None, **spec: Any) -> Obj:
+    body = b.owned_by(b.pod(name, containers=[b.container(cpu=cpu, memory=memory)], node=node,
+                            labels={"app": owner, **(labels or {})}, **spec), "ReplicaSet", owner)
+    body["metadata"]["annotations"] = {"kemu.io/startup-delay": "0s", **(annotations or {})}
+    return body
+
+
+def pending(core: ServerCore, body: Obj) -> Obj:
+    """Create a pod and mark it as the scheduler marks a pod no node fits (for tests without a scheduler)."""
+    created = core.create(POD, body)
+    status = {**(created.get("status") or {}), "phase": "Pending", "conditions": [
+        {"type": "PodScheduled", "status": "False", "reason": "Unschedulable", "lastProbeTime": None,
+         "lastTransitionTime": rfc3339(core.clock.now()), "message": "0/1 nodes are available"}]}
+    return core.update_status(POD, {**created, "status": status})
+
+
+def events(core: ServerCore, name: str, reason: str) -> list[Obj]:
+    return [e for e in core.list(EVENT).items if e["involvedObject"]["name"] == name and e["reason"] == reason]
+
+
+def group_nodes(core: ServerCore, group: str) -> list[Obj]:
+    return [n for n in core.list(NODE).items if n["metadata"]["labels"].get("kemu.io/node-group") == group]
+
+
+def status_map(core: ServerCore) -> tuple[Obj, list[Obj]]:
+    cm = core.get(CONFIGMAP, "kube-system", "cluster-autoscaler-status")
+    return yaml.safe_load(cm["data"]["status"]), yaml.safe_load(cm["data"]["unremovableNodes"])
+
+
+def allocatable(instance_type: str) -> tuple[int, int, int]:
+    alloc = _default_allocatable(INSTANCE_TYPES[instance_type])
+    return cpu_millis(alloc["cpu"]), to_int(alloc["memory"]), int(alloc["pods"])
+
+
+# ------------------------------------------------------------------------------------------- scale-up
+
+
+def test_fifty_pending_pods_grow_the_matching_group_by_the_binpacked_count(cluster: Cluster, redis_url: str) -> None:
+    core = cluster.core
+    groups = [{"name": "web", "min": 0, "max": 20, "instance_type": "m5.xlarge", "labels": {"tier": "web"},
+               "price_per_hour": 0.192, "provisioning_delay": "30s"},
+              {"name": "batch", "min": 0, "max": 20, "instance_type": "c5.xlarge", "labels": {"tier": "batch"},
+               "price_per_hour": 0.17, "provisioning_delay": "30s"}]
+    ca = cluster.autoscaler(groups, expander="least-waste")
+    core.create(NODE, b.node("base", cpu="2", memory="4Gi", labels={"tier": "system"}))
+    host = SchedulerHost(HostSettings(redis_url, prefix=core.store.config.prefix), [SchedulerOptions()])
+    host.start(sync_timeout=30)
+    try:
+        for i in range(50):
+            core.create(POD, app_pod(f"web-{i}", "500m", "1Gi", nodeSelector={"tier": "web"}))
+        core.create(POD, app_pod("gpu-job", "1", "1Gi", owner="gpu", nodeSelector={"tier": "gpu"}))
+
+        def unschedulable() -> int:
+            return sum(1 for p in core.list(POD, "default").items
+                       if any(c["type"] == "PodScheduled" and c.get("reason") == "Unschedulable"
+                              for c in p["status"].get("conditions") or ()))
+
+        wait_for(lambda: unschedulable() == 51, 30, "the scheduler to mark every pod Unschedulable")
+        # m5.xlarge: 4 cpu, 16Gi; allocatable memory = 16Gi - 100Mi (eviction-hard). Per node:
+        # min(4000m // 500m, (16Gi - 100Mi) // 1Gi, 110 pods) = 8 pods -> ceil(50 / 8) = 7 nodes.
+        cpu, mem, max_pods = allocatable("m5.xlarge")
+        per_node = min(cpu // 500, mem // GI, max_pods)
+        expected = math.ceil(50 / per_node)
+        result = cluster.scan()
+        assert result.scale_up is not None
+        assert result.scale_up.increases == {"web": (0, expected)}
+        assert cluster.cloud.target_size("web") == expected and cluster.cloud.target_size("batch") == 0
+        # The second scan counts the booting nodes: the same burst is not answered twice.
+        again = cluster.scan()
+        assert again.schedulable == 50 and (again.scale_up is None or not again.scale_up.increases)
+        msg = ("pod didn't trigger scale-up: 2 node(s) didn't match Pod's node affinity/selector")
+        wait_for(lambda: bool(events(core, "gpu-job", "NotTriggerScaleUp")), 10, "NotTriggerScaleUp")
+        assert events(core, "gpu-job", "NotTriggerScaleUp")[0]["message"] == msg
+        trig = events(core, "web-0", "TriggeredScaleUp")
+        assert trig and trig[0]["message"] == f"pod triggered scale-up: [{{web 0->{expected} (max: 20)}}]"
+        # Boot: nothing registers before the 30 s provisioning delay, then all of them at once.
+        for _ in range(29):
+            cluster.step()
+        assert group_nodes(core, "web") == []
+        cluster.step()
+        nodes = group_nodes(core, "web")
+        assert len(nodes) == expected
+
+        def all_running() -> bool:
+            pods = [p for p in core.list(POD, "default").items if p["metadata"]["name"].startswith("web-")]
+            return all(p["status"].get("phase") == "Running" for p in pods)
+
+        wait_for(all_running, 60, "the 50 pods to run on the new nodes", between=cluster.step)
+        names = {n["metadata"]["name"] for n in nodes}
+        for p in core.list(POD, "default").items:
+            if p["metadata"]["name"].startswith("web-"):
+                assert p["spec"]["nodeName"] in names
+        assert all(any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"]["conditions"])
+                   for n in group_nodes(core, "web"))
+        assert core.get(POD, "default", "gpu-job")["spec"].get("nodeName") is None
+    finally:
+        host.stop()
+
+
+# ------------------------------------------------------------------------------------------- scale-down
+
+
+def test_underused_node_is_drained_and_removed_after_the_unneeded_time_and_blocked_nodes_stay(
+        cluster: Cluster) -> None:
+    core, clock = cluster.core, cluster.clock
+    ca = cluster.autoscaler([{"name": "pool", "min": 1, "max": 10, "initial_size": 5, "instance_type": "m5.xlarge",
+                              "price_per_hour": 0.192}], expander="random")
+    wait_for(lambda: len(group_nodes(core, "pool")) == 5, 20, "the initial nodes", between=cluster.step)
+    n = sorted(x["metadata"]["name"] for x in group_nodes(core, "pool"))
+    # n[0]: one small movable pod. n[1]: safe-to-evict=false. n[2]: an emptyDir. n[3]: a pod whose PDB allows
+    # no disruption. n[4]: 60% of its cpu taken (not underutilized), room for the movable pod.
+    core.create(POD, app_pod("mover", "500m", "512Mi", owner="mover", node=n[0]))
+    core.create(POD, app_pod("pinned", "200m", "256Mi", owner="pinned", node=n[1],
+                             annotations={"cluster-autoscaler.kubernetes.io/safe-to-evict": "false"}))
+    core.create(POD, app_pod("scratch", "200m", "256Mi", owner="scratch", node=n[2],
+                             volumes=[{"name": "tmp", "emptyDir": {}}]))
+    core.create(POD, app_pod("guarded", "200m", "256Mi", owner="guarded", node=n[3]))
+    budget = core.create(PDB, b.pdb("guarded", {"app": "guarded"}, 0))
+    core.update_status(PDB, {**budget, "status": {"disruptionsAllowed": 0, "currentHealthy": 1, "desiredHealthy": 1,
+                                                  "expectedPods": 1, "observedGeneration": 1}})
+    core.create(POD, app_pod("big", "2400m", "2Gi", owner="big", node=n[4]))
+    wait_for(lambda: all(p["status"].get("phase") == "Running" for p in core.list(POD, "default").items), 30,
+             "the pods to run", between=cluster.step)
+    first = cluster.scan()
+    assert first.unneeded == [n[0]]
+    _, unremovable = status_map(core)
+    reasons = {u["node"]: (u["reason"], (u.get("blockingPod") or {}).get("reason")) for u in unremovable}
+    assert reasons[n[1]] == ("BlockedByPod", "NotSafeToEvictAnnotation")
+    assert reasons[n[2]] == ("BlockedByPod", "LocalStorageRequested")
+    assert reasons[n[3]] == ("BlockedByPod", "NotEnoughPdb")
+    assert reasons[n[4]] == ("NotUnderutilized", None)
+    assert reasons[n[0]] == ("NotUnneededLongEnough", None)
+    # Scans every 10 s: nothing happens to n[0] before 10 minutes of being unneeded.
+    for _ in range(59):
+        cluster.step(10)
+        assert cluster.scan().deleted == []
+        assert not any(t["key"] == TO_BE_DELETED_TAINT for t in core.get(NODE, None, n[0])["spec"].get("taints") or ())
+    cluster.step(10)
+    cluster.scan()  # 600 s: tainted and drained through the eviction API
+    taints = core.get(NODE, None, n[0])["spec"].get("taints") or []
+    assert [t["key"] for t in taints] == [TO_BE_DELETED_TAINT]
+
+    def gone() -> bool:
+        cluster.step(1)
+        if clock.now() % 10 < 1:
+            cluster.scan()
+        return n[0] not in {x["metadata"]["name"] for x in core.list(NODE).items}
+
+    wait_for(gone, 60, "the drained node to be deleted")
+    assert sorted(x["metadata"]["name"] for x in group_nodes(core, "pool")) == n[1:]
+    assert cluster.cloud.target_size("pool") == 4
+    cluster.scan()
+    status, unremovable = status_map(core)
+    assert {u["node"] for u in unremovable} == set(n[1:])
+    assert next(g for g in status["nodeGroups"] if g["name"] == "pool")["health"]["cloudProviderTarget"] == 4
+    assert events(core, n[0], "ScaleDown")
+
+
+# ------------------------------------------------------------------------------------------ provider faults
+
+
+def test_a_group_whose_instances_never_boot_is_backed_off_and_another_group_is_used(cluster: Cluster) -> None:
+    core = cluster.core
+    ca = cluster.autoscaler(
+        [{"name": "cheap", "min": 0, "max": 10, "instance_type": "m5.xlarge", "price_per_hour": 0.1,
+          "failure_probability": 1.0, "provisioning_delay": "60s"},
+         {"name": "pricey", "min": 0, "max": 10, "instance_type": "m5.xlarge", "price_per_hour": 0.5,
+          "provisioning_delay": "60s"}], expander="price")
+    pending(core, app_pod("job", "1", "1Gi"))
+    first = cluster.scan()
+    assert first.scale_up is not None and first.scale_up.increases == {"cheap": (0, 1)}
+    # Scans every 10 s; the instance never registers. After max-node-provision-time (15 min) it is deleted
+    # and the group backed off, so the next scan takes the other group.
+    for _ in range(90):
+        cluster.step(10)
+        result = cluster.scan()
+        assert result.scale_up is None or not result.scale_up.increases
+    cluster.step(10)
+    result = cluster.scan()
+    assert result.scale_up is not None and result.scale_up.increases == {"pricey": (0, 1)}
+    status, _ = status_map(core)
+    cheap = next(g for g in status["nodeGroups"] if g["name"] == "cheap")
+    assert cheap["scaleUp"]["status"] == "Backoff"
+    assert cheap["scaleUp"]["backoffInfo"]["errorCode"] == "timeout"
+    assert cluster.cloud.target_size("cheap") == 0
+
+
+def test_out_of_quota_fault_backs_the_group_off(cluster: Cluster) -> None:
+    core = cluster.core
+    ca = cluster.autoscaler(
+        [{"name": "cheap", "min": 0, "max": 10, "instance_type": "m5.xlarge", "price_per_hour": 0.1},
+         {"name": "pricey", "min": 0, "max": 10, "instance_type": "m5.xlarge", "price_per_hour": 0.5}],
+        expander="price")
+    chaos.set_fault(core.store.redis, core.store.config.prefix, "nodegroup/cheap", chaos.OUT_OF_QUOTA)
+    pending(core, app_pod("job", "1", "1Gi"))
+    first = cluster.scan()
+    assert first.scale_up is not None and first.scale_up.increases == {}
+    assert "quota" in first.scale_up.error
+    cluster.step(10)
+    second = cluster.scan()
+    assert second.scale_up is not None and second.scale_up.increases == {"pricey": (0, 1)}
+    status, _ = status_map(core)
+    cheap = next(g for g in status["nodeGroups"] if g["name"] == "cheap")
+    assert (cheap["scaleUp"]["status"], cheap["scaleUp"]["backoffInfo"]["errorCode"]) == ("Backoff", "QuotaExceeded")
+
+
+def test_node_group_spec_survives_in_redis(cluster: Cluster) -> None:
+    spec = NodeGroupSpec.from_dict({"name": "g", "min": 1, "max": 3, "provisioning_delay": {"min": "10s",
+                                                                                         "max": "20s"}})
+    cluster.cloud.register_groups([spec], cluster.clock.now())
+    again = Cloud(cluster.core.store.redis, cluster.core.store.config.prefix)
+    assert again.groups() == {"g": spec}
+    assert [i.name for i in again.instances("g")] == ["g-00000"]
