@@ -143,7 +143,7 @@ def test_fifty_pending_pods_grow_the_matching_group_by_the_binpacked_count(clust
                "price_per_hour": 0.192, "provisioning_delay": "30s"},
               {"name": "batch", "min": 0, "max": 20, "instance_type": "c5.xlarge", "labels": {"tier": "batch"},
                "price_per_hour": 0.17, "provisioning_delay": "30s"}]
-    ca = cluster.autoscaler(groups, expander="least-waste")
+    cluster.autoscaler(groups, expander="least-waste")
     core.create(NODE, b.node("base", cpu="2", memory="4Gi", labels={"tier": "system"}))
     host = SchedulerHost(HostSettings(redis_url, prefix=core.store.config.prefix), [SchedulerOptions()])
     host.start(sync_timeout=30)
@@ -205,7 +205,7 @@ def test_fifty_pending_pods_grow_the_matching_group_by_the_binpacked_count(clust
 def test_underused_node_is_drained_and_removed_after_the_unneeded_time_and_blocked_nodes_stay(
         cluster: Cluster) -> None:
     core, clock = cluster.core, cluster.clock
-    ca = cluster.autoscaler([{"name": "pool", "min": 1, "max": 10, "initial_size": 5, "instance_type": "m5.xlarge",
+    cluster.autoscaler([{"name": "pool", "min": 1, "max": 10, "initial_size": 5, "instance_type": "m5.xlarge",
                               "price_per_hour": 0.192}], expander="random")
     wait_for(lambda: len(group_nodes(core, "pool")) == 5, 20, "the initial nodes", between=cluster.step)
     n = sorted(x["metadata"]["name"] for x in group_nodes(core, "pool"))
@@ -263,7 +263,7 @@ def test_underused_node_is_drained_and_removed_after_the_unneeded_time_and_block
 
 def test_a_group_whose_instances_never_boot_is_backed_off_and_another_group_is_used(cluster: Cluster) -> None:
     core = cluster.core
-    ca = cluster.autoscaler(
+    cluster.autoscaler(
         [{"name": "cheap", "min": 0, "max": 10, "instance_type": "m5.xlarge", "price_per_hour": 0.1,
           "failure_probability": 1.0, "provisioning_delay": "60s"},
          {"name": "pricey", "min": 0, "max": 10, "instance_type": "m5.xlarge", "price_per_hour": 0.5,
@@ -289,7 +289,7 @@ def test_a_group_whose_instances_never_boot_is_backed_off_and_another_group_is_u
 
 def test_out_of_quota_fault_backs_the_group_off(cluster: Cluster) -> None:
     core = cluster.core
-    ca = cluster.autoscaler(
+    cluster.autoscaler(
         [{"name": "cheap", "min": 0, "max": 10, "instance_type": "m5.xlarge", "price_per_hour": 0.1},
          {"name": "pricey", "min": 0, "max": 10, "instance_type": "m5.xlarge", "price_per_hour": 0.5}],
         expander="price")
