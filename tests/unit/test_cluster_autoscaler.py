@@ -195,7 +195,8 @@ def test_flags_take_upstream_names_and_go_durations() -> None:
     defaults = AutoscalingOptions()
     assert (defaults.scale_down_utilization_threshold, defaults.scale_down_unneeded_time,
             defaults.scale_down_delay_after_add, defaults.scale_down_delay_after_failure,
-            defaults.max_node_provision_time, defaults.expendable_pods_priority_cutoff) == (0.5, 600, 600, 180, 900, -10)
+            defaults.max_node_provision_time, defaults.expendable_pods_priority_cutoff) == \
+        (0.5, 600, 600, 180, 900, -10)
 
 
 @pytest.mark.parametrize(("text", "seconds"), [("10s", 10.0), ("1h30m", 5400.0), ("500ms", 0.5), ("0", 0.0),

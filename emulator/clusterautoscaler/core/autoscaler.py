@@ -46,7 +46,7 @@ from emulator.clusterautoscaler.core.scaledown import NOT_UNNEEDED_LONG_ENOUGH, 
 from emulator.clusterautoscaler.core.scaleup import ScaleUpper, ScaleUpResult
 from emulator.clusterautoscaler.estimator.binpacking import new_node
 from emulator.clusterautoscaler.expander import Chain
-from emulator.clusterautoscaler.simulator.scheduling import PodSimulator, equivalence_key
+from emulator.clusterautoscaler.simulator.scheduling import FitCache, PodSimulator, equivalence_key
 from emulator.scheduler.cache import Cache
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import PodInfo
@@ -204,17 +204,19 @@ class StaticAutoscaler:
         infos = sorted((PodInfo.of(p) for p in pending), key=lambda p: -p.priority)
         failed: set[tuple[str, str]] = set()
         still: list[PodInfo] = []
+        fits = FitCache(self.simulator, work)
         for info in infos:
             key = equivalence_key(info.pod)
             if key in failed:
                 still.append(info)
                 continue
-            index = self.simulator.first_fit(info, work)
+            index = fits.first_fit(info, work)
             if index is None:
                 failed.add(key)
                 still.append(info)
                 continue
             work.assume(info, index)
+            fits.assumed(info)
         return still
 
     # ------------------------------------------------------------------ status and metrics
@@ -246,8 +248,9 @@ class StaticAutoscaler:
         doc = status_document(self.state, self.provider, now, candidates=candidates,
                               scale_up_in_progress=bool(self.state.requests))
         unremovable = [u.to_dict() for _, u in sorted(self.planner.unremovable.items())]
-        data = {"status": yaml.safe_dump(doc, sort_keys=False),
-                "unremovableNodes": yaml.safe_dump(unremovable, sort_keys=False)}
+        dumper = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+        data = {"status": yaml.dump(doc, Dumper=dumper, sort_keys=False),
+                "unremovableNodes": yaml.dump(unremovable, Dumper=dumper, sort_keys=False)}
         self._write_config_map(data, now)
 
     def _write_config_map(self, data: dict[str, str], now: float) -> None:

@@ -19,9 +19,12 @@ eligible nodes are taken in order (previously unneeded first, then least
 utilized), their pods to move found by :mod:`..simulator.drain` (a blocking
 pod: ``BlockedByPod``), and every pod placed on another node with the
 scheduler's Filter plugins - never on a node already chosen for removal in this
-pass, and placements stay in the pass's snapshot so two nodes never count on
-the same room (``NoPlaceToMovePods`` otherwise). PDB allowances are spent as
-nodes are chosen.
+pass (``NoPlaceToMovePods`` otherwise). As upstream (``SimulateNodeRemoval``
+forks the snapshot and reverts it), each node is simulated against the cluster
+as it is: the placements of one node's pods are not kept for the next, only the
+removed nodes leave the destinations; nodes are then drained one at a time and
+the next scans re-check with the real state. PDB allowances are spent as nodes
+are chosen.
 
 **Actuation**: a node unneeded for ``--scale-down-unneeded-time`` is removed
 when scale-down is not in cooldown (``--scale-down-delay-after-add``,
@@ -53,9 +56,9 @@ from emulator.clusterautoscaler.cloudprovider import CloudProvider, NodeGroup
 from emulator.clusterautoscaler.clusterstate import is_node_ready
 from emulator.clusterautoscaler.config import AutoscalingOptions
 from emulator.clusterautoscaler.simulator.drain import BlockingPod, PdbTracker, is_daemonset_pod, pods_to_move
-from emulator.clusterautoscaler.simulator.scheduling import PodSimulator
-from emulator.scheduler.framework.snapshot import Snapshot, node_allocatable
-from emulator.scheduler.framework.types import CPU, MEMORY, PodInfo
+from emulator.clusterautoscaler.simulator.scheduling import FitCache, PodSimulator
+from emulator.scheduler.framework.snapshot import Snapshot
+from emulator.scheduler.framework.types import CPU, MEMORY
 from emulator.server.core import ServerCore
 from emulator.server.eviction import evict
 
@@ -106,19 +109,21 @@ def has_to_be_deleted_taint(node: Mapping[str, Any]) -> bool:
     return any(t.get("key") == TO_BE_DELETED_TAINT for t in (node.get("spec") or {}).get("taints") or ())
 
 
-def utilization(snapshot: Snapshot, index: int, *, ignore_daemonsets: bool = False) -> float:
-    """``max(cpu, memory)`` requested / allocatable of node ``index`` (upstream ``utilization.Calculate``)."""
-    alloc, _ = node_allocatable(snapshot.node(index))
-    pods = snapshot.pods_on(index)
-    best = 0.0
+def utilization(snapshot: Snapshot, *, ignore_daemonsets: bool = False) -> np.ndarray:
+    """Per node, ``max(cpu, memory)`` requested / allocatable (upstream ``utilization.Calculate``), from the
+    snapshot's columns; a resource a node does not offer counts 0."""
+    best = np.zeros(snapshot.num_nodes, dtype=np.float64)
     for r in (CPU, MEMORY):
-        if not alloc.get(r):
-            continue
+        alloc = snapshot.allocatable(r).astype(np.float64)
+        used = snapshot.requested(r).astype(np.float64)
         if ignore_daemonsets:
-            used = sum(p.requests.get(r, 0) for p in pods if not is_daemonset_pod(p.pod))
-        else:
-            used = int(snapshot.requested(r)[index])
-        best = max(best, used / alloc[r])
+            used = used.copy()
+            for i, pod in snapshot.iter_pods():
+                if is_daemonset_pod(pod.pod):
+                    used[i] -= pod.requests.get(r, 0)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            ratio = np.where(alloc > 0, used / np.where(alloc > 0, alloc, 1.0), 0.0)
+        best = np.maximum(best, ratio)
     return best
 
 
@@ -139,6 +144,7 @@ class Planner:
         o = self.options
         unremovable: dict[str, Unremovable] = {}
         eligible: list[tuple[int, float, int, NodeGroup]] = []
+        utils = utilization(snapshot, ignore_daemonsets=o.ignore_daemonsets_utilization)
         for name, node in nodes.items():
             group = self.provider.node_group_for_node(node)
             if group is None:
@@ -156,7 +162,7 @@ class Planner:
             if not is_node_ready(node):
                 unremovable[name] = Unremovable(name, NOT_UNREADY_LONG_ENOUGH)
                 continue
-            util = utilization(snapshot, index, ignore_daemonsets=o.ignore_daemonsets_utilization)
+            util = float(utils[index])
             if util >= o.scale_down_utilization_threshold:
                 unremovable[name] = Unremovable(name, NOT_UNDERUTILIZED)
                 continue
@@ -169,11 +175,12 @@ class Planner:
             if i is not None:
                 removed[i] = True
         pdb = PdbTracker(pdbs)
+        fits = FitCache(self.simulator, work)
         found: dict[str, Candidate] = {}
         for _, util, index, group in eligible:
             name = work.node_names[index]
-            pods = [p.pod for p in work.pods_on(index)]
-            movable, blocking = pods_to_move(pods, o, pdb, now)
+            infos = {p.key: p for p in work.pods_on(index)}
+            movable, blocking = pods_to_move([p.pod for p in infos.values()], o, pdb, now)
             if blocking is not None:
                 unremovable[name] = Unremovable(name, BLOCKED_BY_POD, blocking)
                 continue
@@ -182,21 +189,21 @@ class Planner:
                 for pod in movable:
                     trial.forget(pod, index)
                 removed[index] = True
-                destinations = np.flatnonzero(~removed)
                 ok = True
+                destinations = ~removed
                 for pod in movable:
-                    info = PodInfo.of({**pod, "spec": {**(pod.get("spec") or {}), "nodeName": ""}})
-                    target = self.simulator.first_fit(info, trial, destinations)
+                    info = infos[f"{pod['metadata'].get('namespace')}/{pod['metadata'].get('name')}"]
+                    target = fits.first_fit(info, trial, destinations, base=work)
                     if target is None:
                         ok = False
                         break
                     trial.assume(info, target)
+                    fits.assumed(info)
                 if not ok:
                     removed[index] = False
                     unremovable[name] = Unremovable(name, NO_PLACE_TO_MOVE_PODS)
                     continue
-                work = trial
-                pdb.spend(movable)
+                pdb.spend(movable)  # the trial is dropped: upstream reverts the fork
             removed[index] = True
             found[name] = Candidate(name, group, movable, util)
         self.since = {name: self.since.get(name, now) for name in found}
