@@ -153,6 +153,7 @@ class ClusterAutoscaler(Controller):
         return parse_priorities(cm)
 
     def start(self) -> ClusterAutoscaler:
+        self.cache.apply_pending()  # the informers' initial lists, once, before the first scan
         if self.events is not None:
             self.events.start()
         self.enqueue_key(KEY)

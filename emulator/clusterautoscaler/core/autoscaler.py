@@ -201,7 +201,10 @@ class StaticAutoscaler:
                 work = work.add_node(new_node(template, f"upcoming-{group.id()}-{k}"))
         if work is snapshot:
             work = snapshot.fork()
-        infos = sorted((PodInfo.of(p) for p in pending), key=lambda p: -p.priority)
+        # Priority first (upstream), then largest first as the binpacking estimator packs, so the pods the
+        # estimator put on upcoming nodes are found room for there in the same order.
+        infos = sorted((PodInfo.of(p) for p in pending),
+                       key=lambda p: (-p.priority, -p.requests.get("cpu", 0), -p.requests.get("memory", 0)))
         failed: set[tuple[str, str]] = set()
         still: list[PodInfo] = []
         fits = FitCache(self.simulator, work)
