@@ -9,7 +9,8 @@ hands it kubelet and scheduler runner factories (dependency injection, no import
 entry point rather than the Ray-less one. Ray itself is imported only when a
 cluster actually runs kubelets, so ``kemu status`` / ``kemu down`` stay fast.
 It also adds the ``ray-node`` subcommand (:mod:`actors.ray_node`: a Ray head
-or worker node, for the Ray containers of ``docker-compose.yml``).
+or worker node, for the Ray containers of ``docker-compose.yml``) and ``run``
+(:mod:`loadgen.cli`: the scenario runner, which ``emulator`` may not import).
 """
 
 from __future__ import annotations
@@ -49,8 +50,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _commands() -> list[Any]:
     from actors import ray_node
+    from loadgen import cli as loadgen_cli
 
-    return [ray_node.register]
+    return [ray_node.register, loadgen_cli.register]
 
 
 def main(argv: list[str] | None = None) -> int:

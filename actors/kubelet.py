@@ -45,6 +45,7 @@ import ray
 
 from emulator import metrics as metrics_plumbing
 from emulator.clock import SystemClock
+from emulator.kubelet.nodes import pool_nodes
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig
@@ -92,6 +93,9 @@ class KubeletShardActor:
         config = kubelet_shard_config(spec.kubelet, spec.pools)
         self.shard = KubeletShard(self.core, spec.shard_index, spec.shards, config, self.clock)
         self.shard.start()
+        # Whether the first tick has pool nodes of this shard to register (what ready() waits for).
+        self._registers_nodes = any(self.shard.owns(pool.node_name(i)) for pool, i, _ in
+                                    pool_nodes(config.pools))
         self._interval = config.tick_interval / self.clock.speed
         self._stop = threading.Event()
         self._errors = 0
@@ -137,9 +141,11 @@ class KubeletShardActor:
                 log.exception("kubelet shard %d: heartbeat failed", self.spec.shard_index)
 
     def ready(self) -> dict[str, Any]:
-        """Returns once the shard has ticked at least once (its nodes are registered): the health report."""
+        """Returns once the shard's nodes are registered (it has ticked once), at once for a shard that has
+        no pool nodes to register (started and synced in ``__init__`` is all it needs): the health report."""
         deadline = time.monotonic() + 60
-        while self.shard.stats.ticks == 0 and time.monotonic() < deadline and self._thread.is_alive():
+        while (self.shard.stats.ticks == 0 and self._registers_nodes and time.monotonic() < deadline
+               and self._thread.is_alive()):
             self._stop.wait(0.01)
         return self.health()
 

@@ -31,7 +31,10 @@ is given by the ``kemu`` entry point in :mod:`actors.cli`):
    recovers its nodes and pods from the store. :meth:`KubeletLauncher.health`
    reports each actor's incarnation, ticks and lease statistics.
 4. **Stop.** Each actor's ``stop`` (its tick thread, informers, metrics target),
-   then ``ray.kill``; a Ray instance the launcher started is shut down.
+   then ``ray.kill``; a Ray instance the launcher started is shut down. Under
+   ``kemu up`` its daemons are recorded in ``$KEMU_HOME/processes`` as they start
+   (:mod:`emulator.processes`), so ``kemu down`` stops them even after a ``kill -9``
+   of ``kemu up``.
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from typing import Any
 import ray
 
 from actors.kubelet import KubeletShardRemote, ShardSpec
+from emulator import processes
 
 log = logging.getLogger(__name__)
 
@@ -148,7 +152,22 @@ def init_ray(address: str | None = None, *, num_cpus: int | None = None) -> bool
     ray.init(address="local", num_cpus=num_cpus or 2, num_gpus=0, include_dashboard=False,
              object_store_memory=_MIN_OBJECT_STORE, namespace=RAY_NAMESPACE, log_to_driver=False,
              configure_logging=False)
+    _record_ray_processes()
     return True
+
+
+def _record_ray_processes() -> None:
+    """Record the local Ray instance's daemons (GCS, raylet, log monitor ...) in the process table of the
+    ``kemu up`` running this driver (:mod:`emulator.processes`), so ``kemu down`` stops them even if this
+    process dies. Their workers are the raylet's children; the daemons are started with Ray's own
+    parent-death signal too. ``_global_node.all_processes`` is private Ray state: check it on a Ray upgrade."""
+    table = processes.active()
+    node = getattr(ray._private.worker, "_global_node", None)
+    if table is None or node is None:
+        return
+    for kind, infos in getattr(node, "all_processes", {}).items():
+        for i, info in enumerate(infos):
+            table.record(f"ray-{kind}" + (f"-{i}" if i else ""), info.process.pid, part="the local Ray instance")
 
 
 @dataclass

@@ -5,7 +5,8 @@ Commands: ``up`` (foreground until Ctrl-C, or ``--detach``), ``status``,
 SCENARIO`` (the main job: a cluster under load, with its summary), ``chaos``
 (``stop-kubelet NODE``, ``break-runtime NODE``, ``partition-shard N``,
 ``restore TARGET|--all``, ``list``: faults for the detached cluster's kubelets,
-see :mod:`emulator.chaos`), ``dashboards push`` (the Grafana dashboards into a
+see :mod:`emulator.chaos`), ``load set TARGET RATE|get`` (load targets'
+request rates, :mod:`emulator.load_command`), ``dashboards push`` (the Grafana dashboards into a
 Grafana, :mod:`emulator.dashboards`). ``up`` also runs one *component* of a cluster
 whose parts share an external Redis (``--no-api-server``, ``--controller-managers
 0``, ``--schedulers N``, ``--nodes N``, ``--api-token-file``; see
@@ -14,6 +15,16 @@ program may add subcommands (``actors.cli`` adds ``ray-node``). Each
 failure a user can cause (busy port, unreachable Redis, bad config, no
 cluster running) ends with one clear line on stderr and exit code 1, never a
 traceback.
+
+No process outlives its cluster. ``kemu up`` records itself and every process
+it starts in ``$KEMU_HOME/processes`` (:mod:`emulator.processes`: pid and start
+time, written as each is spawned). Every failure of the start - a part not
+ready within ``--timeout`` (``--detach``), a part that exits, Ctrl-C or
+SIGTERM, an error found late - stops what was started and says which part
+and why (its last log lines) before exiting non-zero (128 + the signal for
+a signal). ``kemu down`` stops the cluster's ``kemu up`` and then whatever is
+still recorded, which is everything when that ``kemu up`` was killed;
+``kemu status`` lists the records with their state.
 """
 
 from __future__ import annotations
@@ -27,15 +38,24 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from emulator.api.errors import StatusError
 from emulator.config import Config, ConfigError, kemu_home
 
 if TYPE_CHECKING:
-    from emulator.cluster import ControllerRunnerFactory, KubeletRunnerFactory, SchedulerRunnerFactory
+    from emulator.cluster import (
+        ClusterState,
+        ControllerRunnerFactory,
+        KubeletRunnerFactory,
+        LocalCluster,
+        SchedulerRunnerFactory,
+    )
+    from emulator.processes import ProcessTable
 
 
 class CLIError(Exception):
@@ -57,7 +77,10 @@ def _config(args: argparse.Namespace) -> Config:
                        controllers_on_ray=getattr(args, "controllers_on_ray", None),
                        api_require_token=getattr(args, "api_require_token", None),
                        api_token_file=getattr(args, "api_token_file", None),
-                       api_advertise_url=getattr(args, "api_advertise_url", None))
+                       api_advertise_url=getattr(args, "api_advertise_url", None),
+                       clock_speed=getattr(args, "clock_speed", None),
+                       prometheus_url=getattr(args, "prometheus_url", None),
+                       metrics_rules=getattr(args, "metrics_rules", None))
 
 
 def _read_pools(path: str | None, key: str = "node_pools") -> list[dict[str, Any]] | None:
@@ -109,6 +132,10 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--api-workers", type=int, help="API server worker processes (default 1)")
     p.add_argument("--controller-managers", type=int, help="controller managers to run; they elect one leader "
                                                            "through a Lease (default 1; 0: no controllers)")
+    p.add_argument("--prometheus-url", help="serve custom/external metrics from this Prometheus (its HTTP API) "
+                                            "instead of kemu's own series")
+    p.add_argument("--metrics-rules", help="prometheus-adapter rules file for custom/external metrics (default: "
+                                           "kemu's, emulator/metricsapi/rules.yaml)")
 
 
 def _add_component_flags(p: argparse.ArgumentParser) -> None:
@@ -131,24 +158,81 @@ def _add_component_flags(p: argparse.ArgumentParser) -> None:
                                                "http://apiserver:6443)")
 
 
-def cmd_up(args: argparse.Namespace) -> int:
-    from emulator.cluster import ClusterState, LocalCluster, pid_alive
+SUPERVISOR = "kemu-up"  # the record of the `kemu up` process itself (emulator.processes)
 
-    existing = ClusterState.read()
-    # A state file naming this very pid is a previous life of this process slot (a restarted container,
-    # where kemu is always the same pid), not another cluster.
-    if existing and existing.pid != os.getpid() and pid_alive(existing.pid):
-        raise CLIError(f"a kemu cluster is already running (pid {existing.pid}); run `kemu down` first")
+
+def _quiet_while_stopping() -> None:
+    """SIGINT / SIGTERM while the cluster stops: noted, never allowed to cut the stop short."""
+    def note(signum: int, _frame: FrameType | None) -> None:
+        print(f"kemu: {signal.Signals(signum).name} while stopping: still stopping every part", file=sys.stderr,
+              flush=True)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, note)
+
+
+def _refuse_second_cluster(table: ProcessTable) -> None:
+    """A live process recorded for this KEMU_HOME (other than this one) means a cluster runs, or left
+    processes behind: never start a second one over it."""
+    me = os.getpid()
+    live = [r for r in table.records() if r.pid != me and r.running()]
+    supervisor = next((r for r in live if r.name == SUPERVISOR), None)
+    if supervisor is not None:
+        raise CLIError(f"a kemu cluster is already running (pid {supervisor.pid}); run `kemu down` first")
+    if live:
+        names = ", ".join(f"{r.name} (pid {r.pid})" for r in live)
+        raise CLIError(f"processes of an earlier kemu cluster are still running: {names}; `kemu down` stops them")
+
+
+def _record_self(table: ProcessTable) -> None:
+    # `kemu up --detach` recorded this process (with its log) when it spawned it: keep that record.
+    rec = table.get(SUPERVISOR)
+    if rec is None or rec.pid != os.getpid() or not rec.running():
+        table.record(SUPERVISOR, os.getpid(), part="kemu up")
+
+
+def cmd_up(args: argparse.Namespace) -> int:
+    from emulator import processes
+    from emulator.cluster import LocalCluster, StartGuard, StartInterrupted, exited_message, part_name, tail_text, were
+
+    table = processes.ProcessTable(kemu_home())
+    _refuse_second_cluster(table)
     if args.detach:
-        return _detach(args)
+        return _detach(args, table)
     cfg = _config(args)
+    table.forget_exited()
+    # Every child carries KEMU_HOME: how `kemu down` tells a dead part's forked workers from strangers.
+    os.environ["KEMU_HOME"] = str(table.home)
+    _record_self(table)
+    processes.activate(table)  # the local Ray instance, if a runner starts one, is recorded here too
     stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     cluster = LocalCluster(cfg, kubelets=getattr(args, "kubelets", None),
                            schedulers=getattr(args, "scheduler_runner", None),
-                           controllers=getattr(args, "controller_runner", None))
+                           controllers=getattr(args, "controller_runner", None), records=table)
     try:
-        cluster.start()
+        try:
+            with StartGuard(cluster):
+                cluster.start()
+            exited = cluster.exited_part()  # a part that died after the watchdog's last look
+            if exited is not None:
+                raise StartInterrupted(exited_message(exited, None))
+        except StartInterrupted as e:
+            _quiet_while_stopping()
+            if e.signum == signal.SIGINT or e.reason.startswith("interrupted"):
+                print(f"kemu: {e.reason} while {part_name(cluster.starting)} {were(cluster.starting)} starting; "
+                      "stopping every part", file=sys.stderr, flush=True)
+                return 128 + e.signum
+            raise CLIError(e.reason) from None
+        except Exception as e:
+            _quiet_while_stopping()
+            part = cluster.starting
+            if not isinstance(e, (CLIError, ConfigError, StatusError, *_user_errors())):  # a bug: show where
+                traceback.print_exc()
+            message = str(e.message if isinstance(e, StatusError) else e) or type(e).__name__
+            raise CLIError(f"{part_name(part)} did not start: {message}"
+                           + tail_text(cluster.starting_log, message)) from None
+        for sig in (signal.SIGTERM, signal.SIGINT):  # from now on a signal means "stop, in order"
+            signal.signal(sig, lambda *_: stop.set())
         state = cluster.state()
         if cluster.api_url is not None:
             state.kubeconfig = str(cluster.write_kubeconfig())
@@ -170,25 +254,53 @@ def cmd_up(args: argparse.Namespace) -> int:
                   flush=True)
         if cluster.schedulers is not None:
             print(f"schedulers: {len(cluster.schedulers.health())} competing replica(s)", flush=True)
-        with contextlib.suppress(KeyboardInterrupt):
-            stop.wait()
+        stop.wait()
+        _quiet_while_stopping()
     finally:
-        cluster.stop()
-        current = ClusterState.read()
-        if current and current.pid == os.getpid():
-            ClusterState.clear()
+        _stop_cluster(cluster, table)
     print("kemu cluster stopped.", flush=True)
     return 0
 
 
-def _detach(args: argparse.Namespace) -> int:
+def _user_errors() -> tuple[type[Exception], ...]:
+    from emulator.apiserver.process import ApiServerError
+    from emulator.store.redis_server import RedisServerError
+
+    return RedisServerError, ApiServerError
+
+
+def _stop_cluster(cluster: LocalCluster, table: ProcessTable) -> None:
+    """Stop the parts in order, then whatever is still recorded (a part that failed to stop its process)."""
+    from emulator import processes
     from emulator.cluster import ClusterState
+
+    cluster.stop()
+    try:
+        leftovers = table.stop(exclude={SUPERVISOR})
+    except processes.StillRunning as e:  # its record stays: `kemu down` tries again
+        print(f"kemu: {e}", file=sys.stderr, flush=True)
+        leftovers = []
+    for leftover in leftovers:
+        if leftover.how != "exited":
+            print(f"kemu: {leftover.name} (pid {leftover.pid}, {leftover.part}) outlived its part's stop: "
+                  f"{leftover.how}", file=sys.stderr, flush=True)
+    current = ClusterState.read()
+    if current and current.pid == os.getpid():
+        ClusterState.clear()
+    table.note_ready()
+    table.forget(SUPERVISOR)
+    processes.activate(None)
+
+
+def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
+    from emulator.cluster import ClusterState, part_name, tail_text, were
 
     # Re-run the program that was started (``actors.cli`` under the ``kemu`` command: it brings the kubelets).
     argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
     for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
                  "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
-                 "scheduler_config", "api_token_file", "api_advertise_url"):
+                 "scheduler_config", "api_token_file", "api_advertise_url", "clock_speed", "prometheus_url",
+                 "metrics_rules"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
@@ -197,41 +309,98 @@ def _detach(args: argparse.Namespace) -> int:
     for flag, value in (("api-server", args.api_enabled), ("api-require-token", args.api_require_token)):
         if value is not None:
             argv.append(f"--{flag}" if value else f"--no-{flag}")
+    table.forget_exited()
+    table.note_ready()  # a marker left by an earlier start that was killed
     log = kemu_home() / "cluster.log"
     log.parent.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "KEMU_HOME": str(table.home)}
     with log.open("wb") as out:
+        # A session of its own: it outlives this command and the terminal; its group is the cluster's.
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
+                                start_new_session=True, env=env)
+    table.record(SUPERVISOR, proc.pid, part="kemu up", log=log)
     deadline = time.monotonic() + args.timeout
-    while time.monotonic() < deadline:
-        state = ClusterState.read()
-        if state and state.pid == proc.pid:
-            print(f"kemu cluster up in the background (pid {proc.pid}): redis {state.redis_url}. "
-                  f"Logs: {log}. Stop it with `kemu down`.")
-            if state.api_url:
-                print(f"Kubernetes API at {state.api_url}; kubeconfig: {state.kubeconfig}")
-            return 0
-        if proc.poll() is not None:
-            tail = log.read_text(errors="replace").strip().splitlines()[-5:]
-            raise CLIError("the cluster failed to start:\n  " + "\n  ".join(tail))
-        time.sleep(0.05)  # waiting on another process's readiness file: nothing to block on
-    proc.terminate()
-    raise CLIError(f"the cluster was not ready after {args.timeout:.0f} s; see {log}")
+    try:
+        while time.monotonic() < deadline:
+            state = ClusterState.read()
+            if state and state.pid == proc.pid:
+                print(f"kemu cluster up in the background (pid {proc.pid}): redis {state.redis_url}. "
+                      f"Logs: {log}. Stop it with `kemu down`.")
+                if state.api_url:
+                    print(f"Kubernetes API at {state.api_url}; kubeconfig: {state.kubeconfig}")
+                return 0
+            if proc.poll() is not None:
+                _abort_start(proc, table)
+                raise CLIError("the cluster failed to start:\n  " + "\n  ".join(_failure_lines(log)))
+            time.sleep(0.05)  # waiting on another process's readiness file: nothing to block on
+    except KeyboardInterrupt:
+        starting = table.starting()
+        stopped = _abort_start(proc, table)
+        raise CLIError(f"interrupted while {part_name(starting[0] if starting else None)} "
+                       f"{were(starting[0] if starting else None)} starting; stopped {stopped}") from None
+    starting = table.starting()
+    part, part_log = starting if starting else (None, None)
+    stopped = _abort_start(proc, table)
+    raise CLIError(f"the cluster was not ready after {args.timeout:g} s: {part_name(part)} "
+                   f"{were(part)} not ready (stopped {stopped}); see {log}"
+                   + (tail_text(part_log) or tail_text(log)))
+
+
+def _abort_start(proc: subprocess.Popen[bytes], table: ProcessTable, timeout: float = 30.0) -> str:
+    """Stop a detached start that failed: SIGTERM its ``kemu up`` (it stops the parts it started, in order),
+    then whatever is still recorded. Says what was stopped."""
+    from emulator.processes import StillRunning
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
+    if proc.poll() is None:
+        proc.terminate()
+        with contextlib.suppress(subprocess.TimeoutExpired):  # the sweep below SIGKILLs its group
+            proc.wait(timeout)
+    try:
+        names = [s.name for s in table.stop(timeout=10.0) if s.how != "exited"]
+    except StillRunning as e:
+        raise CLIError(f"the cluster failed to start, and could not be stopped entirely: {e}") from None
+    proc.poll()  # reap it if the sweep killed it
+    return "every part" + (f" ({', '.join(names)} by signal, after their kemu up)" if names else "")
+
+
+def _failure_lines(log: Path) -> list[str]:
+    """What a ``kemu up`` that exited said about why: its log from the last error on (or the last lines)."""
+    from emulator.processes import log_tail
+
+    lines = log_tail(log, 40)
+    for i in range(len(lines) - 1, -1, -1):
+        if lines[i].startswith("kemu: "):
+            return lines[i:]
+    return lines[-5:]
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from emulator.cluster import ClusterState, object_counts, pid_alive
+    from emulator.cluster import object_counts
+    from emulator.processes import ProcessTable
     from emulator.store.store import Store, StoreConfig
 
-    state = ClusterState.read()
-    if state is None or not pid_alive(state.pid):
-        print("no kemu cluster is running (start one with `kemu up --detach`)")
+    table = ProcessTable(kemu_home())
+    procs = [{"name": r.name, "pid": r.pid, "part": r.part, "state": r.state(), "log": r.log}
+             for r in table.records()]
+    state = _running_state(table)
+    if state is None:
+        left = [p for p in procs if p["state"] == "running"]
+        if args.output == "json":
+            print(json.dumps({"running": False, "processes": procs}, indent=2))
+        else:
+            print("no kemu cluster is running (start one with `kemu up --detach`)")
+            if left:
+                print(f"{len(left)} recorded process(es) of an earlier cluster are still running "
+                      "(`kemu down` stops them):")
+            _print_processes(procs)
         return 1
     store = Store.connect(state.redis_url, StoreConfig())
     try:
-        info: dict[str, Any] = {"pid": state.pid, "redis": state.redis_url, "api": state.api_url,
+        info: dict[str, Any] = {"running": True, "pid": state.pid, "redis": state.redis_url, "api": state.api_url,
                                 "kubeconfig": state.kubeconfig, "uptimeSeconds":
-                                round(time.time() - state.started_at, 1), **object_counts(store)}
+                                round(time.time() - state.started_at, 1), **object_counts(store),
+                                "processes": procs}
     finally:
         store.close()
     if args.output == "json":
@@ -243,7 +412,29 @@ def cmd_status(args: argparse.Namespace) -> int:
         print(f"resourceVersion {info['resourceVersion']}")
         for resource, n in sorted(info["objects"].items()):
             print(f"  {resource:<40} {n}")
+        _print_processes(procs)
     return 0
+
+
+def _print_processes(procs: list[dict[str, Any]]) -> None:
+    if procs:
+        print("processes:")
+    for p in procs:
+        print(f"  {p['name']:<24} pid {p['pid']:<8} {p['state']:<8} {p['part']}"
+              + (f" (log {p['log']})" if p["log"] else ""))
+
+
+def _running_state(table: ProcessTable) -> ClusterState | None:
+    """The state file of a cluster whose ``kemu up`` is alive (its record, or its pid without one), else None."""
+    from emulator.cluster import ClusterState
+    from emulator.processes import pid_alive
+
+    state = ClusterState.read()
+    if state is None:
+        return None
+    rec = table.get(SUPERVISOR)
+    alive = rec.running() if rec is not None and rec.pid == state.pid else pid_alive(state.pid)
+    return state if alive else None
 
 
 def _chaos_target(text: str) -> str:
@@ -254,7 +445,8 @@ def _chaos_target(text: str) -> str:
 def cmd_chaos(args: argparse.Namespace) -> int:
     """Set, clear or list faults in the detached cluster's fault table (its kubelet shards act on their next tick)."""
     from emulator import chaos
-    from emulator.cluster import ClusterState, pid_alive
+    from emulator.cluster import ClusterState
+    from emulator.processes import pid_alive
     from emulator.store.store import Store, StoreConfig
 
     state = ClusterState.read()
@@ -299,18 +491,53 @@ def cmd_chaos(args: argparse.Namespace) -> int:
 
 
 def cmd_down(args: argparse.Namespace) -> int:
-    from emulator.cluster import ClusterState, pid_alive, stop_detached
+    """Stop the cluster: its ``kemu up`` first (it stops the parts in order), then every process still
+    recorded for this KEMU_HOME - all of them when that ``kemu up`` died (SIGTERM, then SIGKILL)."""
+    from emulator.cluster import ClusterState
+    from emulator.processes import ProcessTable, StillRunning
 
-    state = ClusterState.read()
-    if state is None or not pid_alive(state.pid):
-        ClusterState.clear()
+    table = ProcessTable(kemu_home())
+    state = _running_state(table)
+    supervisor = table.get(SUPERVISOR)
+    stopped_supervisor = None
+    if state is not None and (supervisor is None or supervisor.pid != state.pid):
+        # A cluster without a record (a state file from before records): its pid, as before.
+        stopped_supervisor = _stop_pid(state.pid, args.timeout)
+    elif supervisor is not None and supervisor.running():
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(supervisor.pid, signal.SIGTERM)
+        deadline = time.monotonic() + args.timeout
+        while supervisor.running() and time.monotonic() < deadline:
+            time.sleep(0.05)  # another process's exit: nothing to block on
+        stopped_supervisor = supervisor.pid
+    # What is left: everything, if the supervisor died or did not stop in time (SIGKILL after 10 s).
+    try:
+        swept = [s for s in table.stop(timeout=min(args.timeout, 10.0)) if s.how != "exited"]
+    except StillRunning as e:
+        raise CLIError(f"could not stop every process of the cluster: {e}") from None
+    ClusterState.clear()
+    table.note_ready()
+    if stopped_supervisor is None and not swept:
         print("no kemu cluster is running")
         return 0
-    if not stop_detached(state, timeout=args.timeout):
-        raise CLIError(f"the cluster (pid {state.pid}) did not stop within {args.timeout:.0f} s")
-    ClusterState.clear()
-    print(f"kemu cluster (pid {state.pid}) stopped")
+    if stopped_supervisor is not None:
+        print(f"kemu cluster (pid {stopped_supervisor}) stopped")
+    for s in swept:
+        print(f"stopped {s.name} (pid {s.pid}, {s.part}) with {s.how}")
     return 0
+
+
+def _stop_pid(pid: int, timeout: float) -> int:
+    from emulator.processes import pid_alive
+
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(pid, signal.SIGTERM)
+    deadline = time.monotonic() + timeout
+    while pid_alive(pid):
+        if time.monotonic() > deadline:
+            raise CLIError(f"the cluster (pid {pid}) did not stop within {timeout:.0f} s")
+        time.sleep(0.05)  # another process's exit: nothing to block on
+    return pid
 
 
 def cmd_kubeconfig(args: argparse.Namespace) -> int:
@@ -321,25 +548,6 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
         raise CLIError(f"no kubeconfig at {path} yet: start a cluster with `kemu up`")
     print(path)
     return 0
-
-
-def cmd_run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from loadgen.runner import RunOptions, run_scenario
-
-    cfg = _config(args)
-    if args.attach and not cfg.redis_url:
-        raise CLIError("kemu run --attach drives a running cluster: give its Redis with --redis-url "
-                       "(or KEMU_REDIS_URL)")
-    if args.api_port is None:
-        # A run's API server takes any free port, so runs never clash with a `kemu up` on 6443.
-        cfg = replace(cfg, api_port=0)
-    # The injected runners: under `kemu` (actors/cli.py) kubelet shards and schedulers are Ray actors.
-    options = RunOptions(seed=args.seed, output=args.output, report=args.report, attach=args.attach,
-                         driver=args.driver, processes=args.driver_processes, kubeconfig=args.kubeconfig)
-    return run_scenario(Path(args.scenario), cfg, options,
-                        kubelets=getattr(args, "kubelets", None), schedulers=getattr(args, "scheduler_runner", None))
 
 
 def cmd_dashboards(args: argparse.Namespace) -> int:
@@ -368,6 +576,9 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     up = sub.add_parser("up", help="run a local cluster (foreground until Ctrl-C, or --detach)")
     _add_cluster_flags(up)
     up.add_argument("--detach", action="store_true", help="return once the cluster is ready; stop with kemu down")
+    up.add_argument("--clock-speed", type=float, help="cluster clock speed factor: 10 runs every period, delay and "
+                                                      "window (a 5-minute stabilization window: 30 s) 10x faster "
+                                                      "(default 1)")
     up.add_argument("--timeout", type=float, default=60.0, help="seconds to wait for readiness with --detach")
     _add_kubelet_flags(up)
     _add_scheduler_flags(up)
@@ -401,21 +612,6 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     kube = sub.add_parser("kubeconfig", help="print the path of the kubeconfig `kemu up` wrote")
     kube.set_defaults(fn=cmd_kubeconfig)
 
-    run = sub.add_parser("run", help="bring a cluster up, run a scenario, print its summary")
-    run.add_argument("scenario", help="scenario YAML, e.g. loadgen/scenarios/quickstart.yaml")
-    _add_cluster_flags(run)
-    run.add_argument("--seed", type=int, help="override the scenario's seed")
-    run.add_argument("--output", help="write the summary as JSON to this file (default "
-                                      "kemu-runs/<scenario>-<seed>/summary.json)")
-    run.add_argument("--report", help="write the HTML report to this file (default: report.html next to the JSON)")
-    run.add_argument("--attach", action="store_true", help="drive the running cluster at --redis-url (compose, "
-                                                          "kemu up) instead of starting one")
-    run.add_argument("--driver", choices=("store", "http", "null"), help="override the scenario's driver.kind")
-    run.add_argument("--driver-processes", type=int, help="override the scenario's driver.processes")
-    run.add_argument("--kubeconfig", help="with --attach: the API server (and token) for kubectl and the http "
-                                          "driver")
-    run.set_defaults(fn=cmd_run)
-
     dash = sub.add_parser("dashboards", help="kemu's Grafana dashboards (dashboards/*.json)")
     dash_sub = dash.add_subparsers(dest="dashboards_action", required=True)
     push = dash_sub.add_parser("push", help="create or update the dashboards in a Grafana")
@@ -426,6 +622,9 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     push.add_argument("--password", help="basic-auth password (default: $GRAFANA_PASSWORD)")
     push.add_argument("--folder", default="kemu", help="folder to put them in, created if missing (default kemu)")
     push.set_defaults(fn=cmd_dashboards)
+    from emulator import load_command
+
+    load_command.register(sub)  # kemu load set|set-queue|get|clear (emulator/load_command.py)
     for register in commands:
         register(sub)
     return parser

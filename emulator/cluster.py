@@ -16,6 +16,17 @@ A detached cluster is the foreground ``kemu up`` running in a background
 process; it writes a state file (``$KEMU_HOME/cluster.json``) once it is
 ready, which ``kemu status`` and ``kemu down`` read.
 
+**Failed starts.** Given ``records`` (a :class:`~emulator.processes.ProcessTable`;
+``kemu up`` passes one), each child process is recorded the moment it is
+spawned, and :attr:`LocalCluster.starting` names the part being started
+(a key of :data:`PARTS`, also written to the records for whoever waits). A
+start that fails or is interrupted stops the parts already up, in reverse
+order, and a failing stop of one part never keeps the next running.
+:class:`StartGuard` is how ``kemu up`` aborts a start: SIGINT/SIGTERM raise
+:class:`StartInterrupted` in the main thread, and its watchdog turns a child
+that was ready and exited (:meth:`LocalCluster.exited_part`) into the same
+abort.
+
 **Components.** The same lifecycle runs one *part* of a cluster whose parts
 live in several processes (``docker-compose.yml``: one container each),
 because every part meets the others only in Redis: given an external
@@ -34,16 +45,20 @@ parts on one host each need their own ``KEMU_HOME`` (containers have theirs).
 from __future__ import annotations
 
 import json
+import logging
 import os
 import signal
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from types import FrameType
 from typing import TYPE_CHECKING, Any, Protocol
 
 from emulator.clock import SystemClock
 from emulator.config import Config, ConfigError, kemu_home
+from emulator.processes import log_tail
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig, wait_for_redis
 from emulator.store.store import Store, StoreConfig
@@ -52,6 +67,17 @@ if TYPE_CHECKING:
     from emulator.apiserver.process import ApiServerProcess
     from emulator.controllers.manager import ControllerManager, ManagerConfig
     from emulator.metrics import MetricsEndpoint
+    from emulator.processes import ProcessTable
+
+log = logging.getLogger(__name__)
+
+# The parts of a cluster in start order, as messages name them (LocalCluster.starting holds a key).
+PARTS = {"redis": "Redis", "controller-managers": "the controller managers", "api-server": "the API server",
+         "kubelets": "the kubelet shards", "schedulers": "the schedulers", "metrics": "the metrics endpoint",
+         "store": "the store connection"}
+# Set to a key of PARTS, the start holds before that part forever: a part that never becomes ready, for
+# the tests of `kemu up`'s failure paths (tests/integration/test_cli_cleanup.py).
+TEST_HANG_ENV = "KEMU_TEST_HANG_PART"
 
 
 @dataclass
@@ -87,16 +113,6 @@ class ClusterState:
     @classmethod
     def clear(cls) -> None:
         cls.path().unlink(missing_ok=True)
-
-
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 DEFAULT_API_PORT = 6443  # kube-apiserver's customary secure port
@@ -172,8 +188,12 @@ class InProcessSchedulers:
 class LocalCluster:
     def __init__(self, config: Config, *, kubelets: KubeletRunnerFactory | None = None,
                  schedulers: SchedulerRunnerFactory | None = None,
-                 controllers: ControllerRunnerFactory | None = None) -> None:
+                 controllers: ControllerRunnerFactory | None = None, records: ProcessTable | None = None) -> None:
         self.config = config
+        self.records = records
+        self.starting: str | None = None  # the part being started (a key of PARTS), None once all are up
+        self.starting_log: Path | None = None
+        self.stopping = False
         self._kubelet_factory = kubelets
         self.kubelets: KubeletRunner | None = None
         self._scheduler_factory = schedulers
@@ -191,43 +211,77 @@ class LocalCluster:
         self.metrics: MetricsEndpoint | None = None
 
     def start(self) -> ServerCore:
+        """Start the parts in order; if one fails (or the start is interrupted), stop those already started."""
+        try:
+            self._start()
+        except BaseException:
+            self.stop()
+            raise
+        assert self.core is not None
+        return self.core
+
+    def _start(self) -> None:
         cfg = self.config
         if cfg.redis_url:
+            self._begin("redis")
             wait_for_redis(cfg.redis_url, timeout=cfg.redis_timeout)
             self.redis_url = cfg.redis_url
         else:
-            self.redis = EmbeddedRedis(RedisServerConfig(data_dir=Path(cfg.data_dir), port=cfg.redis_port))
+            redis_config = RedisServerConfig(data_dir=Path(cfg.data_dir), port=cfg.redis_port)
+            self.redis = EmbeddedRedis(redis_config, on_spawn=self._recorder("redis-server", "redis"))
+            self._begin("redis", self.redis.log_path)
             self.redis_url = self.redis.start()
         self.store = Store.connect(self.redis_url, StoreConfig(prefix=cfg.prefix, stream_cap=cfg.stream_cap,
                                                                node_shards=cfg.node_shards))
         self.core = ServerCore(self.store, SystemClock(cfg.clock_speed))
         self.core.bootstrap()
-        try:
-            self._start_controllers()
-        except BaseException:
-            self.stop()
-            raise
+        self._begin("controller-managers")
+        self._start_controllers()
         if cfg.metrics:
             self._serve_metrics()
         if cfg.api_enabled:
-            try:
-                self._start_api_server()
-            except BaseException:
-                self.stop()
-                raise
+            self._begin("api-server", self._api_log())
+            self._start_api_server()
         if cfg.wants_kubelets():
-            try:
-                self._start_kubelets()
-            except BaseException:
-                self.stop()
-                raise
+            self._begin("kubelets")
+            self._start_kubelets()
         if cfg.scheduler_count():
-            try:
-                self._start_schedulers()
-            except BaseException:
-                self.stop()
-                raise
-        return self.core
+            self._begin("schedulers")
+            self._start_schedulers()
+        self.starting = None
+        if self.records is not None:
+            self.records.note_ready()
+
+    def _begin(self, part: str, log: Path | None = None) -> None:
+        """``part`` (a key of :data:`PARTS`) starts now: say so (in the records too, for whoever waits)."""
+        self.starting, self.starting_log = part, log
+        if self.records is not None:
+            self.records.note_starting(part, log)
+        if os.environ.get(TEST_HANG_ENV) == part:
+            # A part that never becomes ready, for the tests of `kemu up`'s failure paths. A signal ends
+            # the wait (POSIX lock waits are interruptible), so SIGTERM and Ctrl-C still abort the start.
+            threading.Event().wait()
+
+    def _recorder(self, name: str, part: str) -> Callable[[int], None] | None:
+        """The ``on_spawn`` callback that records a child process in :attr:`records` (None: no records)."""
+        records = self.records
+        if records is None:
+            return None
+        log = {"redis": lambda: self.redis.log_path if self.redis else None, "api-server": self._api_log}[part]
+        return lambda pid: records.record(name, pid, part=PARTS[part], log=log())
+
+    def _api_log(self) -> Path:
+        return Path(self.config.data_dir).parent / "apiserver.log"
+
+    def exited_part(self) -> tuple[str, str, Path | None] | None:
+        """A child process that had become ready and has exited since: (part, what happened, its log)."""
+        if self.redis is not None and self.redis_url is not None and not self.redis.running:
+            return "redis", "redis-server exited", self.redis.log_path
+        api = self.api
+        proc = api.proc if api is not None else None
+        if api is not None and proc is not None and self.api_url is not None and proc.poll() is not None:
+            return "api-server", f"the API server (pid {proc.pid}) exited with code {proc.returncode}", api.log_path
+        return None
 
     def _start_schedulers(self) -> None:
         """``scheduler_count()`` competing scheduler replicas, through the injected runner (Ray actors under
@@ -263,10 +317,11 @@ class LocalCluster:
             redis_url=self.redis_url, prefix=cfg.prefix, stream_cap=cfg.stream_cap, node_shards=cfg.node_shards,
             host=cfg.api_host, port=DEFAULT_API_PORT if cfg.api_port is None else cfg.api_port, workers=cfg.api_workers,
             token=self.api_token, require_token=require, clock_speed=cfg.clock_speed,
-            clock_start=self.core.clock.now(), clock_wall=time.time())
+            clock_start=self.core.clock.now(), clock_wall=time.time(), metrics_rules=cfg.metrics_rules,
+            prometheus_url=cfg.prometheus_url)
         # Without an explicit port, 6443 if it is free, else any free port: the kubeconfig says which.
-        self.api = ApiServerProcess(settings, log_path=Path(cfg.data_dir).parent / "apiserver.log",
-                                    fallback_to_free_port=cfg.api_port is None)
+        self.api = ApiServerProcess(settings, log_path=self._api_log(), fallback_to_free_port=cfg.api_port is None,
+                                    on_spawn=self._recorder("apiserver", "api-server"))
         self.api.start()
         self.api_url = kubeconfig.client_url(cfg.api_host, self.api.settings.port)
         if cfg.api_token_file:
@@ -343,30 +398,64 @@ class LocalCluster:
                                           prefix=cfg.prefix)
 
     def stop(self) -> None:
-        if self.schedulers is not None:
-            self.schedulers.stop()
-            self.schedulers = None
-        if self.kubelets is not None:
-            self.kubelets.stop()
-            self.kubelets = None
-        if self.controller_runner is not None:
-            self.controller_runner.stop()
-            self.controller_runner = None
-        for manager in reversed(self.controller_managers):
+        """Stop the parts in reverse order; one failing to stop never keeps the next ones running."""
+        self.stopping = True
+        try:
+            self._stop_parts()
+        finally:
+            self.stopping = False
+
+    def _stop_parts(self) -> None:
+        for part, step in (("schedulers", self._stop_schedulers), ("kubelets", self._stop_kubelets),
+                           ("controller-managers", self._stop_controllers), ("metrics", self._stop_metrics),
+                           ("api-server", self._stop_api_server), ("store", self._close_store),
+                           ("redis", self._stop_redis)):
+            try:
+                step()
+            except Exception:
+                log.exception("stopping %s failed; stopping the other parts", PARTS.get(part, part))
+
+    def _stop_schedulers(self) -> None:
+        schedulers, self.schedulers = self.schedulers, None
+        if schedulers is not None:
+            schedulers.stop()
+
+    def _stop_kubelets(self) -> None:
+        kubelets, self.kubelets = self.kubelets, None
+        if kubelets is not None:
+            kubelets.stop()
+
+    def _stop_controllers(self) -> None:
+        runner, self.controller_runner = self.controller_runner, None
+        managers, self.controller_managers = self.controller_managers, []
+        if runner is not None:
+            runner.stop()
+        for manager in reversed(managers):
             manager.stop()
-        self.controller_managers = []
-        if self.metrics is not None:
-            self.metrics.stop()
-            self.metrics = None
-        if self.api is not None:
-            self.api.stop()
-            self.api = None
-        if self.store is not None:
-            self.store.close()
-            self.store = None
-        if self.redis is not None:
-            self.redis.stop()
-            self.redis = None
+
+    def _stop_metrics(self) -> None:
+        metrics, self.metrics = self.metrics, None
+        if metrics is not None:
+            metrics.stop()
+
+    def _stop_api_server(self) -> None:
+        api, self.api = self.api, None
+        if api is not None:
+            api.stop()
+            if self.records is not None:
+                self.records.forget("apiserver")
+
+    def _close_store(self) -> None:
+        store, self.store = self.store, None
+        if store is not None:
+            store.close()
+
+    def _stop_redis(self) -> None:
+        redis, self.redis = self.redis, None
+        if redis is not None:
+            redis.stop()
+            if self.records is not None:
+                self.records.forget("redis-server")
 
     def __enter__(self) -> LocalCluster:
         self.start()
@@ -381,6 +470,79 @@ class LocalCluster:
                             time.time(), api_url=self.api_url)
 
 
+# ------------------------------------------------- the start of a supervised cluster (`kemu up`)
+
+
+class StartInterrupted(KeyboardInterrupt):
+    """The cluster's start was aborted: by SIGINT / SIGTERM, or because a part that was up exited."""
+
+    def __init__(self, reason: str, signum: int = signal.SIGTERM) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.signum = signum
+
+
+class StartGuard:
+    """While the cluster starts, SIGINT and SIGTERM abort the start (:class:`StartInterrupted`, after which
+    the cluster stops the parts it started), and a watchdog thread turns a part that exits into the same
+    abort. Only the first signal aborts: the stop that follows is never interrupted halfway."""
+
+    def __init__(self, cluster: LocalCluster) -> None:
+        self.cluster = cluster
+        self.failure: str | None = None  # set by the watchdog: which part exited, and its log
+        self._aborting = False
+        self._done = threading.Event()
+
+    def __enter__(self) -> StartGuard:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, self._abort)
+        threading.Thread(target=self._watch, name="kemu-start-watchdog", daemon=True).start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._done.set()
+
+    def _abort(self, signum: int, _frame: FrameType | None) -> None:
+        if self._aborting or self._done.is_set() or self.cluster.stopping:
+            return  # already stopping: let the stop finish
+        self._aborting = True
+        reason = self.failure or f"interrupted ({signal.Signals(signum).name})"
+        raise StartInterrupted(reason, signal.SIGTERM if self.failure else signum)
+
+    def _watch(self) -> None:
+        while not self._done.wait(0.1):
+            exited = self.cluster.exited_part()
+            if exited is not None:
+                self.failure = exited_message(exited, self.cluster.starting)
+                # A real signal, not a flag: it interrupts whatever the main thread is blocked in.
+                signal.pthread_kill(threading.main_thread().ident or 0, signal.SIGTERM)
+                return
+
+
+def part_name(part: str | None) -> str:
+    """How messages name a part (a key of PARTS)."""
+    return PARTS.get(part or "", "the cluster")
+
+
+def exited_message(exited: tuple[str, str, Path | None], starting: str | None) -> str:
+    """Which part exited while which was starting, with the exited part's last log lines."""
+    _part, what, log = exited
+    return f"{what} while {part_name(starting)} {were(starting)} starting" + tail_text(log)
+
+
+def were(part: str | None) -> str:
+    """The verb for a part's name: "the schedulers were", "Redis was"."""
+    return "were" if (part or "").endswith("s") else "was"
+
+
+def tail_text(log: Path | str | None, message: str = "") -> str:
+    """The last lines of ``log`` for an error message (nothing if the message already ends with them)."""
+    tail = log_tail(log)
+    if not tail or tail[-1].strip() in message:
+        return ""
+    return f"\n  last lines of {log}:\n    " + "\n    ".join(tail)
+
+
 def object_counts(store: Store) -> dict[str, Any]:
     """Objects per kind and the current resourceVersion, for ``kemu status``."""
     from emulator.api.kinds import all_kinds
@@ -392,16 +554,3 @@ def object_counts(store: Store) -> dict[str, Any]:
     counts = dict(zip((k.resource for k in kinds), pipe.execute(), strict=True))
     return {"resourceVersion": store.current_rv(), "objects": {k: n for k, n in counts.items() if n}}
 
-
-def stop_detached(state: ClusterState, timeout: float = 30.0) -> bool:
-    """SIGTERM the detached cluster process and wait for it to exit; True if it did."""
-    try:
-        os.kill(state.pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return True
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not pid_alive(state.pid):
-            return True
-        time.sleep(0.05)  # polling another process's exit: there is no handle to wait on
-    return False

@@ -36,8 +36,14 @@ class Config:
     prefix: str = "kemu:"
     stream_cap: int = 200_000
     node_shards: int = 16
-    # Cluster clock speed factor.
+    # Cluster clock speed factor (`kemu up --clock-speed N`): every component - API server, controllers,
+    # schedulers, kubelet shards - runs its periods, delays and windows on the one cluster clock.
     clock_speed: float = 1.0
+    # custom.metrics.k8s.io / external.metrics.k8s.io (emulator.metricsapi): a prometheus-adapter rules
+    # file (None: kemu's default rules, emulator/metricsapi/rules.yaml) and a Prometheus to run the
+    # rules' queries on (None: kemu's own series - the pods' load-driven app metrics, the load targets).
+    metrics_rules: str | None = None
+    prometheus_url: str | None = None
     # API server (emulator.apiserver), started by LocalCluster as a child process.
     api_enabled: bool = True
     api_host: str = "127.0.0.1"
@@ -118,6 +124,17 @@ class Config:
             raise ConfigError("api_port must be a TCP port number (0 picks a free one)")
         if cfg.api_workers < 1:
             raise ConfigError("api_workers must be at least 1")
+        if cfg.prometheus_url is not None and not str(cfg.prometheus_url).startswith(("http://", "https://")):
+            raise ConfigError(f"prometheus_url must be an http:// or https:// URL, not {cfg.prometheus_url!r}")
+        if cfg.metrics_rules is not None:
+            from emulator.metricsapi.rules import Rules, RulesError
+
+            try:
+                rules = Rules.load(cfg.metrics_rules)
+                if cfg.prometheus_url is None:
+                    rules.check_local()
+            except RulesError as e:
+                raise ConfigError(f"metrics_rules: {e}") from None
         if cfg.api_advertise_url is not None and not str(cfg.api_advertise_url).startswith(("http://", "https://")):
             raise ConfigError(f"api_advertise_url must be an http:// or https:// URL, not {cfg.api_advertise_url!r}")
         if cfg.controller_managers < 0:

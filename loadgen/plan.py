@@ -42,6 +42,7 @@ from loadgen.scenario import (
 )
 
 PROFILE_ANNOTATION = "kemu.io/profile"  # emulator.kubelet.profiles.PROFILE_ANNOTATION
+LOAD_TARGET_ANNOTATION = "kemu.io/load-target"  # emulator.kubelet.load: the pod serves that target's requests
 PHASE_LABEL = "kemu.io/phase"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 
@@ -59,6 +60,7 @@ class PodDraw:
     profile: str | None = None
     priority_class: str | None = None
     extended: tuple[tuple[str, str], ...] = ()  # (resource, quantity): GPU shares
+    load_target: str = ""
 
     def manifest(self, name: str, namespace: str, phase: str) -> dict[str, Any]:
         requests = {"cpu": self.cpu, "memory": self.memory, **dict(self.extended)}
@@ -69,6 +71,8 @@ class PodDraw:
                                 "labels": {"app": "loadgen", PHASE_LABEL: phase}}
         if self.profile:
             meta["annotations"] = {PROFILE_ANNOTATION: self.profile}
+        if self.load_target:
+            meta.setdefault("annotations", {})[LOAD_TARGET_ANNOTATION] = self.load_target
         spec: dict[str, Any] = {"containers": [container]}
         if self.priority_class:
             spec["priorityClassName"] = self.priority_class
@@ -206,7 +210,7 @@ def draw(t: TemplateSpec, s: Scenario, rng: random.Random) -> PodDraw:
     else:
         priority = None
     extended = ((trace.GPU_MILLI_RESOURCE, gpu),) if gpu and gpu != "0" else ()
-    return PodDraw(cpu, memory, profile, priority, extended)
+    return PodDraw(cpu, memory, profile, priority, extended, t.load_target)  # load_target: no draw
 
 
 def arrival_times(count: int, rate: float, arrival: str, rng: random.Random) -> list[float]:

@@ -1,47 +1,17 @@
 """``kemu run SCENARIO``: an emulated cluster under load, and its summary.
 
-The run brings up the same cluster ``kemu up`` does - Redis, the store, the
-API server, the controller manager, kubelet shard actors (Ray, through the
-runner the ``kemu`` entry point injects) hosting the scenario's node pools,
-and competing schedulers - in a private temporary data directory with a
-free API port; or, with ``--attach``, drives a cluster that is already
-running (docker-compose, ``kemu up``) through its Redis. Then:
-
-1. **Plan.** :func:`loadgen.plan.build` expands the phases into one
-   timeline of actions (deterministic for scenario and seed).
-2. **Load.** The timeline is executed in real time through a
-   :class:`loadgen.drivers.DriverPool` (the store, the HTTP API, or nowhere;
-   one or several processes), consecutive due actions of one kind batched.
-   Back-pressure: while ``driver.max_backlog`` created pods are still
-   unbound the driver waits, and the whole remaining timeline shifts by the
-   wait - a cluster that cannot keep up shows a lower achieved rate and
-   back-pressure seconds in the summary, never a runaway queue.
-3. **Observe.** One watcher thread follows every pod event from the
-   resourceVersion before the first action. It checks the watch contract
-   (each ADDED exactly once, resourceVersions strictly increasing) and
-   timestamps, *with its own wall clock* (``time.perf_counter`` when the event
-   reaches it), the pod's ADDED, the first MODIFIED that carries a
-   ``spec.nodeName`` (the bind, which sets PodScheduled=True) and the first
-   MODIFIED with phase Running and Ready=True. Scheduling SLI latency is
-   bind-arrival minus ADDED-arrival; pod startup latency is Ready-arrival
-   minus ADDED-arrival. Both events pass through the same stream and the same
-   watcher, so a constant delivery lag cancels out; what remains is a small
-   bias from the watcher's own queueing (it shares this process's GIL with
-   the driver), typically milliseconds. Upstream measures the SLI inside the
-   scheduler from its informer's first sight of the pod; this is the
-   client-side view of the same interval.
-4. **Settle.** After the last action the run waits (at most
-   ``settle_timeout`` s) until every live pod that is not expected to stay
-   Pending is bound and has been Running.
-5. **Read back.** Pods are listed (phases, nodes, allocation per node),
-   Events are counted by reason (OOM kills: ``OOMKilling``/``SystemOOM`` plus
-   containers whose last termination was ``OOMKilled``; evictions:
-   ``Evicted`` events and pods with status reason ``Evicted``), the
-   schedulers report their counters (attempt latency quantiles, bind
-   conflicts, preemptions - from their health call), and the real
-   ``kubectl`` reads the cluster through the API server.
-6. **Report.** The summary is printed, and written as JSON and as a
-   self-contained HTML report with plots (:mod:`loadgen.report`).
+The run brings up the same cluster ``kemu up`` does, in a private data
+directory with a free API port (kubelet shards and schedulers through the
+runners the ``kemu`` entry point injects), or with ``--attach`` drives a running
+one through its Redis. Then: **plan** (:func:`loadgen.plan.build`), **load**
+(the timeline in real time through a :class:`loadgen.drivers.DriverPool`, with
+back-pressure: while ``driver.max_backlog`` created pods are unbound the rest of
+the timeline shifts by the wait), **observe** (one watcher thread checks the
+watch contract and timestamps each pod's ADDED, bind and Running+Ready
+arrivals), **settle** (at most ``settle_timeout`` s), **read back** (pods,
+Events, scheduler counters, the real ``kubectl``) and **report** (printed, JSON,
+HTML via :mod:`loadgen.report`). What the summary holds and how its latencies
+are measured is ``docs/scenarios.md`` ("What a run measures").
 
 The exit code is 0 only if every action succeeded, every live pod but the
 expected Pending ones got scheduled, and the watch was complete; 2 otherwise.
@@ -61,6 +31,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from emulator import loadtargets
 from emulator.api.kinds import EVENT, NAMESPACE, NODE, POD, PRIORITYCLASS
 from emulator.api.quantity import cpu_millis, to_int
 from emulator.clock import SystemClock
@@ -354,6 +325,9 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     def on_load(kind: str, target: str, value: float) -> None:
         gauge = metrics.HTTP_REQUESTS_PER_SECOND if kind == "http" else metrics.QUEUE_DEPTH
         gauge.labels(target).set(value)
+        # The load target itself (emulator.loadtargets): what the pods attached to it serve.
+        write = loadtargets.set_rate if kind == "http" else loadtargets.set_queue_depth
+        write(core.store.redis, core.store.config.prefix, target, value)
 
     def backlog() -> int:
         metrics.BACKLOG.set(recorder.unbound)

@@ -7,53 +7,11 @@ naming the key path (``phases[1].pods.rate: expected a number >= 0, got
 timeline of actions; the same scenario and seed always give the same
 timeline.
 
-Schema (every key optional unless marked; defaults are the dataclasses below)::
-
-    name: quickstart
-    seed: 42
-    clock_speed: 1.0          # cluster clock speed factor (kubelet lifecycles, leases, controllers)
-    cluster:
-      nodes: 300              # shorthand for one pool "node" of this shape ...
-      node_cpu: "32"
-      node_memory: 128Gi
-      node_pods: 110
-      zones: 3                # zone-a, zone-b, ... round robin
-      node_pools:             # ... and/or any number of pools (emulator.kubelet.nodes.NodePool)
-        - {name: gpu, count: 10, instance_type: p3.8xlarge, zones: [zone-a], labels: {...}, taints: [...]}
-      trace_nodes:            # node pools from an openb node list (one pool per distinct shape)
-        file: openb_node_list_gpu_node.csv   # relative to the scenario, or to the datasets directory
-        limit: 200            # first N nodes of the list (0: all)
-      kubelet_shards: 1       # kubelet shard actors; 0 = kemu's default (one per 1,250 nodes)
-    schedulers:
-      count: 1                # competing scheduler replicas
-      config: sched.yaml      # KubeSchedulerConfiguration (relative to the scenario file)
-    controllers: true         # run the controller manager (Deployments need it)
-    driver:
-      kind: store             # store (ServerCore, batched) | http (the API server, like any client) | null
-      processes: 1            # driver processes; pods are routed to them by name, so a pod's create
-                              # and its delete are issued by the same process, in order
-      batch: 100              # most objects per store round trip / per HTTP burst
-      concurrency: 8          # http: requests in flight per process
-      max_backlog: 2000       # back-pressure: created pods not yet bound before creation pauses
-    namespaces: 4             # load-0 ... load-N-1; pods are spread round robin
-    priorities:               # PriorityClasses the run creates; pods draw one by weight
-      - {name: kemu-high, value: 1000, weight: 1}
-    templates:                # pod shapes phases refer to by name ("default" is used when none is named)
-      default: {cpu: [100m, 250m], memory: [128Mi], profile: [web, batch], gpu_milli: [], priority: ""}
-    phases:                   # run one after another (or at `at` seconds from the start, overlapping)
-      - name: ramp
-        pods: {count: 3000, rate: 200, arrival: poisson, template: default, lifetime: 0}
-      - burst: {count: 500, template: default}
-      - deployments: {count: 4, replicas: 50, template: default, scale_to: 100, scale_after: 10}
-      - churn: {rate: 50, duration: 20}        # delete random live pods of earlier phases
-      - trace: {file: openb_pod_list_default.csv, speedup: 10000, offset: 1000, limit: 2000, deletions: true}
-      - load: {kind: http, target: web, shape: sine, base: 100, amplitude: 80, period: 60, duration: 120}
-    expect_pending: 0         # pods the scenario expects to stay Pending
-    settle_timeout: 60        # seconds to wait after the last action for pods to be bound and Running
-
-The cluster section maps onto kemu's own configuration (``node_pools``,
-``kubelet_shards``, ``schedulers`` in :class:`emulator.config.Config`), so a
-scenario's cluster is exactly what ``kemu up`` runs with the same pools.
+The schema, key by key, is ``docs/scenarios.md``; the defaults are the
+dataclasses below. The cluster section maps onto kemu's own configuration
+(``node_pools``, ``kubelet_shards``, ``schedulers`` in
+:class:`emulator.config.Config`), so a scenario's cluster is exactly what
+``kemu up`` runs with the same pools.
 """
 
 from __future__ import annotations
@@ -64,6 +22,7 @@ from typing import Any
 
 import yaml
 
+from emulator import loadtargets
 from emulator.api.quantity import QuantityError, parse_quantity
 from emulator.kubelet.nodes import NodeConfigError, NodePool
 
@@ -137,6 +96,7 @@ class TemplateSpec:
     profile: tuple[str, ...] = ()
     gpu_milli: tuple[str, ...] = ()  # alibabacloud.com/gpu-milli requests drawn per pod (openb's GPU sharing)
     priority: str = ""  # a PriorityClass name; "" draws from the scenario's priority mix
+    load_target: str = ""  # the pods serve this load target's requests (kemu.io/load-target); "": none
 
 
 # -- phases ----------------------------------------------------------------------------------------------------
@@ -340,6 +300,11 @@ def _check(s: Scenario) -> None:
         for key in ("cpu", "memory", "gpu_milli"):
             for i, v in enumerate(getattr(t, key)):
                 _quantity(v, f"{where}.{key}[{i}]")
+        if t.load_target:
+            try:
+                loadtargets.validate_name(t.load_target)
+            except loadtargets.LoadTargetError as e:
+                raise ScenarioError(f"{where}.load_target: {e}") from None
         if t.priority and t.priority not in priorities:
             raise ScenarioError(f"{where}.priority: {t.priority!r} is not one of the scenario's priorities "
                                 f"({', '.join(sorted(priorities)) or 'none defined'})")
@@ -386,6 +351,10 @@ def _check_phase(s: Scenario, phase: Phase, where: str) -> None:
             raise ScenarioError(f"{where}.shape: must be one of {', '.join(SHAPES)}, got {spec.shape!r}")
         if spec.shape == "sine" and spec.period <= 0:
             raise ScenarioError(f"{where}.period: must be > 0 for a sine")
+        try:
+            loadtargets.validate_name(spec.target)  # the run writes it as a load target (emulator.loadtargets)
+        except loadtargets.LoadTargetError as e:
+            raise ScenarioError(f"{where}.target: {e}") from None
 
 
 def _phases(items: Any) -> tuple[Phase, ...]:

@@ -4,6 +4,10 @@
 redis-server (see :mod:`emulator.store.redis_server`) started once per test
 session in a temporary data directory, flushed before every test. Mark such
 tests ``@pytest.mark.integration``.
+
+Waiting: tests never sleep; they wait for a named condition with a deadline
+(:func:`tests.waiting.wait_for`), and check "not yet" on cluster-clock state
+(a ManualClock the test moves), never after a fixed pause.
 """
 
 from __future__ import annotations

@@ -18,9 +18,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import threading
-import time
 from collections.abc import Callable
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import NODE, POD
@@ -162,21 +160,3 @@ class ReadyMonitor:
         self._thread.join(5)
         self._watch.close()
 
-
-def wait_for(condition: Callable[[], Any], timeout: float, what: str, *, tick: Callable[[], Any] | None = None) -> Any:
-    """Wait until ``condition()`` is truthy (returns it) or fail after ``timeout`` wall seconds.
-
-    ``tick`` runs between checks (e.g. advancing a ManualClock or a kubelet step). The wait is
-    on an Event, never a bare sleep.
-    """
-    deadline = time.monotonic() + timeout
-    pause = threading.Event()
-    while True:
-        value = condition()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        if tick is not None:
-            tick()
-        pause.wait(0.02)

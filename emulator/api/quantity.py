@@ -34,10 +34,8 @@ Design:
 * Parsing strings is memoised with a bounded :func:`functools.lru_cache`;
   quantities are immutable, so sharing them is safe.
 
-Deliberate differences from upstream, all in inputs no real manifest contains:
-``value()``/``milli_value()`` return exact Python ints instead of silently
-overflowing int64, refusing (``QuantityError``) values over ~10^1000; and
-inputs that make upstream hang (exponents near -2^31) return a value here.
+Two deliberate differences, in inputs no real manifest contains (overflow, and
+exponents that make upstream hang), are listed in ``docs/architecture.md``.
 """
 
 from __future__ import annotations

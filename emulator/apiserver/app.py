@@ -227,6 +227,7 @@ def _aggregated_bytes(legacy: bool, version: str) -> bytes:
 def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
     """Build the ASGI application (the FastAPI app wrapped in token auth)."""
     server = ApiServer(settings, core)
+    aggregated.configure_metrics(settings.metrics_rules, settings.prometheus_url, server.core.clock.now)
 
     apimetrics.preinitialise()
     # Several worker processes share one port, and several replicas (compose) share one service name:

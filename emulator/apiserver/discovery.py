@@ -178,7 +178,8 @@ def _aggregated_resources(group: str, version: str) -> list[Obj]:
     if api is not None and api.version == version:
         return [{"resource": r["name"], "responseKind": {"group": group, "version": version, "kind": r["kind"]},
                  "scope": "Namespaced" if r["namespaced"] else "Cluster", "singularResource": r["name"].rstrip("s"),
-                 "verbs": list(r["verbs"])} for r in api.resources]
+                 "verbs": list(r["verbs"])} for r in api.resources
+                if "/" not in r["name"]]  # custom metrics' "pods/<metric>": legacy discovery lists them
     return [_aggregated_resource(k) for k in _kinds_of(group, version)]
 
 

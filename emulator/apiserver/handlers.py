@@ -44,7 +44,8 @@ What comes from where upstream (``staging/src/k8s.io/apiserver/pkg/endpoints/han
   :class:`~emulator.api.errors.StaleResourceVersion`, never on other 409s.
 
 Dry run of updates and patches computes and validates the new object without
-storing it; admission plugins run only for real writes (a simplification).
+storing it (admission runs only for real writes: see Simplifications in
+``docs/architecture.md``).
 """
 
 from __future__ import annotations

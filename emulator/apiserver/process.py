@@ -31,6 +31,7 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from types import FrameType
@@ -135,11 +136,15 @@ class ApiServerProcess:
     """``python -m emulator.apiserver`` as a child process.
 
     ``fallback_to_free_port``: when ``settings.port`` is taken, listen on any free port instead
-    of failing (``url`` tells where it ended up).
+    of failing (``url`` tells where it ended up). The child leads a process group of its
+    own, so one signal to the group reaches its workers, and a terminal's Ctrl-C reaches
+    only its parent, which stops it in order. ``on_spawn`` is called with the child's pid
+    as soon as it exists (``kemu up`` records it then, :mod:`emulator.processes`).
     """
 
     def __init__(self, settings: ServerSettings, log_path: Path | None = None, *,
-                 fallback_to_free_port: bool = False) -> None:
+                 fallback_to_free_port: bool = False, on_spawn: Callable[[int], None] | None = None) -> None:
+        self.on_spawn = on_spawn
         self.settings = settings
         self.log_path = log_path
         self.fallback = fallback_to_free_port
@@ -167,9 +172,12 @@ class ApiServerProcess:
             out = self._log_file if self._log_file is not None else subprocess.DEVNULL
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "emulator.apiserver", "--from-env", "--listen-fd", str(sock.fileno())],
-                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=[sock.fileno()])
+                env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT, pass_fds=[sock.fileno()],
+                process_group=0)
         finally:
             sock.close()  # the child holds its own copy
+        if self.on_spawn is not None:
+            self.on_spawn(self.proc.pid)
         self.wait_ready(timeout)
         return self.url
 
@@ -200,7 +208,8 @@ class ApiServerProcess:
             try:
                 proc.wait(timeout)
             except subprocess.TimeoutExpired:
-                proc.kill()
+                with contextlib.suppress(ProcessLookupError):
+                    os.killpg(proc.pid, signal.SIGKILL)  # its workers too
                 proc.wait()
         log_file, self._log_file = self._log_file, None
         if log_file is not None:

@@ -47,6 +47,10 @@ class ServerSettings:
     clock_speed: float = 1.0
     clock_start: float | None = None
     clock_wall: float | None = None
+    # custom/external metrics (emulator.metricsapi.adapter): a prometheus-adapter rules file (None: kemu's
+    # default rules) and a Prometheus to run their queries on (None: kemu's own series).
+    metrics_rules: str | None = None
+    prometheus_url: str | None = None
     # Seconds between BOOKMARK events of watches that asked for them.
     bookmark_interval: float = 60.0
     log_level: str = "warning"

@@ -33,14 +33,9 @@ minutes, like upstream's ``--min-request-timeout`` default. When the server
 shuts down (:data:`DRAINING`), streams end cleanly within a second so
 clients resume from their last resourceVersion elsewhere.
 
-Every watch is counted in ``apiserver_longrunning_requests`` while open; the
-events it sends in ``apiserver_watch_events_total``, and how far behind the
-newest resourceVersion each batch was in
-``kemu_apiserver_watch_lag_resource_versions`` (:mod:`.metrics`).
-
-Simplifications: an object that stops matching a selector is not turned into
-a DELETED event (upstream's watch cache does that), and the per-watch reader
-is not multiplexed across watches of one kind.
+Metrics (:mod:`.metrics`, ``docs/metrics.md``): open watches, events sent, and the
+lag behind the newest resourceVersion. Simplifications (selector transitions, one
+reader per watch): ``docs/architecture.md``.
 """
 
 from __future__ import annotations

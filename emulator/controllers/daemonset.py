@@ -36,11 +36,9 @@ controller runtime. One reconcile of a DaemonSet key:
    ``updatedNumberScheduled``, ``observedGeneration``.
 
 The revision is a **hash label only**: ``controller-revision-hash`` is FNV-32a
-over the template's canonical JSON (ControllerRevision objects, ``rollout
-history`` and ``rollout undo`` for DaemonSets are not modelled). ``maxSurge`` is
-not modelled (upstream's surge path keeps the old pod until the new one is
-available); a DaemonSet with ``maxSurge`` and ``maxUnavailable: 0`` is updated
-one node at a time instead. Failed-pod back-off is not modelled.
+over the template's canonical JSON (no ControllerRevision objects). This, the
+ignored ``maxSurge`` and the missing failed-pod back-off are listed under
+Simplifications in ``docs/architecture.md``.
 """
 
 from __future__ import annotations

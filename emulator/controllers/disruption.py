@@ -44,9 +44,7 @@ manager runs :class:`DisruptionQueueController` instead: the same sync, driven
 by informer events through a work queue and reading pods, ReplicaSets and
 Deployments from the informer caches rather than listing per pass.
 
-Simplifications: no events (NoPods, UnmanagedPods, CalculateExpectedPodCountFailed);
-no stale ``DisruptionTarget`` condition clean-up on pods; StatefulSets and
-ReplicationControllers are not served by kemu yet, so their finders are absent.
+Simplifications: see ``docs/architecture.md``.
 """
 
 from __future__ import annotations

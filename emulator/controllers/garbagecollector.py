@@ -1,60 +1,20 @@
 """The garbage collector: deletes dependents whose owners are gone, and finishes foreground deletions.
 
-Upstream (``pkg/controller/garbagecollector/garbagecollector.go`` and
-``graph_builder.go``) keeps an in-memory graph of every object's
-ownerReferences, fed by informers on every resource, and works two queues:
-``attemptToDelete`` (an object whose owners may all be gone) and
-``attemptToOrphan``. kemu does not need the graph: the store keeps the exact
-reverse index (``store.dependents(owner_uid)``, maintained by the commit
-script), so the collector only needs to learn *which owners changed*:
-
-* **An owner was deleted.** The commit script appends ``{"uid": U}`` to the
-  stream ``store.gc_queue_key`` atomically with the delete of any object that
-  had dependents. For each dependent of ``U`` the collector runs
-  :meth:`GarbageCollector.attempt_to_delete`, upstream's ``attemptToDeleteItem``.
-* **An owner started a foreground deletion.** :meth:`ServerCore.delete` appends
-  ``{"uid", "resource", "key", "policy": "Foreground"}`` after marking the owner
-  with ``deletionTimestamp`` + the ``foregroundDeletion`` finalizer. The
-  collector then deletes the owner's dependents and, once none of them with
-  ``blockOwnerDeletion: true`` exists any more, removes the finalizer, which
-  deletes the owner (upstream ``processDeletingDependentsItem``). Such an entry
-  stays *pending* (un-acknowledged) until the owner is released, and every pass
-  re-reads this consumer's pending entries, so the collector re-checks waiting
-  owners without watching every kind's stream: the dependents index answers
-  "which blocking dependents are left" exactly, at the cost of a few reads per
-  waiting owner per pass.
-
-The stream is read with a consumer group (``XREADGROUP``): an entry is
-acknowledged (and removed) only when its work is done, so a collector that dies
-mid-way leaves its entries pending; a restarted collector with the same
-consumer name re-reads them, and one with another name claims them once they
-have been idle for ``claim_idle_ms`` (``XAUTOCLAIM``). Handling an entry twice
-is harmless: every step re-reads the objects and is idempotent.
-
-``attempt_to_delete`` follows upstream case by case: owner references are
-classified as *solid* (the owner exists, same uid), *dangling* (no object of
-that kind/namespace/name, or one with another uid: a re-created owner does not
-count) or *waiting* (the owner exists but is deleting its dependents in the
-foreground). With a solid owner, dangling and waiting references are removed;
-with only waiting owners, an object that has dependents itself is deleted in
-the foreground (recursively), else the object is deleted with the policy its
-own finalizers ask for (Background by default). Deletes carry uid and
-resourceVersion preconditions so an object re-adopted in between survives. An
-owner reference that cannot be resolved (a kind kemu does not serve, or a
-namespaced owner of a cluster-scoped object) leaves the object alone, as
-upstream does. Owners found absent are remembered (upstream
-``absentOwnerCache``): an absent uid never comes back.
-
-A **periodic sweep** (every ``sweep_interval`` seconds of cluster time, and once
-at start) catches what no queue entry announces: dependents created after their
-owner was deleted (or naming an owner that never existed), and owners left
-marked (``foregroundDeletion`` / ``orphan`` finalizer) by a process that died
-before announcing them. It walks every kind's objects with ``HSCAN`` and is
-bounded: each :meth:`GarbageCollector.sync_once` examines at most
-``sweep_budget`` objects, resuming where the previous pass stopped.
-
-Simplifications: no events, no metrics yet; owner lookups are direct store reads
-(upstream reads through its graph and the API).
+Upstream (``pkg/controller/garbagecollector/garbagecollector.go``, ``graph_builder.go``)
+keeps an in-memory graph of every ownerReference fed by informers on every
+resource. kemu needs no graph: the store keeps the exact reverse index
+(``store.dependents(owner_uid)``, maintained by the commit script), so the
+collector only learns *which owners changed*, from the stream
+``store.gc_queue_key`` (read with a consumer group: an entry is acknowledged when
+its work is done). Entries come from a deleted owner that had dependents
+(:meth:`GarbageCollector.attempt_to_delete` on each, upstream
+``attemptToDeleteItem``) and from a foreground deletion (delete the dependents,
+then drop the ``foregroundDeletion`` finalizer once no blocking dependent is left,
+upstream ``processDeletingDependentsItem``). A bounded periodic sweep catches what
+no entry announces. ``attempt_to_delete`` classifies owner references as
+*solid*, *dangling* or *waiting*, as upstream does; every step re-reads the
+objects, so handling an entry twice is harmless. The design is described in
+``docs/architecture.md`` ("Controllers").
 """
 
 from __future__ import annotations

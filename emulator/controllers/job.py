@@ -8,12 +8,9 @@ A re-implementation of upstream ``pkg/controller/job/job_controller.go``
    through :class:`~emulator.controllers.runtime.ControllerRefManager` with the
    server-generated ``batch.kubernetes.io/controller-uid`` selector) are split
    into active (not terminal, not being deleted), succeeded and failed.
-   ``status.succeeded`` / ``status.failed`` never go down: a terminal pod deleted
-   by hand stays counted (upstream guarantees this with the
-   ``batch.kubernetes.io/job-tracking`` finalizer and
-   ``status.uncountedTerminatedPods``; kemu keeps the larger of the stored count
-   and the pods it sees, which is the same as long as terminated pods are not
-   deleted before the controller saw them — see the simplifications).
+   ``status.succeeded`` / ``status.failed`` never go down: kemu keeps the larger
+   of the stored count and the pods it sees (upstream: the ``job-tracking``
+   finalizer and ``status.uncountedTerminatedPods``).
 2. **Failure criteria** in upstream's order: ``backoffLimit`` (restartPolicy
    Never: more failed pods than the limit; OnFailure: failed pods plus the
    container restarts of active pods reach the limit, or any with limit 0) →
@@ -49,23 +46,19 @@ reference. Events: ``SuccessfulCreate``, ``SuccessfulDelete``,
 ``ttlSecondsAfterFinished`` is upstream's separate TTL-after-finished
 controller: :mod:`emulator.controllers.ttlafterfinished`.
 
-Simplifications: NonIndexed completion only (Indexed Jobs are accepted and run
-as NonIndexed: no ``completion-index`` annotation); no pod failure policy, no
-success policy, no per-index backoff; a replacement pod after a failure is
-created at once (upstream delays it 10 s doubling to 6 min); terminal pods
-deleted before this controller counted them are lost to the counts.
+What kemu leaves out (Indexed completion, pod failure and success policies,
+replacement back-off) is listed under Simplifications in ``docs/architecture.md``.
 """
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import JOB, POD
 from emulator.api.pdb import is_pod_ready
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
@@ -84,10 +77,6 @@ from emulator.controllers.runtime import (
     resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
-
-log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # kube-controller-manager --concurrent-job-syncs default.
 DEFAULT_WORKERS = 5
@@ -120,15 +109,6 @@ def _condition(job: Obj, ctype: str) -> Obj | None:
 def is_job_finished(job: Obj) -> bool:
     """``IsJobFinished``: a ``Complete`` or ``Failed`` condition is True."""
     return _condition(job, COMPLETE) is not None or _condition(job, FAILED) is not None
-
-
-def finish_time(job: Obj) -> float | None:
-    """When the Job finished: the last transition of its Complete/Failed condition (``jobFinishTime``)."""
-    for ctype in (COMPLETE, FAILED):
-        cond = _condition(job, ctype)
-        if cond is not None and cond.get("lastTransitionTime"):
-            return parse_rfc3339(cond["lastTransitionTime"])
-    return None
 
 
 def _restarts(pod: Obj) -> int:

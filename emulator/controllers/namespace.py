@@ -30,9 +30,7 @@ marks it: ``deletionTimestamp`` and ``status.phase: Terminating``
    (upstream ``ShouldDeleteNamespaceDuringUpdate``).
 
 Controllers that react to the deletions (a ReplicaSet re-creating a pod) are refused by the
-store, so the content only shrinks. Simplifications: no discovery failures to report (every kind
-is known in-process), so ``NamespaceDeletionDiscoveryFailure`` / ``...GroupVersionParsingFailure``
-are always False; no per-resource ``deleteCollection`` (objects are deleted one by one).
+store, so the content only shrinks. Simplifications: see ``docs/architecture.md``.
 """
 
 from __future__ import annotations

@@ -36,11 +36,7 @@ its NoExecute taint at once and leaves the queue. Zones are
 ``topology.kubernetes.io/region`` + ``zone`` labels (``GetZoneKey``).
 
 Taints carry ``timeAdded``; the taint manager measures tolerationSeconds from it.
-
-Simplifications: the queue is drained once per second of cluster time (upstream
-every 100 ms), so a node is tainted up to 1 s later than upstream; node health
-is held in memory, so a new leader gives every node a fresh grace period (as
-upstream's restarted controller does).
+Simplifications: see ``docs/architecture.md``.
 """
 
 from __future__ import annotations

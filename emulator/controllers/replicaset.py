@@ -40,12 +40,8 @@ reference names (and counts toward its expectations); an orphan's event wakes
 every ReplicaSet whose selector matches it (adoption); a pod that turns Ready
 wakes its ReplicaSet again after ``minReadySeconds`` + 1 s.
 
-Simplifications: "related pods" for the same-node ranking are the pods owned by
-the ReplicaSets sharing this one's controller (upstream: the pods their
-selectors match; the same set unless foreign pods carry the
-``pod-template-hash`` label); the apiserver's generate-name retry is done here
-(a name collision of the five random characters retries the create once);
-a pod deletion carries no preconditions, as upstream's.
+Simplifications (the same-node ranking's "related pods", the generate-name
+retry done here): see ``docs/architecture.md``.
 """
 
 from __future__ import annotations

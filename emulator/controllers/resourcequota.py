@@ -30,8 +30,7 @@ accounts for those):
 The window (shared with upstream): a recompute that lists objects between an admission
 charge and the store's write of that object undercounts it until the next recompute.
 
-Simplifications: replenishment is driven by pods only; other kinds' deletions are seen at the
-next resync. Pod updates that change usage (in-place resize) are not watched.
+Simplifications: see ``docs/architecture.md``.
 """
 
 from __future__ import annotations

@@ -1,64 +1,19 @@
 """The watch multiplexer: one stream reader per process for every informer in it.
 
-Design (``DESIGN.md``, "Watch multiplexing and sharding")
----------------------------------------------------------
+Upstream every informer holds its own HTTP watch; here one daemon thread per
+process issues **one** ``XREAD BLOCK`` over every stream its subscriptions need,
+pipelined with their trim watermarks (:meth:`Store.read_streams`), decodes each
+entry once and hands every :class:`Subscription` the events after its own
+position that pass its filter. A subscription the trim passed gets ``410 Gone``
+and relists alone; a lost connection cancels every subscription (each reflector
+relists: a restarted Redis may have lost writes already read). The design, step
+by step, is in ``docs/architecture.md`` ("Informers").
 
-Upstream, every informer holds its own HTTP watch. Here every watch is a read
-of a Redis stream, so a process with 30 informers would otherwise hold 30
-connections each doing its own blocking ``XREAD`` and decoding the same pod
-events once per informer. Instead one daemon thread per process:
-
-1. collects the streams its subscriptions need (``s:pods``, ``s:nodes``,
-   ``s:pods@7`` ...) and, per stream, the lowest position any subscriber has
-   read up to;
-2. issues **one** ``XREAD BLOCK`` over all of them, pipelined with one
-   ``HMGET`` of their trim watermarks (:meth:`Store.read_streams`): one round
-   trip serves every informer of the process, whatever the number of streams;
-3. checks, per *subscription*, that nothing after its position was trimmed
-   (:func:`emulator.store.store.check_window`); a subscription that fell out
-   of the window is cancelled and told ``410 Gone`` - only it relists, its
-   neighbours on the same stream and on other streams carry on;
-4. decodes each entry **once** and hands every subscription the events after
-   its own position that pass its filter (namespace, label and field
-   selectors). Subscribers therefore share the decoded dicts: they are
-   read-only by contract, as client-go's cache objects are.
-
-A subscriber that starts behind the others (it just relisted at an older
-resourceVersion) pulls the stream's read position back; the others skip the
-entries they already have (``rv <= position``), so nobody sees an event twice
-and the catch-up costs one extra read of the gap.
-
-A lost connection (Redis killed or restarted) fails the read of every stream
-at once - they share the one connection by design - so every subscription is
-cancelled with the error and each reflector relists with back-off. Relisting
-rather than resuming is deliberate: a restarted server may have lost writes
-the reader already saw (``appendfsync everysec``), and only a relist is
-right in that case. Note that redis-py retries a failed command on its own
-(by default up to 10 times with back-off) before the error reaches us; a
-client built with ``retry=Retry(NoBackoff(), 0)`` reports losses at once.
-
-Delivery runs on the reader thread, under the subscription's lock, so a
-cancelled subscription is never delivered to after :meth:`Subscription.cancel`
-returns - a relist cannot be overtaken by an event of the watch it replaced.
-Subscribers' ``deliver`` must therefore be quick (the reflector only appends
-to its DeltaFIFO); handlers run on the informers' own threads.
-
-The read blocks for at most ``block_ms`` (100 ms): that bounds how long a new
-subscription waits for its first read and how long :meth:`Multiplexer.stop`
-takes. No event is lost by that wait - positions, not timing, decide what is
-read.
-
-Measured (``loadgen/bench_informers.py``, 2-core machine, 100,000 pod
-events): one informer drains ~25-27k events/s; ten informers on one
-multiplexer ~8.5-9.5k events/s, i.e. ~85-95k handler calls/s, from 100
-``XREAD`` s of 1,000 entries. The limit is the per-event Python of the ten
-caches (queue, indexer, notification: ~10 us per event per informer), not
-the read or the decode, which happen once.
-
-:func:`shared_multiplexer` gives one multiplexer per Redis endpoint and key
-prefix in the process (reference counted), which is what
-:class:`emulator.informers.shared_informer.SharedInformerFactory` uses, so
-several factories in one process still share one reader.
+Contract for subscribers: events are shared decoded dicts, read-only (as
+client-go's cache objects); ``deliver`` runs on the reader thread under the
+subscription's lock (nothing is delivered after :meth:`Subscription.cancel`
+returns), so it must be quick. :func:`shared_multiplexer` gives one multiplexer
+per Redis endpoint and key prefix per process (reference counted).
 """
 
 from __future__ import annotations

@@ -33,18 +33,9 @@ Data path of one informer::
   handler registration's ``has_synced()`` is True once the informer has synced
   *and* the handler has run every such initial notification.
 
-A handler that raises is logged and skipped: the informer and the other
-handlers carry on (upstream crashes the process; an emulator running
-hundreds of controllers should not).
-
-Garbage collection: an informer process holds every cached object for
-long, and CPython's default thresholds run a full (gen-2) collection, which
-walks all of them, every few hundred thousand allocations - a pause that
-stalls every informer of the process. At 5,000 pod events/s into ten
-informers the write-to-handler p99 was 270-770 ms with the defaults and
-30-80 ms with ``gc.set_threshold(50_000, 20, 1000)``
-(``loadgen/bench_informers.py``). The library does not touch the collector;
-the process that hosts many informers (an actor shell) should.
+A handler that raises is logged and skipped (a simplification, see
+``docs/architecture.md``). Processes hosting many informers should raise the
+garbage collector's thresholds (``docs/architecture.md``, "Informers").
 
 :class:`SharedInformerFactory` hands out one informer per (kind, namespace,
 label selector, field selector, node shard) - asking twice returns the same

@@ -1,72 +1,15 @@
 """cgroup v2 accounting for every container at once, one tick at a time.
 
-The kubelet configures each container's cgroup from its pod spec; the kernel
-then decides how much CPU it gets, when it is throttled and when it is
-OOM-killed. This module models both halves over numpy arrays (one row per
-container, :class:`CgroupTable`), so a shard ticks thousands of nodes with a
-few dozen array operations.
-
-Configuration (what the kubelet writes; ``pkg/kubelet/cm/helpers_linux.go``,
-``pkg/kubelet/qos/policy.go``, ``kuberuntime_container_linux.go``):
-
-* ``cpu.max`` = ``"$QUOTA $PERIOD"``: :func:`milli_cpu_to_quota` is upstream
-  ``MilliCPUToQuota``: ``quota = limit_millis * period / 1000`` µs (integer
-  division), at least 1000 µs; no limit → no quota. Period 100 ms by default.
-* ``cpu.weight``: requests → shares (``MilliCPUToShares``: ``millis * 1024 /
-  1000``, clamped to [2, 262144]) → cgroup v2 weight with runc's conversion
-  ``1 + (shares - 2) * 9999 / 262142`` (:func:`shares_to_weight`).
-* ``memory.max`` = the memory limit; ``memory.high`` only with MemoryQoS
-  (off by default): ``floor((request + 0.9 * (limit or node allocatable -
-  request)) / page) * page``, set only when above the request
-  (:func:`memory_high`).
-* ``oom_score_adj`` (:func:`oom_score_adj`): node-critical and Guaranteed
-  -997, BestEffort 1000, Burstable ``1000 - 1000 * request / capacity`` in
-  integer arithmetic, raised to at least 3 (``1000 + guaranteedOOMScoreAdj``)
-  and lowered to 999 if it would equal BestEffort's 1000. (The docs' "max(2,
-  …)" comes from the older -998 constant; upstream code today floors at 3.)
-
-The kernel side, per tick of ``dt`` (demand is piecewise constant over a tick):
-
-* **CPU, quota.** A container wants ``d`` millicores. With a quota ``q`` per
-  period ``P`` it can use at most ``q * 1000 / P`` millicores. Modelling the
-  container as running at rate ``d`` from each period's start until the
-  quota is spent, it is throttled in a period iff ``d * P / 1000 > q``, for
-  ``P - q * 1000 / d`` µs of that period (wall-clock, counted once however
-  many CPUs the container spans). ``cpu.stat``: ``nr_periods`` counts
-  enforcement periods elapsed while the container was runnable (demand > 0,
-  quota set — as in the kernel, no quota means no periods), ``nr_throttled``
-  the periods it was throttled in, ``throttled_usec`` their throttled time,
-  ``usage_usec`` CPU time used. Periods are counted from the container's
-  start with an integer µs phase, so ticks need not be period multiples.
-  Example: limit 500m, demand 900m, P = 100 ms: q = 50 000 µs, throttled
-  every period for 100 000 - 50 000 * 1000 / 900 ≈ 44 444 µs; over 10 s:
-  100 periods, 100 throttled, ≈ 4.44 s throttled, 5 s of CPU used.
-* **CPU, contention.** When the (quota-capped) demand of a node's containers
-  exceeds the node's CPUs, CFS shares CPU in proportion to ``cpu.weight``
-  among runnable cgroups, and a cgroup that wants less than its share leaves
-  the rest to others: weighted max-min fairness, computed exactly per node
-  by water-filling (:func:`share_cpu`). The QoS/pod cgroup hierarchy is
-  flattened to containers (a pod's weight is the sum of its containers',
-  as the kubelet sets it), and a container can use all the node's CPUs
-  (its demand is assumed parallel). A container squeezed below its quota by
-  contention is not counted as throttled.
-* **Memory.** ``memory.current`` = the working set the profile asks for.
-  Above ``memory.high`` (when set) the kernel throttles allocations and
-  reclaims: modelled as pressure (``high`` events and seconds above high),
-  not as a cap, because a leaking working set cannot be reclaimed. Above
-  ``memory.max`` the container is OOM-killed (``memory.events oom_kill``;
-  exit code 137, reason ``OOMKilled``; with ``memory.oom.group`` the whole
-  container dies, which is what the kubelet sets on cgroup v2).
-* **Node OOM.** If a node's containers together use more than its memory, the
-  kernel OOM killer kills, one at a time until the node fits, the process
-  with the highest ``oom_badness``: ``rss_pages + oom_score_adj * totalpages /
-  1000``, i.e. in thousandths of memory ``badness = 1000 * usage / capacity +
-  oom_score_adj`` (``mm/oom_kill.c``); ``oom_score_adj = -1000`` is never
-  chosen. Ties go to the lowest row (the kernel takes the first it scans).
-  Usually the eviction manager acts first (``memory.available < 100Mi``).
-* **pids.** ``pids.current`` = the profile's pid count, capped per pod at the
-  pod pid limit (``podPidsLimit``) when set; forks beyond it fail
-  (``pids.events max``) rather than killing anything.
+The kubelet configures each container's cgroup from its pod spec
+(``pkg/kubelet/cm/helpers_linux.go``, ``pkg/kubelet/qos/policy.go``,
+``kuberuntime_container_linux.go``): ``cpu.max`` from the CPU limit, ``cpu.weight``
+from the request, ``memory.max`` / ``memory.high``, ``oom_score_adj``. The kernel
+then decides how much CPU a container gets (CFS quota per period, weighted sharing
+when a node's CPUs are contended), when it is throttled, and when it is OOM-killed
+(at ``memory.max``, or by the node OOM killer's ``oom_badness``). This module
+models both halves over numpy arrays (one row per container, :class:`CgroupTable`),
+so a shard ticks thousands of nodes with a few dozen array operations. The
+formulas, with a worked throttling example, are in ``docs/kubelet-model.md``.
 """
 
 from __future__ import annotations

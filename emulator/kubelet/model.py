@@ -9,7 +9,7 @@ advances them all in one :meth:`~KubeletModel.tick`:
    container instance with fresh cgroup counters, ``restartCount`` + 1 on
    restarts;
 2. every running container's profile is evaluated at its own run time
-   (vectorised, :class:`~emulator.kubelet.profiles.CurveSet`); containers
+   (vectorised, :class:`~emulator.kubelet.curves.CurveSet`); containers
    whose run duration is over exit with the profile's exit code at the exact
    end time;
 3. the cgroup model accounts the tick (:class:`~emulator.kubelet.cgroups.
@@ -51,16 +51,30 @@ import numpy as np
 
 from emulator.api.pods import container_limits, container_requests, qos_class
 from emulator.api.quantity import format_bytes, parse_quantity, to_int
-from emulator.clock import rfc3339
 from emulator.kubelet import eviction as ev
+from emulator.kubelet import model_status as status
 from emulator.kubelet.cgroups import (
     OOM_KILLED_EXIT_CODE,
-    OOM_KILLED_REASON,
     QUOTA_PERIOD_USEC,
     CgroupTable,
     is_critical_pod,
     memory_high,
     oom_score_adj,
+)
+from emulator.kubelet.load import LoadTable
+from emulator.kubelet.model_eviction import evict_round
+from emulator.kubelet.model_state import (
+    BACKOFF,
+    COMPLETED,
+    ERROR,
+    FREE,
+    OOM_KILLED,
+    RUNNING,
+    TERMINATED,
+    WAITING,
+    KubeletEvent,
+    PodRecord,
+    TickReport,
 )
 from emulator.kubelet.profiles import (
     PROFILE_ANNOTATION,
@@ -70,31 +84,14 @@ from emulator.kubelet.profiles import (
     ProfileLibrary,
 )
 from emulator.kubelet.restarts import (
-    ALWAYS,
-    CRASH_LOOP_BACK_OFF,
     INITIAL_BACKOFF,
     MAX_BACKOFF,
-    NEVER,
     BackOff,
-    ContainerPhase,
-    back_off_message,
-    pod_phase,
     restart_policy_code,
     should_restart,
 )
 
 __all__ = ["KubeletConfig", "KubeletEvent", "KubeletModel", "TickReport"]
-
-# Container states (rows).
-FREE = 0
-WAITING = 1  # created, not started yet (ContainerCreating)
-RUNNING = 2
-BACKOFF = 3  # exited, will restart at start_at (CrashLoopBackOff while start_at > finished_at)
-TERMINATED = 4  # exited, will not restart
-
-# Last termination reasons.
-_REASONS = ("Completed", "Error", OOM_KILLED_REASON)
-COMPLETED, ERROR, OOM_KILLED = 0, 1, 2
 
 DEFAULT_PID_MAX = 4_194_304  # /proc/sys/kernel/pid_max on 64-bit hosts with many CPUs
 
@@ -116,44 +113,6 @@ class KubeletConfig:
     eviction_monitoring_period: float = ev.MONITORING_PERIOD
     backoff_initial: float = INITIAL_BACKOFF
     backoff_max: float = MAX_BACKOFF
-
-
-@dataclass(frozen=True, slots=True)
-class KubeletEvent:
-    """Something to record: ``reason``/``message``/``type`` follow upstream Events where one exists."""
-
-    time: float
-    reason: str
-    message: str
-    node: str
-    pod_uid: str | None = None
-    container: str | None = None
-    type: str = "Normal"
-    annotations: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass
-class TickReport:
-    events: list[KubeletEvent] = field(default_factory=list)
-    changed_pods: set[str] = field(default_factory=set)
-    changed_nodes: set[str] = field(default_factory=set)
-
-
-@dataclass
-class _Pod:
-    uid: str
-    name: str
-    namespace: str
-    node: int
-    rows: list[int]
-    restart_policy: str
-    qos: str
-    added_at: float
-    row: int = 0  # pod row in the p_* arrays
-    phase: str = "Pending"
-    reason: str | None = None
-    message: str | None = None
-    behaviour: PodBehaviour | None = None
 
 
 class _Grow:
@@ -185,6 +144,7 @@ class KubeletModel:
         self.disk_curve = CurveSet(n)
         self.pids_curve = CurveSet(n)
         self.backoff = BackOff(n, self.config.backoff_initial, self.config.backoff_max)
+        self.load = LoadTable(n, 64)  # load targets of pods, request costs of containers
         self.state = np.zeros(n, dtype=np.int8)
         self.c_pod = np.zeros(n, dtype=np.int64)
         self.start_at = np.full(n, np.inf)
@@ -207,8 +167,8 @@ class KubeletModel:
         self._c_limit_text: list[str] = [""] * n
         self._free_rows: list[int] = list(range(n - 1, -1, -1))
         # -- pods
-        self._pods: dict[str, _Pod] = {}
-        self._pod_rows: list[_Pod | None] = []
+        self._pods: dict[str, PodRecord] = {}
+        self._pod_rows: list[PodRecord | None] = []
         self._free_pod_rows: list[int] = []
         # Never empty: free container rows point at pod row 0, so an eviction round on nodes
         # without any pod yet must still be able to index it.
@@ -331,12 +291,13 @@ class KubeletModel:
             raise ValueError(f"pod {uid} is already admitted")
         specs = {c.get("name"): c for c in [*(spec.get("initContainers") or ()), *(spec.get("containers") or ())]}
         p_row = self._alloc_pod_row()
-        record = _Pod(uid, str(metadata.get("name", "")), str(metadata.get("namespace", "default")), n_idx, [],
+        record = PodRecord(uid, str(metadata.get("name", "")), str(metadata.get("namespace", "default")), n_idx, [],
                       spec.get("restartPolicy") or "Always", "", now, behaviour=behaviour)
         record.qos = (pod.get("status") or {}).get("qosClass") or qos_class(pod)
         record.row = p_row
         self._pods[uid] = record
         self._pod_rows[p_row] = record
+        self.load.assign_pod(p_row, behaviour.load_target, behaviour.request_latency)
         self.p_active[p_row] = True
         self.p_node[p_row] = n_idx
         self.p_priority[p_row] = int(spec.get("priority") or 0)
@@ -371,6 +332,7 @@ class KubeletModel:
             period_usec=self._period_usec,
         )
         self.cpu_curve.assign(row, cb.cpu)
+        self.load.assign_row(row, cb.cost_per_request, limits.get("cpu", 0), requests.get("cpu", 0))
         self.memory_curve.assign(row, cb.memory)
         self.disk_curve.assign(row, cb.ephemeral_storage)
         self.pids_curve.assign(row, cb.pids)
@@ -407,6 +369,8 @@ class KubeletModel:
         self.start_at[rows] = np.inf
         for curves in (self.cpu_curve, self.memory_curve, self.disk_curve, self.pids_curve):
             curves.clear(rows)
+        self.load.clear_rows(rows)
+        self.load.clear_pod(record.row)
         self.cgroups.memory_current[rows] = 0.0
         self.cgroups.node[rows] = 0
         self.disk_usage[rows] = 0.0
@@ -429,6 +393,7 @@ class KubeletModel:
         for curves in (self.cpu_curve, self.memory_curve, self.disk_curve, self.pids_curve):
             curves.grow(n)
         self.backoff.grow(n)
+        self.load.grow(n, len(self.p_active))
         g = _Grow.arr
         self.state = g(self.state, n, FREE)
         self.c_pod = g(self.c_pod, n, 0)
@@ -467,6 +432,7 @@ class KubeletModel:
         self.p_policy = _Grow.arr(self.p_policy, size, 0)
         self.p_disk_limit = _Grow.arr(self.p_disk_limit, size, 0.0)
         self._p_disk_limit_text += [""] * (size - len(self._p_disk_limit_text))
+        self.load.grow(len(self.state), size)
         return row
 
     # -- the tick -------------------------------------------------------------------------
@@ -492,6 +458,10 @@ class KubeletModel:
             codes = self.exit_code[finished]
             self._exit(finished, ends, codes, np.where(codes == 0, COMPLETED, ERROR), report)
         cpu = self.cpu_curve.evaluate(t_local)
+        ready = None
+        if self.load.active:  # ready pods of load targets serve their share: CPU = base + share * cost
+            ready = self._pods_ready(running)
+            cpu += self.load.demand(self.c_pod, ready, running)
         memory = self.memory_curve.evaluate(t_local)
         disk = self.disk_curve.evaluate(t_local)
         pids = self.pids_curve.evaluate(t_local)
@@ -503,6 +473,8 @@ class KubeletModel:
             pids_demand=pids, pod_pids_limit=self._pod_pids_limit,
         )
         self.disk_usage = np.where(running, disk, 0.0)
+        if ready is not None:
+            self.load.account(dt, self.c_pod, ready, cpu, running)
         if len(result.node_oom):
             for row in result.node_oom:
                 node = self._node_names[int(self.cgroups.node[row])]
@@ -518,9 +490,9 @@ class KubeletModel:
                             result.node_cpu_millis, result.node_memory)
 
         # 4. Eviction manager, on its own period.
-        self._update_phases(report)
+        status.update_phases(self, report)
         if self.eviction.due(now):
-            self._evict(now, result.node_memory, result.pids, report)
+            evict_round(self, now, result.node_memory, result.pids, report)
         return report
 
     def _start(self, rows: np.ndarray, report: TickReport) -> None:
@@ -566,135 +538,41 @@ class KubeletModel:
                     self._node_names[record.node], record.uid, name, "Warning"))
             self._touch(record, report)
 
-    def _touch(self, record: _Pod, report: TickReport) -> None:
+    def _touch(self, record: PodRecord, report: TickReport) -> None:
         """A container of the pod changed state: report the pod; its phase is recomputed once, at the tick's end."""
         report.changed_pods.add(record.uid)
 
-    def _update_phases(self, report: TickReport) -> None:
-        """Phases of the changed pods: ``pod_phase``'s rules, counted for all pods at once.
+    # -- load targets ----------------------------------------------------------------------
 
-        Small batches take the per-pod path; large ones (start-up, crash
-        storms) count container states per pod with bincounts instead of
-        looping in Python.
-        """
-        if len(report.changed_pods) < 64:
-            for uid in report.changed_pods:
-                record = self._pods[uid]
-                if record.reason != ev.EVICTED_REASON:
-                    record.phase = pod_phase(record.restart_policy, [self._phase_input(r) for r in record.rows])
-            self._retire_finished(report)
-            return
+    def _pods_ready(self, running: np.ndarray) -> np.ndarray:
+        """Per pod row: active with every container running (kemu models no probes, so running is ready)."""
         n = len(self.p_active)
-        state = self.state
-        live = state != FREE
-        pending_state = (state == WAITING) | (state == BACKOFF)
-        terminated = state == TERMINATED
-
-        def count(mask: np.ndarray) -> np.ndarray:
-            return np.bincount(self.c_pod, weights=mask & live, minlength=n)
-
-        waiting = count(pending_state & ~self.has_exited)
-        running = count(state == RUNNING)
-        stopped = count(terminated | (pending_state & self.has_exited))
-        succeeded = count(terminated & (self.last_exit_code == 0))
-        policy = self.p_policy
-        phase = np.where(
-            waiting > 0, 0,
-            np.where(running > 0, 1,
-                     np.where(stopped == 0, 0,
-                              np.where(policy == ALWAYS, 1,
-                                       np.where(stopped == succeeded, 2, np.where(policy == NEVER, 3, 1))))))
-        names = ("Pending", "Running", "Succeeded", "Failed")
-        for uid in report.changed_pods:
-            record = self._pods[uid]
-            if record.reason != ev.EVICTED_REASON:
-                record.phase = names[phase[record.row]]
-        self._retire_finished(report)
-
-    def _retire_finished(self, report: TickReport) -> None:
-        # Pods in a terminal phase are no longer "active pods": the eviction manager never ranks them.
-        for uid in report.changed_pods:
-            record = self._pods[uid]
-            if record.phase in ("Succeeded", "Failed"):
-                self.p_active[record.row] = False
-
-    def _phase_input(self, row: int) -> ContainerPhase:
-        state = int(self.state[row])
-        if state == RUNNING:
-            return ContainerPhase("running")
-        if state == TERMINATED:
-            return ContainerPhase("terminated", int(self.last_exit_code[row]), True)
-        return ContainerPhase("waiting", 0, bool(self.has_exited[row]))
-
-    def _evict(self, now: float, node_memory: np.ndarray, pids: np.ndarray, report: TickReport) -> None:
-        n_pods = len(self.p_active)
         live = self.state != FREE
-        pod_of = self.c_pod
-        mem = np.bincount(pod_of, weights=np.where(live, self.cgroups.memory_current, 0.0), minlength=n_pods)
-        disk = np.bincount(pod_of, weights=self.disk_usage, minlength=n_pods)
-        pid_use = np.bincount(pod_of, weights=pids, minlength=n_pods)
-        mem_req = np.bincount(pod_of, weights=np.where(live, self.memory_request, 0.0), minlength=n_pods)
-        disk_req = np.bincount(pod_of, weights=np.where(live, self.disk_request, 0.0), minlength=n_pods)
-        stats = ev.PodStats(self.p_node, self.p_active, self.p_critical, self.p_priority, mem, mem_req, disk,
-                            disk_req, pid_use)
-        n_nodes = len(self._node_names)
-        node_disk = np.bincount(self.cgroups.node, weights=self.disk_usage, minlength=n_nodes)
-        node_pids = np.bincount(self.cgroups.node, weights=pids, minlength=n_nodes)
-        signals = {
-            ev.MEMORY_AVAILABLE: (np.maximum(self.n_memory - self.n_system_memory - node_memory, 0.0), self.n_memory),
-            ev.NODEFS_AVAILABLE: (np.maximum(self.n_disk - self.n_system_disk - node_disk, 0.0), self.n_disk),
-            ev.PID_AVAILABLE: (self.n_pid_max - self.n_system_pids - node_pids, self.n_pid_max),
-        }
-        local = ev.LocalStorage(pod_of, self.state == RUNNING, self.disk_usage, self.disk_limit, self.p_disk_limit,
-                                self._c_name, self._c_limit_text, self._p_disk_limit_text)
-        result = self.eviction.synchronize(now, signals, stats, node_active=self.n_active, local_storage=local,
-                                           details=self._details)
-        for change in result.conditions:
-            node = self._node_names[change.node]
-            report.changed_nodes.add(node)
-            report.events.append(KubeletEvent(now, _CONDITION_EVENT[change.type][change.status],
-                                              f"Node {node} status is now: "
-                                              f"{_CONDITION_EVENT[change.type][change.status]}", node))
-        for node_idx, resource in result.thresholds_met:
-            report.events.append(KubeletEvent(now, "EvictionThresholdMet", f"Attempting to reclaim {resource}",
-                                              self._node_names[node_idx], type="Warning"))
-        for eviction in result.evictions:
-            record = self._pod_rows[eviction.pod]
-            if record is None:
-                continue
-            self._evict_pod(record, eviction, now, report)
+        rows = np.bincount(self.c_pod, weights=live, minlength=n)[:n]
+        up = np.bincount(self.c_pod, weights=running & live, minlength=n)[:n]
+        return self.p_active & (rows > 0) & (up == rows)
 
-    def _details(self, pod_row: int, resource: str) -> list[ev.ContainerUsage]:
-        record = self._pod_rows[pod_row]
-        if record is None:
-            return []
-        usage = self.cgroups.memory_current if resource == "memory" else self.disk_usage
-        result = []
-        for row in record.rows:
-            text = self._c_requests[row].get(resource)
-            result.append(ev.ContainerUsage(self._c_name[row], int(usage[row]), _amount(text),
-                                            str(parse_quantity(text)) if text is not None else "0"))
-        return result
+    def load_ready_counts(self) -> dict[str, int]:
+        """Ready pods per load target on this model's nodes (every target seen, zeros included)."""
+        if not self.load.targets():
+            return {}
+        return self.load.ready_counts(self._pods_ready(self.state == RUNNING))
 
-    def _evict_pod(self, record: _Pod, eviction: ev.Eviction, now: float, report: TickReport) -> None:
-        rows = np.array(record.rows, dtype=np.int64)
-        alive = rows[(self.state[rows] == RUNNING)]
-        self.finished_at[alive] = now
-        self.last_exit_code[alive] = OOM_KILLED_EXIT_CODE  # killed with SIGKILL after the 1 s hard-eviction grace
-        self.last_reason[alive] = ERROR
-        self.has_exited[alive] = True
-        self.state[rows] = TERMINATED
-        self.start_at[rows] = np.inf
-        self.cgroups.memory_current[rows] = 0.0
-        self.disk_usage[rows] = 0.0
-        p_row = record.row
-        self.p_active[p_row] = False
-        record.phase = "Failed"
-        record.reason = ev.EVICTED_REASON
-        record.message = eviction.message
-        report.changed_pods.add(record.uid)
-        report.events.append(KubeletEvent(now, ev.EVICTED_REASON, eviction.message, self._node_names[record.node],
-                                          record.uid, None, "Warning", dict(eviction.annotations)))
+    def set_load_shares(self, shares: Mapping[str, float]) -> None:
+        """Each load target's requests/s per ready pod (cluster-wide), used from the next tick on."""
+        self.load.set_shares(shares)
+
+    def take_load_window(self) -> dict[str, tuple[float, float]]:
+        """uid -> (requests/s served, mean latency in seconds) of each load-target pod since the last call."""
+        if not self.load.targets():
+            return {}
+        window = self.load.take_window()
+        out = {}
+        for row in np.flatnonzero(self.load.p_target[: len(self._pod_rows)] >= 0):
+            record = self._pod_rows[row]
+            if record is not None:
+                out[record.uid] = (float(window.rate[row]), float(window.latency[row]))
+        return out
 
     # -- reading the state ---------------------------------------------------------------
 
@@ -703,43 +581,7 @@ class KubeletModel:
 
     def pod_status(self, uid: str) -> dict[str, Any]:
         """``status`` fields the kubelet owns: phase, reason/message, qosClass and containerStatuses."""
-        record = self._pods[uid]
-        status: dict[str, Any] = {"phase": record.phase, "qosClass": record.qos}
-        if record.reason:
-            status["reason"] = record.reason
-            status["message"] = record.message
-        status["containerStatuses"] = [self._container_status(record, row) for row in record.rows]
-        return status
-
-    def _container_status(self, record: _Pod, row: int) -> dict[str, Any]:
-        name = self._c_name[row]
-        state = int(self.state[row])
-        running = state == RUNNING
-        out: dict[str, Any] = {"name": name, "image": self._c_image[row], "imageID": "",
-                               "restartCount": int(self.restarts[row]), "ready": running, "started": running}
-        terminated = self._terminated(row) if self.has_exited[row] else None
-        if running:
-            out["state"] = {"running": {"startedAt": rfc3339(float(self.started_at[row]))}}
-            if terminated:
-                out["lastState"] = {"terminated": terminated}
-        elif state == TERMINATED and terminated:
-            out["state"] = {"terminated": terminated}
-        elif state == BACKOFF and self.start_at[row] > self.finished_at[row]:
-            message = back_off_message(self.backoff.current(row) or self.config.backoff_initial, name, record.name,
-                                       record.namespace, record.uid)
-            out["state"] = {"waiting": {"reason": CRASH_LOOP_BACK_OFF, "message": message}}
-            out["lastState"] = {"terminated": terminated}
-        elif state == BACKOFF:
-            out["state"] = {"terminated": terminated}
-        else:
-            out["state"] = {"waiting": {"reason": "ContainerCreating"}}
-        out.setdefault("lastState", {})
-        return out
-
-    def _terminated(self, row: int) -> dict[str, Any]:
-        return {"exitCode": int(self.last_exit_code[row]), "reason": _REASONS[int(self.last_reason[row])],
-                "startedAt": rfc3339(float(self.started_at[row])),
-                "finishedAt": rfc3339(float(self.finished_at[row]))}
+        return status.pod_status(self, uid)
 
     def container_rows(self, uid: str) -> dict[str, int]:
         """Row index of each of the pod's containers (for reading the arrays directly)."""
@@ -784,21 +626,9 @@ class _Usage:
     node_memory: np.ndarray
 
 
-# Node events the kubelet records when a pressure condition flips (nodestatus setters).
-_CONDITION_EVENT = {
-    ev.MEMORY_PRESSURE: {True: "NodeHasInsufficientMemory", False: "NodeHasSufficientMemory"},
-    ev.DISK_PRESSURE: {True: "NodeHasDiskPressure", False: "NodeHasNoDiskPressure"},
-    ev.PID_PRESSURE: {True: "NodeHasInsufficientPID", False: "NodeHasSufficientPID"},
-}
-
-
 def _request_texts(container: Mapping[str, Any]) -> dict[str, Any]:
     """Requests as written, with limits filling missing requests (apiserver defaulting)."""
     resources = container.get("resources") or {}
     texts = dict(resources.get("limits") or {})
     texts.update(resources.get("requests") or {})
     return texts
-
-
-def _amount(text: Any) -> int:
-    return to_int(text) if text is not None else 0

@@ -86,6 +86,7 @@ from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock, rfc3339
 from emulator.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from emulator.kubelet import kubelet_metrics as km
+from emulator.kubelet import load
 from emulator.kubelet import nodes as nd
 from emulator.kubelet.admission import PodAdmission, ResolveCache
 from emulator.kubelet.cloudnodes import CloudNodes
@@ -216,6 +217,7 @@ class KubeletShard:
     def stop(self) -> None:
         """Stop the informers (nodes, leases and pods stay in the store: a new shard object carries on)."""
         km.collector().remove(self.metrics)
+        load.collector().remove(self.model.load)
         if self.factory is not None:
             self.factory.shutdown()
             self.factory = None
@@ -280,6 +282,8 @@ class KubeletShard:
         self.heartbeat(now)  # first: never behind this tick's pod work
         self.workers.admit_incoming(now)
         self.workers.advance_timed(now)
+        if not cut:  # load targets: share each target's rate among its ready pods (emulator.kubelet.load)
+            load.exchange(self.model, self.store.redis, self.store.config.prefix, self.index, now)
         report = self.model.tick(now)
         self.workers.apply_report(report, now)
         self.node_status.apply_conditions(report.changed_nodes, now)

@@ -16,6 +16,14 @@ Layout (``P`` the store's key prefix)::
 
     P mu:nodes         hash  node name -> msgpack [timestamp, window, cpu nanocores, memory bytes]
     P mu:pods:<ns>     hash  pod name  -> msgpack [timestamp, window, [[container, cpu nanocores, memory bytes], ...]]
+    P mu:app:<ns>      hash  pod name  -> msgpack [timestamp, window, {series name: value}]
+
+The ``mu:app`` entries are kemu's own application series of pods that serve
+a load target (:mod:`emulator.kubelet.load`): :data:`REQUESTS_SERIES` (mean
+requests/s over the window) and :data:`LATENCY_SERIES` (mean request latency,
+seconds), what a real pod would export for Prometheus and what
+``custom.metrics.k8s.io`` serves (:mod:`emulator.metricsapi.adapter`), read
+with :func:`pod_series`.
 
 CPU is the average over the window (cumulative usage difference / window,
 as metrics-server computes it), memory the working set at the window's end.
@@ -46,6 +54,9 @@ from emulator.store.store import Store
 API_VERSION = "metrics.k8s.io/v1beta1"
 NODES_KEY = "mu:nodes"
 PODS_KEY = "mu:pods:"
+APP_KEY = "mu:app:"
+REQUESTS_SERIES = "http_requests_per_second"
+LATENCY_SERIES = "http_request_duration_seconds"
 # An entry older than this many windows is stale (its shard stopped publishing).
 MAX_AGE_WINDOWS = 4.0
 
@@ -59,8 +70,9 @@ def _pack(value: Any) -> bytes:
 
 def write_snapshot(pipe: redis.client.Pipeline, prefix: str, *, timestamp: float, window: float,
                    nodes: Mapping[str, tuple[int, int]], pods: Mapping[tuple[str, str], list[ContainerUsage]],
-                   gone_pods: Iterable[tuple[str, str]] = (), gone_nodes: Iterable[str] = ()) -> None:
-    """Queue one shard's snapshot on ``pipe`` (the caller executes it): nodes, pods, and removals."""
+                   gone_pods: Iterable[tuple[str, str]] = (), gone_nodes: Iterable[str] = (),
+                   app: Mapping[tuple[str, str], Mapping[str, float]] | None = None) -> None:
+    """Queue one shard's snapshot on ``pipe`` (the caller executes it): nodes, pods, their app series, removals."""
     if nodes:
         pipe.hset(prefix + NODES_KEY, mapping={name: _pack([timestamp, window, cpu, mem])
                                                for name, (cpu, mem) in nodes.items()})
@@ -69,11 +81,17 @@ def write_snapshot(pipe: redis.client.Pipeline, prefix: str, *, timestamp: float
         by_ns.setdefault(ns, {})[name] = _pack([timestamp, window, [list(c) for c in containers]])
     for ns, mapping in by_ns.items():
         pipe.hset(prefix + PODS_KEY + ns, mapping=mapping)
+    app_by_ns: dict[str, dict[str, bytes]] = {}
+    for (ns, name), series in (app or {}).items():
+        app_by_ns.setdefault(ns, {})[name] = _pack([timestamp, window, dict(series)])
+    for ns, mapping in app_by_ns.items():
+        pipe.hset(prefix + APP_KEY + ns, mapping=mapping)
     gone: dict[str, list[str]] = {}
     for ns, name in gone_pods:
         gone.setdefault(ns, []).append(name)
     for ns, names in gone.items():
         pipe.hdel(prefix + PODS_KEY + ns, *names)
+        pipe.hdel(prefix + APP_KEY + ns, *names)
     gone_node_list = list(gone_nodes)
     if gone_node_list:
         pipe.hdel(prefix + NODES_KEY, *gone_node_list)
@@ -154,6 +172,27 @@ def pod_metrics(client: redis.Redis, prefix: str = "kemu:", namespace: str | Non
             entry = msgpack.unpackb(items[key], raw=False)
             if _fresh(entry, now):
                 out.append(pod_metrics_object(ns, key.decode(), entry))
+    return out
+
+
+def pod_series(client: redis.Redis, prefix: str = "kemu:", namespace: str | None = None, *,
+               now: float | None = None) -> list[tuple[str, str, float, float, dict[str, float]]]:
+    """Fresh app series of pods in ``namespace`` (None: all): ``(ns, pod, timestamp, window, {series: value})``."""
+    now = time.time() if now is None else now
+    if namespace is None:
+        keys = sorted(k.decode() for k in client.scan_iter(match=prefix + APP_KEY + "*", count=1000))
+        namespaces = [k[len(prefix + APP_KEY):] for k in keys]
+    else:
+        namespaces = [namespace]
+    pipe = client.pipeline(transaction=False)
+    for ns in namespaces:
+        pipe.hgetall(prefix + APP_KEY + ns)
+    out = []
+    for ns, reply in zip(namespaces, pipe.execute() if namespaces else [], strict=True):
+        for key in sorted(reply or {}):
+            timestamp, window, series = msgpack.unpackb(reply[key], raw=False)
+            if _fresh([timestamp, window], now):
+                out.append((ns, key.decode(), float(timestamp), float(window), dict(series)))
     return out
 
 

@@ -5,14 +5,16 @@ Upstream counterpart: the kubelet's resource metrics endpoint (``pkg/kubelet/ser
 resolution). kemu pushes instead of being scraped: each shard writes one snapshot of its nodes
 and containers - CPU averaged over the window, memory working set - through
 :func:`emulator.kubelet.usage.write_snapshot`, and :mod:`emulator.kubelet.usage` answers the
-``metrics.k8s.io/v1beta1`` requests from it.
+``metrics.k8s.io/v1beta1`` requests from it. The same snapshot carries the load-target pods'
+``http_requests_per_second`` and latency (:mod:`emulator.kubelet.load`), kemu's own series for
+``custom.metrics.k8s.io``.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from emulator.kubelet import usage
+from emulator.kubelet import load, usage
 from emulator.kubelet.state import ShardState
 
 
@@ -66,6 +68,7 @@ class UsagePublisher:
         gone_nodes, self._gone_nodes = self._gone_nodes, []
         store = state.core.store
         pipe = store.redis.pipeline(transaction=False)
+        app = load.app_series(state.model, state.pods)  # load-target pods' http_requests_per_second, latency
         usage.write_snapshot(pipe, store.config.prefix, timestamp=now, window=span, nodes=nodes, pods=pods,
-                             gone_pods=gone, gone_nodes=gone_nodes)
+                             gone_pods=gone, gone_nodes=gone_nodes, app=app)
         pipe.execute()

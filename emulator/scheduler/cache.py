@@ -30,14 +30,10 @@ once, so the next cycle sees the room taken) and binds asynchronously. A
 failed bind *forgets* it (:meth:`forget`). The informer's event for the bound
 pod *confirms* it (``on_pod_add``/``on_pod_update`` of an assumed pod: it is
 now an ordinary cached pod; if another scheduler bound it elsewhere it moves).
-A bind that succeeded but whose informer event never arrives would leave the
-assumption forever; :meth:`finish_binding` starts a ``ttl`` and
-:meth:`cleanup_assumed` *expires* it after that. Upstream stopped expiring
-(ttl 0, kubernetes#106361: an expiry racing a slow informer under-counted the
-node); kemu's default is 30 s because its bind returns only once the store has
-committed it and the store itself refuses an over-committing bind, so a late
-expiry cannot over-commit a node; ``assumed_ttl=0`` restores upstream's
-"never".
+:meth:`finish_binding` starts a ``ttl`` after which :meth:`cleanup_assumed`
+*expires* an assumption whose informer event never came (kemu: 30 s; upstream:
+never, see Simplifications in ``docs/architecture.md``; ``assumed_ttl=0``
+restores "never").
 
 **Staleness.** Each informer event is stamped (``perf_counter``) when it is
 handed over; when the scheduling thread applies a batch, the age of the

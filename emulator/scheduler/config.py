@@ -25,33 +25,18 @@ What upstream does in ``pkg/scheduler/apis/config/v1/defaults.go``
   ``podInitialBackoffSeconds`` > 0 and ``podMaxBackoffSeconds`` >= it; no
   duplicate ``pluginConfig`` names; unknown fields rejected (upstream decodes
   strictly). All errors are reported at once.
-* **Accepted and documented as no-ops:** ``parallelism`` (kemu evaluates
-  nodes with array operations in one thread per scheduler, so there is
-  nothing to parallelise; the value is validated and kept),
-  ``leaderElection`` (competing kemu schedulers split pods by hash instead,
-  see :mod:`emulator.scheduler.scheduler`), ``clientConnection``,
-  ``healthzBindAddress``, ``metricsBindAddress``, ``enableProfiling``,
-  ``enableContentionProfiling``, ``delayCacheUntilActive``.
-* **Custom plugins.** A plugin name the registry lacks is resolved the way
-  :mod:`emulator.scheduler.plugin_api` documents -- an entry point of group
-  ``kemu.scheduler.plugins``, else an import path ``module:attribute`` --
-  at validation (so a typo is reported against its field) and again in
-  :func:`build_frameworks`, which registers it in a *copy* of the registry
-  (the caller's registry is never changed, so two schedulers built from
-  the same registry cannot collide on a name).
-* **Extenders.** ``extenders`` are kept in
-  :attr:`SchedulerConfiguration.extenders` as given (the camelCase
-  documents) and validated here (known fields, upstream's
-  ``validateExtenders`` rules). :func:`build_frameworks` turns them into
-  :class:`~emulator.scheduler.extender.HTTPExtender` s over an injected
-  ``transport`` and wires them into every profile
-  (:func:`~emulator.scheduler.extender.with_extenders_for_profiles`), as
-  upstream applies extenders to all profiles. The transport is injected
-  because this package must not import an HTTP client (an import
-  contract): :mod:`emulator.scheduler_host` passes
-  ``emulator.extender_http.HttpxTransport``. Building a configuration that
-  has extenders without a transport is an error rather than a scheduler
-  whose extenders silently fail every cycle.
+* **Accepted, validated and ignored** (listed under Simplifications in
+  ``docs/architecture.md``): ``parallelism``, ``leaderElection``,
+  ``clientConnection``, the bind addresses, profiling, ``delayCacheUntilActive``.
+* **Custom plugins** (``docs/scheduler-plugins.md``) are resolved at validation,
+  so a typo is reported against its field, and registered by
+  :func:`build_frameworks` in a *copy* of the registry (two schedulers built
+  from one registry cannot collide on a name).
+* **Extenders** are validated here (upstream's ``validateExtenders``) and
+  built by :func:`build_frameworks` over an injected ``transport`` (this
+  package imports no HTTP client), wired into every profile as upstream
+  does; extenders without a transport are an error, not a scheduler whose
+  extenders fail every cycle.
 
 :func:`build_frameworks` turns a configuration into one
 :class:`~emulator.scheduler.framework.runtime.Framework` per profile.

@@ -2,54 +2,15 @@
 
 Upstream ``pkg/scheduler/extender.go`` (``HTTPExtender``), the wire types of
 ``staging/src/k8s.io/kube-scheduler/extender/v1/types.go``, the ``extenders``
-field of ``KubeSchedulerConfiguration`` (``config/v1/types.go``) and how
-``schedule_one.go`` uses them (``findNodesThatPassExtenders``, the extender
-part of ``prioritizeNodes``, ``extendersBinding``) and
-``preemption.go`` (``callExtenders``).
-
-Protocol. Each call is ``POST <urlPrefix>/<verb>`` with a JSON body; any
-answer but HTTP 200 is an error (``failed <verb> with extender at URL <url>,
-code <n>``). The wire types have no JSON tags upstream, so their field names
-are Go's: ``{"Pod": {...}, "Nodes": {"items": [...]}}`` or, for a
-``nodeCacheCapable`` extender, ``{"Pod": ..., "NodeNames": [...]}``; results
-are decoded case-insensitively, as Go's ``encoding/json`` does.
-
-* **filter** (``filterVerb``) answers ``ExtenderFilterResult``: the nodes (or
-  names) that pass, ``FailedNodes`` (name -> message: Unschedulable) and
-  ``FailedAndUnresolvableNodes`` (UnschedulableAndUnresolvable, which wins
-  over FailedNodes), or ``Error``.
-* **prioritize** (``prioritizeVerb``) answers a ``HostPriorityList``
-  ``[{"Host": name, "Score": 0..10}]``; a score becomes
-  ``score * weight * (100 / MaxExtenderPriority 10)`` in the node's total.
-  Prioritize errors are ignored, as upstream.
-* **bind** (``bindVerb``) takes ``ExtenderBindingArgs`` (``PodName``,
-  ``PodNamespace``, ``PodUID``, ``Node``) and answers
-  ``ExtenderBindingResult``; an interested binder extender binds instead of
-  the bind plugins.
-* **preempt** (``preemptVerb``) takes ``ExtenderPreemptionArgs``
-  (``NodeNameToVictims`` with full pods, or ``NodeNameToMetaVictims`` with
-  UIDs when ``nodeCacheCapable``) and answers ``NodeNameToMetaVictims``: the
-  candidates it accepts, with possibly changed victims.
-
-``managedResources`` restricts an extender to pods requesting (or limiting)
-one of them; ``ignoredByScheduler`` resources are added to NodeResourcesFit's
-``ignoredResources``. ``ignorable`` extenders' errors are skipped instead of
-failing the cycle. ``httpTimeout`` (a Go duration, default 5s) bounds each
-call. ``enableHTTPS``/``tlsConfig`` are the transport's business.
-
-Integration. The runtime has no extender step of its own, so
-:func:`with_extenders` turns each extender into a framework plugin
-(:class:`ExtenderPlugin`) appended to the profile: a Filter after every other
-filter, a Score with the extender's weight (its 0..10 scores scaled by 10,
-so the runtime's weighting gives upstream's total), a Bind before
-DefaultBinder, and it hands the extenders to DefaultPreemption. Differences
-from upstream: the extender's filter sees every snapshot node (upstream only
-sends the nodes that passed the plugins, up to ``percentageOfNodesToScore``
--- the verdicts combine to the same feasible set on clusters the quota does
-not cut); nodes it drops without a message, which upstream leaves without a
-status (UnschedulableAndUnresolvable for preemption), get that code and the
-reason ``node(s) were filtered out by extender <urlPrefix>``; scores outside
-0..10 are clipped.
+field of ``KubeSchedulerConfiguration`` and how ``schedule_one.go``
+(``findNodesThatPassExtenders``, ``prioritizeNodes``, ``extendersBinding``) and
+``preemption.go`` (``callExtenders``) use them. Each call is ``POST
+<urlPrefix>/<verb>`` (filter, prioritize, bind, preempt) with Go-named JSON
+fields, decoded case-insensitively. :func:`with_extenders` turns each extender
+into a framework plugin (:class:`ExtenderPlugin`: a last Filter, a weighted
+Score, a Bind before DefaultBinder) and hands them to DefaultPreemption. The
+protocol verb by verb, and the differences from upstream, are in
+``docs/scheduler-plugins.md`` ("Extenders").
 
 I/O. The scheduling framework is pure (an import contract keeps HTTP
 libraries out of ``emulator.scheduler``), so the HTTP client is injected: a

@@ -31,12 +31,8 @@ for step:
 
 Success returns upstream's ``Status`` (the create handler fills in ``code: 201``).
 
-Differences, on purpose: upstream answers the more-than-one-PDB case with a
-``Failure`` Status in a 201 response (client-go turns it into an error with
-code 500); kemu raises it as a 500 :class:`~emulator.api.errors.StatusError`,
-which is what the Kubernetes documentation describes. Retries are immediate
-(upstream sleeps ~500 ms between them): each retry re-reads the store, so there
-is nothing to wait for.
+Two deliberate differences (the more-than-one-PDB answer, immediate retries) are
+listed under Simplifications in ``docs/architecture.md``.
 """
 
 from __future__ import annotations

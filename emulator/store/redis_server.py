@@ -15,18 +15,10 @@ Design
   directory (mode 0600) and runs ``redis-server <that file>``, so nothing that
   may one day be secret (``requirepass`` via ``extra``) is visible in ``ps``.
 * **Persistence is the append-only file** (``appendonly yes``,
-  ``aof-use-rdb-preamble yes``, ``save ""``). Why ``appendfsync everysec``
-  survives a ``kill -9`` of the *server process*: Redis appends every write
-  command to an in-memory AOF buffer and, at the end of each event-loop
-  iteration, ``write(2)``\\ s that buffer to the AOF *before* it sends the
-  replies of that iteration. Once ``write(2)`` has returned, the data is in the
-  kernel's page cache and survives the death of the process; ``fsync`` only
-  matters if the *operating system* crashes or the machine loses power, and
-  ``everysec`` bounds that loss to about a second. The one exception is a slow
-  disk: if the background ``fsync`` of the previous second is still running,
-  Redis 6.2 postpones the ``write(2)`` (for up to two seconds, logging
-  "Asynchronous AOF fsync is taking too long") while replies still go out. Use
-  ``appendfsync always`` where that window matters more than throughput.
+  ``aof-use-rdb-preamble yes``, ``save ""``, ``appendfsync everysec``): Redis
+  writes the AOF before it replies, so an acknowledged write survives a ``kill
+  -9`` of the server (why, and the slow-disk exception: ``docs/architecture.md``,
+  "Durability").
 * **Readiness is a successful PING** against the port, polled with short waits
   against a deadline, plus an ``INFO`` check that the answering server is our
   child (a foreign server already on the port must not be mistaken for ours).
@@ -315,10 +307,14 @@ class EmbeddedRedis:
     when :meth:`start` runs in the main thread: Linux delivers it when the *thread*
     that spawned the child exits, which for a worker thread would stop Redis under a
     live kemu. From other threads only the exit finalizer applies.
+
+    ``on_spawn`` is called with the pid of each redis-server it spawns, before it is
+    ready (``kemu up`` records the process then, :mod:`emulator.processes`).
     """
 
-    def __init__(self, config: RedisServerConfig) -> None:
+    def __init__(self, config: RedisServerConfig, *, on_spawn: Callable[[int], None] | None = None) -> None:
         self.config = config
+        self.on_spawn = on_spawn
         self._lock = threading.RLock()
         self._proc: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize[..., EmbeddedRedis] | None = None
@@ -486,6 +482,8 @@ class EmbeddedRedis:
             )
         self._proc = proc
         try:
+            if self.on_spawn is not None:
+                self.on_spawn(proc.pid)
             self._wait_ready(proc, port, deadline, log_offset)
         except BaseException:
             _kill_group(proc)

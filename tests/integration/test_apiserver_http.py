@@ -7,7 +7,6 @@ starts from an emptied Redis (the ``redis_url`` fixture) and re-creates the boot
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -302,11 +301,17 @@ def test_watch_from_zero_lists_then_follows_with_bookmarks(http: httpx.Client, c
 
 
 def test_watch_ends_at_timeout_seconds(http: httpx.Client, core: ServerCore) -> None:
-    t = time.monotonic()
-    r = http.get("/api/v1/namespaces", params={"watch": "true", "resourceVersion": str(core.store.current_rv()),
-                                               "timeoutSeconds": "1"})
-    assert r.status_code == 200 and r.text == ""
-    assert 0.9 <= time.monotonic() - t < 5
+    """The server ends the stream itself: it serves a change made after the request, then closes cleanly.
+
+    The client's read timeout (10 s) bounds how long that may take; how close to ``timeoutSeconds`` the
+    end comes is wall-clock behaviour, not asserted here.
+    """
+    params = {"watch": "true", "resourceVersion": str(core.store.current_rv()), "timeoutSeconds": "1"}
+    with http.stream("GET", "/api/v1/namespaces", params=params) as r:
+        assert r.status_code == 200
+        core.create(NAMESPACE, {"metadata": {"name": "late"}})
+        events = [orjson.loads(line) for line in r.iter_lines() if line]
+    assert [(e["type"], e["object"]["metadata"]["name"]) for e in events] == [("ADDED", "late")]
 
 
 def test_too_old_watch_is_410(http: httpx.Client, redis_url: str) -> None:

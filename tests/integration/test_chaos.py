@@ -30,7 +30,8 @@ from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
 from tests import builders as b
 from tests import workloads as w
-from tests.kubelet_standin import is_ready, wait_for
+from tests.kubelet_standin import is_ready
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -143,13 +143,13 @@ def test_run_without_nodes_passes_only_if_pending_pods_are_expected(kemu_env: di
     expected = tmp_path / "expected.yaml"
     expected.write_text("name: pending\ncluster: {nodes: 0}\ndriver: {batch: 10}\nexpect_pending: 40\n"
                         "phases: [{pods: {count: 40}}]\n")
-    ok = kemu(kemu_env, "run", str(expected), "--output", str(tmp_path / "ok.json"))
+    ok = kemu(kemu_env, "run", str(expected), "--output", str(tmp_path / "ok.json"), module="loadgen.cli")
     assert ok.returncode == 0, ok.stdout + ok.stderr
     assert "scheduled 0, running 0, pending 40" in ok.stdout
 
     unexpected = tmp_path / "unexpected.yaml"
     unexpected.write_text("name: pending\ncluster: {nodes: 0}\ndriver: {batch: 10}\nphases: [{pods: {count: 40}}]\n")
-    bad = kemu(kemu_env, "run", str(unexpected), "--output", str(tmp_path / "bad.json"))
+    bad = kemu(kemu_env, "run", str(unexpected), "--output", str(tmp_path / "bad.json"), module="loadgen.cli")
     assert bad.returncode == 2
     assert "NOT OK (40 unscheduled" in bad.stdout
 
@@ -166,7 +166,7 @@ def test_http_driver_from_several_processes_creates_and_deletes_in_order(kemu_en
                         "         {name: dep, deployments: {count: 1, replicas: 3, scale_to: 5, scale_after: 0.1}}]\n"
                         "expect_pending: 105\n")
     out = tmp_path / "summary.json"
-    result = kemu(kemu_env, "run", str(scenario), "--output", str(out))
+    result = kemu(kemu_env, "run", str(scenario), "--output", str(out), module="loadgen.cli")
     assert result.returncode == 0, result.stdout + result.stderr
     summary = json.loads(out.read_text())
     assert summary["driver"] == {"kind": "http", "processes": 2, "batch": 20, "maxBacklog": 2000}
@@ -185,19 +185,20 @@ def test_run_attaches_to_a_running_cluster(kemu_env: dict[str, str], tmp_path: P
     scenario = tmp_path / "attach.yaml"
     scenario.write_text("name: attach\ncontrollers: false\nexpect_pending: 30\nphases: [{pods: {count: 30}}]\n")
     out = tmp_path / "summary.json"
-    result = kemu(kemu_env, "run", str(scenario), "--attach", "--redis-url", state["redis_url"], "--output", str(out))
+    result = kemu(kemu_env, "run", str(scenario), "--attach", "--redis-url", state["redis_url"], "--output", str(out),
+                  module="loadgen.cli")
     assert result.returncode == 0, result.stdout + result.stderr
     assert "on an attached cluster" in result.stdout
     status = kemu(kemu_env, "status", "-o", "json")
     assert '"pods": 30' in status.stdout  # the pods are in the running cluster, not a private one
 
-    missing = kemu(kemu_env, "run", str(scenario), "--attach")
+    missing = kemu(kemu_env, "run", str(scenario), "--attach", module="loadgen.cli")
     assert missing.returncode == 1 and "--redis-url" in missing.stderr
 
 
 def test_bad_scenario_names_the_field(kemu_env: dict[str, str], tmp_path: Path) -> None:
     scenario = tmp_path / "bad.yaml"
     scenario.write_text("name: bad\nphases: [{pods: {count: many}}]\n")
-    result = kemu(kemu_env, "run", str(scenario))
+    result = kemu(kemu_env, "run", str(scenario), module="loadgen.cli")
     assert result.returncode == 1
     assert "phases[0].pods.count: expected an integer >= 0, got 'many'" in result.stderr

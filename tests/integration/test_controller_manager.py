@@ -24,7 +24,8 @@ from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
 from tests import workloads as w
-from tests.kubelet_standin import ReadyMonitor, StandInKubelet, wait_for
+from tests.kubelet_standin import ReadyMonitor, StandInKubelet
+from tests.waiting import wait_for
 from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration
@@ -132,21 +133,25 @@ def test_a_leader_that_cannot_renew_stops_its_controllers(core: ServerCore, cloc
     a.start()
     try:
         assert a.wait_active(20)
+        controllers = a.controllers()
         # Someone else takes the lease (as a partitioned leader would find it): renewals fail from now on.
         def steal() -> Obj:
             current = core.get(LEASE, "kube-system", "kube-controller-manager")
             return core.update(LEASE, {**current, "spec": {**current["spec"], "holderIdentity": "intruder"}})
 
         retry_on_conflict(steal)
-        clock.advance(2.5)
-        pause = threading.Event()
-        pause.wait(0.2)
+        clock.advance(2.5)  # past retryPeriod: the leader tries to renew and finds the intruder's record
+        wait_for(lambda: a.elector.get_leader() == "intruder", 10, "a failed renewal")  # type: ignore[union-attr]
         assert a.active  # within renewDeadline it keeps acting
         advance_until(clock, lambda: not a.active, "the leader to stop its controllers", step=1.0)
         assert a.controllers() == {} and not a.is_leader
+        # Nobody acts while the intruder "leads": the stopped controllers' workers exit and their queues
+        # are shut down, so a new Deployment is never synced.
+        wait_for(lambda: not any(c.running for c in controllers.values()), 10,  # type: ignore[attr-defined]
+                 "the stopped controllers' workers to exit")
+        assert all(c.queue.shutting_down for c in controllers.values())  # type: ignore[attr-defined]
         core.create(DEPLOYMENT, w.deployment("web", 2, LABELS))
-        pause.wait(0.5)
-        assert core.list(REPLICASET, "default").items == []  # nobody acts while the intruder "leads"
+        assert core.list(REPLICASET, "default").items == []
     finally:
         a.stop()
 

@@ -17,7 +17,8 @@ from emulator.controllers.daemonset import REVISION_LABEL, replace_node_name_aff
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
 from tests import builders as b
-from tests.kubelet_standin import ReadyMonitor, running_ready_status, wait_for
+from tests.kubelet_standin import ReadyMonitor, running_ready_status
+from tests.waiting import wait_for
 from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration

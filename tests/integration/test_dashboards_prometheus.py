@@ -23,12 +23,9 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import socket
-import subprocess
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -45,32 +42,15 @@ from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.metrics import SD_PATH
 from emulator.server.core import ServerCore
+from tests.prometheus import running_prometheus
+from tests.waiting import store_writes, wait_for
 
 pytestmark = pytest.mark.integration
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 NODES = 20
 SPEED = 5.0
 RATE_INTERVAL = "15s"
 COMPONENTS = {"apiserver", "kubelet", "controller-manager"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def wait_for(what: str, done: Callable[[], bool], timeout: float, core: ServerCore | None = None) -> None:
-    """Until ``done()``: woken by store writes when ``core`` is given, else polling an HTTP API every 0.2 s."""
-    watch = core.store.watch(POD, core.store.current_rv()) if core is not None else None
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        if watch is not None:
-            watch.next_batch(timeout=0.2)
-        else:
-            time.sleep(0.2)  # polling Prometheus's HTTP API (nothing to block on), with a deadline
 
 
 @pytest.fixture(scope="module")
@@ -99,33 +79,8 @@ def prometheus(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
     config["global"].update({"scrape_interval": "1s", "evaluation_interval": "1s"})
     (job,) = config["scrape_configs"]
     job["http_sd_configs"] = [{"url": f"{cluster.api_url}{SD_PATH}", "refresh_interval": "1s"}]
-    path = tmp_path / "prometheus.yml"
-    path.write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (tmp_path / "prometheus.log").open("wb")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, f"prometheus exited: {(tmp_path / 'prometheus.log').read_text()[-2000:]}"
-        try:
-            return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for("Prometheus ready", ready, 30)
+    with running_prometheus(config, tmp_path) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def small_pod(name: str) -> dict[str, Any]:
@@ -204,9 +159,10 @@ def grafana_expr(expr: str) -> str:
 
 
 def run_workload(core: ServerCore, http: httpx.Client) -> None:
-    wait_for(f"{NODES} Ready nodes", lambda: sum(
+    wait_for(lambda: sum(
         any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])
-        for n in core.list(NODE).items) == NODES, 60, core)
+        for n in core.list(NODE).items) == NODES, 60, f"{NODES} Ready nodes",
+             wake=store_writes(core, POD, block=0.2))
     for name, value in (("low", 100), ("high", 1000)):
         core.create(PRIORITYCLASS, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
                                     "metadata": {"name": name}, "value": value})
@@ -224,14 +180,15 @@ def run_workload(core: ServerCore, http: httpx.Client) -> None:
     def bound() -> int:
         return sum(1 for p in core.list(POD).items if p["spec"].get("nodeName"))
 
-    wait_for("the workload bound", lambda: bound() >= NODES + 300 + 3 + 1, 60, core)
+    wait_for(lambda: bound() >= NODES + 300 + 3 + 1, 60, "the workload bound",
+             wake=store_writes(core, POD, block=0.2))
     # Now ~1.5 CPUs are free per node: a 4-CPU high-priority pod fits nowhere without preempting a filler.
     assert http.post("/api/v1/namespaces/default/pods", json=big_pod("urgent", "4", "high")).status_code == 201
 
     def urgent_bound() -> bool:
         return bool(core.get(POD, "default", "urgent")["spec"].get("nodeName"))
 
-    wait_for("the preemptor bound", urgent_bound, 60, core)
+    wait_for(urgent_bound, 60, "the preemptor bound", wake=store_writes(core, POD, block=0.2))
     assert http.get("/api/v1/namespaces/default/pods", params={"limit": "100"}).status_code == 200
 
 
@@ -249,14 +206,14 @@ def test_every_dashboard_panel_has_data(cluster: LocalCluster, prometheus: str) 
             components = {t["labels"].get("component") for t in found}
             return components >= COMPONENTS and all(t["health"] == "up" for t in found)
 
-        wait_for(f"targets {sorted(COMPONENTS)} up", all_up, 30)
+        wait_for(all_up, 30, f"targets {sorted(COMPONENTS)} up", interval=0.2)
         after = time.time()
 
         def scraped_after_workload() -> bool:
             # Three scrapes of every target since the workload ended: rate() has samples to work with.
             return all(_scrape_time(t) > after + 2 for t in targets(prometheus))
 
-        wait_for("scrapes after the workload", scraped_after_workload, 30)
+        wait_for(scraped_after_workload, 30, "scrapes after the workload", interval=0.2)
         failures = []
         checked = 0
         for dash in dashboards.load():

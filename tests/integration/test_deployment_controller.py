@@ -16,11 +16,12 @@ import pytest
 from emulator.api.kinds import DEPLOYMENT, EVENT, POD, REPLICASET
 from emulator.api.types import Obj
 from emulator.clock import ManualClock
-from emulator.controllers import deployment as dep
+from emulator.controllers.deployment import util as dep
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
 from tests import workloads as w
-from tests.kubelet_standin import ReadyMonitor, StandInKubelet, wait_for
+from tests.kubelet_standin import ReadyMonitor, StandInKubelet
+from tests.waiting import wait_for
 from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration
@@ -212,12 +213,15 @@ def test_progress_deadline_exceeded_on_the_cluster_clock(core: ServerCore, clock
     wait_for(lambda: rolled_out(core), 30, "revision 1")
     kubelet.gate.clear()  # type: ignore[attr-defined]  # new pods never become Ready
     set_image(core, "nginx:broken")
-    wait_for(lambda: (c := condition(core, "Progressing")) and c["reason"] in ("NewReplicaSetCreated",
-                                                                                "ReplicaSetUpdated"), 20, "progress")
+    # The last progress: the surge pod exists (3 replicas, 1 updated) and will never be Ready, so the
+    # Progressing condition's lastUpdateTime stays at the current cluster time from here on.
+    wait_for(lambda: (s := get(core).get("status") or {}).get("replicas") == 3 and s.get("updatedReplicas") == 1
+             and (c := condition(core, "Progressing")) and c["reason"] == "ReplicaSetUpdated", 20, "the last progress")
     clock.advance(30)
-    pause = threading.Event()
-    pause.wait(0.2)
-    assert condition(core, "Progressing")["status"] == "True"  # type: ignore[index]  # not yet
+    # Not yet: make the controller sync at +30 s (a spec change it must observe) and read its verdict.
+    generation = update(core, lambda d: d["spec"].__setitem__("revisionHistoryLimit", 9))["metadata"]["generation"]
+    wait_for(lambda: get(core)["status"]["observedGeneration"] == generation, 20, "a sync at +30 s")
+    assert condition(core, "Progressing")["status"] == "True"  # type: ignore[index]
     clock.advance(32)  # past lastUpdateTime + 60 s: the controller requeued itself for this moment
     cond = wait_for(lambda: (c := condition(core, "Progressing")) and c["reason"] == "ProgressDeadlineExceeded" and c,
                     20, "ProgressDeadlineExceeded")

@@ -11,8 +11,6 @@ import contextlib
 import socket
 import subprocess
 import threading
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -32,6 +30,7 @@ from emulator.server.eviction import evict
 from emulator.store.store import Store
 from tests import builders as b
 from tests import workloads as w
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -369,16 +368,6 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _wait_for(condition: Callable[[], bool], timeout: float, what: str) -> None:
-    """Wait on a condition with a deadline, re-checking on the stop-event clock (no bare sleeps)."""
-    deadline = time.monotonic() + timeout
-    tick = threading.Event()
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        tick.wait(0.05)
-
-
 def test_kubectl_drain_waits_for_the_disruption_budget(redis_url: str, tmp_path: Path) -> None:
     """``kubectl drain n1`` cordons, is refused (429) while web-pdb allows no disruption, and completes once it does.
 
@@ -425,7 +414,7 @@ def test_kubectl_drain_waits_for_the_disruption_budget(redis_url: str, tmp_path:
 
         loops.append(ControllerLoop("disruption", DisruptionController(core), 0.1).start())
         loops.append(ControllerLoop("kubelet", kubelet_and_replicaset, 0.05).start())
-        _wait_for(lambda: pdb_status(core).get("observedGeneration") == 1, 10, "the PDB's first status")
+        wait_for(lambda: pdb_status(core).get("observedGeneration") == 1, 10, "the PDB's first status")
         assert pdb_status(core)["disruptionsAllowed"] == 0
 
         drain = subprocess.Popen(["kubectl", "--kubeconfig", str(config), "drain", "n1", "--timeout=120s"],
@@ -435,7 +424,7 @@ def test_kubectl_drain_waits_for_the_disruption_budget(redis_url: str, tmp_path:
         reader.start()
         try:
             refused = "Cannot evict pod as it would violate the pod's disruption budget."
-            _wait_for(lambda: any(refused in line for line in output), 30, "an eviction refused by web-pdb")
+            wait_for(lambda: any(refused in line for line in output), 30, "an eviction refused by web-pdb")
             assert core.get(NODE, None, "n1")["spec"].get("unschedulable") is True  # cordoned first
             assert not any(core.get(POD, "default", n)["metadata"].get("deletionTimestamp")
                            for n in ("web-0", "web-1"))

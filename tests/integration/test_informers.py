@@ -9,7 +9,6 @@ Nothing here sleeps: every wait is a condition with a deadline.
 from __future__ import annotations
 
 import threading
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -43,6 +42,7 @@ from emulator.store import codec
 from emulator.store.redis_server import EmbeddedRedis
 from emulator.store.store import Store, StoreConfig, WatchEvent
 from tests import builders as b
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -179,16 +179,6 @@ def _rv(obj: Obj) -> str:
     return str(obj["metadata"]["resourceVersion"])
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    """Poll ``predicate`` until it holds; fail with ``what`` at the deadline (a deadline, not a sleep)."""
-    deadline = time.monotonic() + timeout
-    idle = threading.Event()
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out waiting for {what}")
-        idle.wait(0.005)
-
-
 def store_state(store: Store, kind: Kind, keep: Callable[[Obj], bool] = lambda o: True) -> dict[str, str]:
     return {meta_namespace_key(o): _rv(o) for o in store.list(kind).items if keep(o)}
 
@@ -250,7 +240,7 @@ def test_informer_lists_then_watches_into_exactly_the_store_state(
     registration = informer.add_event_handler(recorder)
     factory.start()
     assert factory.wait_for_cache_sync(10) == {key: True for key in factory.informers()}
-    wait_until(registration.has_synced, what="the handler to run every initial add")
+    wait_for(registration.has_synced, 20, "the handler to run every initial add")
     expected = store_state(store, POD, keep)
     assert cache_state(informer) == expected and recorder.initial_adds == len(expected) > 0
 
@@ -267,7 +257,7 @@ def test_informer_lists_then_watches_into_exactly_the_store_state(
         recorder.state(), expected)
     assert cache_state(informer) == expected
     assert recorder.violations == []
-    wait_until(lambda: informer.last_sync_resource_version >= final_rv, what="the informer's rv to catch up")
+    wait_for(lambda: informer.last_sync_resource_version >= final_rv, 20, "the informer's rv to catch up")
     assert informer.reflector.lists == 1  # no relist was needed
 
 
@@ -369,8 +359,8 @@ def test_redis_restart_informers_relist_and_converge(redis_server: EmbeddedRedis
     assert all(factory.wait_for_cache_sync(10).values())
     try:
         redis_server.kill()
-        wait_until(lambda: pods.reflector.watch_errors and cms.reflector.watch_errors, what="both watches to break")
-        wait_until(lambda: pods.reflector.list_errors, what="a relist to fail while Redis is down")
+        wait_for(lambda: pods.reflector.watch_errors and cms.reflector.watch_errors, 20, "both watches to break")
+        wait_for(lambda: pods.reflector.list_errors, 20, "a relist to fail while Redis is down")
         redis_server.restart()
     finally:
         if not redis_server.running:
@@ -384,11 +374,11 @@ def test_redis_restart_informers_relist_and_converge(redis_server: EmbeddedRedis
     expected = store_state(writer.store, POD)
     assert recorder.wait_for(lambda: {k: _rv(o) for k, o in recorder.model.items()} == expected, 30), (
         sorted(set(recorder.state().items()) ^ set(expected.items())))
-    wait_until(lambda: cache_state(cms) == store_state(writer.store, CONFIGMAP), 30, "configmaps to converge")
+    wait_for(lambda: cache_state(cms) == store_state(writer.store, CONFIGMAP), 30, "configmaps to converge")
     assert cache_state(pods) == expected
     assert recorder.violations == []
     # The configmaps did not change, so their cache may converge before their relist: wait for it.
-    wait_until(lambda: pods.reflector.lists >= 2 and cms.reflector.lists >= 2, 30, "both informers to relist")
+    wait_for(lambda: pods.reflector.lists >= 2 and cms.reflector.lists >= 2, 30, "both informers to relist")
     assert any(isinstance(e, redis.ConnectionError) for e in pods.reflector.watch_errors)
     # Back-off grew while Redis was down (fast_backoff doubles from 20 ms, capped at 200 ms).
     delays = pods.reflector.backoffs
@@ -426,9 +416,9 @@ def test_many_informers_share_one_reader_and_one_xread_per_batch(
     assert all(factory.wait_for_cache_sync(10).values())
     streams = sorted({store.stream_key(POD), store.stream_key(POD, s0), store.stream_key(POD, s1),
                       store.stream_key(NODE), store.stream_key(CONFIGMAP), store.stream_key(NAMESPACE)})
-    wait_until(lambda: mux.streams() == streams, what="every informer to subscribe")
+    wait_for(lambda: mux.streams() == streams, 20, "every informer to subscribe")
     # A read planned before the last subscriptions arrived may still be blocked: let one full read pass.
-    wait_until(lambda: any(len(s) == len(streams) for _, s, _ in client.xreads), what="a read of every stream")
+    wait_for(lambda: any(len(s) == len(streams) for _, s, _ in client.xreads), 20, "a read of every stream")
     lengths_before = {s: client.xlen(s) for s in streams}
     client.reset()
     decoded_before = mux.entries_read
@@ -601,7 +591,7 @@ def test_handler_added_to_a_running_informer_gets_the_cache_first(core: ServerCo
         assert not registration.has_synced()  # seven initial notifications not yet run
         gate.set()
         assert late.wait_for(lambda: late.initial_adds == 7)
-        wait_until(registration.has_synced, what="the late handler to sync")
+        wait_for(registration.has_synced, 20, "the late handler to sync")
         assert informer.listeners() == [registration]
         informer.remove_event_handler(registration)
         assert informer.listeners() == []
@@ -624,7 +614,7 @@ def test_a_failing_handler_does_not_stop_the_others(core: ServerCore) -> None:
         for i in range(3):
             core.create(CONFIGMAP, {"metadata": {"name": f"c{i}", "namespace": "default"}})
         assert good.wait_for(lambda: len(good.model) == 3)
-        wait_until(lambda: bad.errors == 3, what="the failing handler to be called for every add")
+        wait_for(lambda: bad.errors == 3, 20, "the failing handler to be called for every add")
     finally:
         informer.stop()
 

@@ -16,7 +16,7 @@ from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
 from tests import builders as b
-from tests.kubelet_standin import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -47,6 +47,23 @@ def live_pods(core: ServerCore, name: str = "pi") -> list[Obj]:
 
 def finish(core: ServerCore, pod: Obj, phase: str) -> None:
     core.update_status(POD, {**pod, "status": {**pod["status"], "phase": phase}})
+
+
+def reconcile_now(core: ServerCore, manager: ControllerManager, controller: str, name: str = "pi") -> None:
+    """Have ``controller`` reconcile Job ``name`` at the current cluster time, and wait until it has.
+
+    A "not yet" check after moving the clock must see a reconcile that ran at the new time: first every
+    reconcile in progress (started before the move) finishes, then a touch of the Job's annotations
+    makes the controller look again.
+    """
+    ctrl = manager.controllers()[controller]
+    queue = ctrl.queue  # type: ignore[attr-defined]
+    wait_for(lambda: len(queue) == 0 and queue.unfinished_work_seconds() == 0, 10, f"{controller} to be idle")
+    before = ctrl.reconciles  # type: ignore[attr-defined]
+    current = core.get(JOB, "default", name)
+    touched = {**current["metadata"].get("annotations", {}), "test/touch": str(before)}
+    core.update(JOB, {**current, "metadata": {**current["metadata"], "annotations": touched}})
+    wait_for(lambda: ctrl.reconciles > before, 10, f"a {controller} reconcile")  # type: ignore[attr-defined]
 
 
 def conditions(core: ServerCore, name: str = "pi") -> dict[str, str]:
@@ -111,7 +128,8 @@ def test_active_deadline_fails_the_job_and_deletes_its_pods(core: ServerCore, ma
     core.create(JOB, job(completions=5, parallelism=2, deadline=60))
     wait_for(lambda: len(live_pods(core)) == 2, 10, "pods")
     clock.advance(59)
-    assert "Failed" not in conditions(core)
+    reconcile_now(core, manager, "job")
+    assert "Failed" not in conditions(core)  # not yet
     clock.advance(2)
     wait_for(lambda: conditions(core).get("Failed") == "DeadlineExceeded", 10, "DeadlineExceeded")
     assert not live_pods(core)
@@ -125,6 +143,7 @@ def test_ttl_after_finished_deletes_the_job_on_the_cluster_clock(core: ServerCor
     finish(core, wait_for(lambda: live_pods(core), 10, "a pod")[0], "Succeeded")
     wait_for(lambda: "Complete" in conditions(core), 10, "Complete")
     clock.advance(99)
+    reconcile_now(core, manager, "ttl-after-finished")
     assert core.get(JOB, "default", "pi")  # not yet
 
     def gone() -> bool:

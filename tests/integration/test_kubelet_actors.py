@@ -8,8 +8,7 @@ condition with a deadline, woken by the store's watch (never a sleep).
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -24,6 +23,7 @@ from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
 from tests import builders as b
+from tests.waiting import store_writes, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -48,17 +48,6 @@ def cluster(redis_url: str, local_ray: None, tmp_path: Any) -> Iterator[LocalClu
     c.start()
     yield c
     c.stop()
-
-
-def wait_for(core: ServerCore, done: Callable[[], bool], timeout: float, what: str) -> None:
-    """Until ``done()``, re-checking whenever anything is written to the store (the watch wakes us)."""
-    watch = core.store.watch(POD, core.store.current_rv())
-    lease_watch = core.store.watch(LEASE, core.store.current_rv())
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        watch.next_batch(timeout=0.1)
-        lease_watch.next_batch(timeout=0.0)
 
 
 def ready(node: Obj) -> bool:
@@ -86,7 +75,7 @@ def test_shard_actors_run_hundreds_of_nodes_and_survive_a_kill(cluster: LocalClu
     for p in pods:
         p["metadata"]["annotations"] = {"kemu.io/startup-delay": "0s"}
     core.create_many(POD, pods)
-    wait_for(core, lambda: len(running(core)) == 40, 60, "40 pods running")
+    wait_for(lambda: len(running(core)) == 40, 60, "40 pods running", wake=store_writes(core, POD, LEASE))
     before = running(core)
 
     # Kill shard 0's actor; Ray restarts it (max_restarts) and the new shard object takes over.
@@ -104,7 +93,8 @@ def test_shard_actors_run_hundreds_of_nodes_and_survive_a_kill(cluster: LocalClu
         leases = {lease["metadata"]["name"]: lease for lease in core.list(LEASE, "kube-node-lease").items}
         return all(parse_rfc3339(leases[n]["spec"]["renewTime"]) > killed_at for n in its_nodes)
 
-    wait_for(core, renewed_since_kill, 30, "the restarted shard's leases to be renewed")
+    wait_for(renewed_since_kill, 30, "the restarted shard's leases to be renewed",
+             wake=store_writes(core, POD, LEASE))
     # No lease of the killed shard's nodes expired: the longest gap stayed under leaseDurationSeconds.
     leases = {lease["metadata"]["name"]: lease for lease in core.list(LEASE, "kube-node-lease").items}
     assert all(core.clock.now() - parse_rfc3339(leases[n]["spec"]["renewTime"]) < 40 for n in names)

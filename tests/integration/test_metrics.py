@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import time
-
 import httpx
 import pytest
 import redis
 from prometheus_client import CollectorRegistry, Counter
 
 from emulator.metrics import TargetRegistration, discover, process_instance, serve, serve_and_register
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -68,10 +67,7 @@ def test_each_api_server_worker_is_a_target_of_its_own(redis_url: str) -> None:
     url = proc.start()
     try:
         client = redis.Redis.from_url(redis_url)
-        deadline = time.monotonic() + 20
-        while len(discover(client)) < 2:  # both workers' lifespans have run
-            assert time.monotonic() < deadline, discover(client)
-            time.sleep(0.05)  # polling Redis for registrations made by another process, with a deadline
+        wait_for(lambda: len(discover(client)) >= 2, 20, "both workers' lifespans to register them", interval=0.05)
         targets = httpx.get(url + SD_PATH).json()
         assert sorted(t["labels"]["component"] for t in targets) == ["apiserver", "apiserver"]
         assert all(t["labels"]["instance"].startswith("apiserver-") for t in targets)

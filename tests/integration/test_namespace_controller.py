@@ -16,7 +16,7 @@ from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
 from tests import builders as b
-from tests.kubelet_standin import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -16,7 +16,8 @@ from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.controllers.nodelifecycle import compute_zone_state
 from emulator.server.core import ServerCore
 from tests import builders as b
-from tests.kubelet_standin import running_ready_status, wait_for
+from tests.kubelet_standin import running_ready_status
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -20,7 +20,8 @@ from emulator.informers import SharedInformerFactory
 from emulator.server.core import ServerCore
 from tests import builders as b
 from tests import workloads as w
-from tests.kubelet_standin import StandInKubelet, running_ready_status, wait_for
+from tests.kubelet_standin import StandInKubelet, running_ready_status
+from tests.waiting import wait_for
 from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration

@@ -18,7 +18,7 @@ from emulator.store.store import Store
 from tests import builders as b
 from tests.integration import test_apiserver_kubectl as base
 from tests.integration.test_apiserver_kubectl import Kubectl
-from tests.kubelet_standin import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -7,7 +7,6 @@ checks read the store back. Waits are conditions with deadlines, woken by the st
 
 from __future__ import annotations
 
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -22,6 +21,7 @@ from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
 from tests.builders import req_pod, sched_node
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -52,17 +52,6 @@ def hosts(redis_url: str) -> Iterator[Callable[..., SchedulerHost]]:
         host.stop()
 
 
-def wait_for(core: ServerCore, done: Callable[[], bool], timeout: float, what: str) -> None:
-    """Until ``done()``, re-checking whenever a pod or event is written (the store's watch wakes us)."""
-    pods = core.store.watch(POD, core.store.current_rv())
-    events = core.store.watch(EVENT, core.store.current_rv())
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        pods.next_batch(timeout=0.05)
-        events.next_batch(timeout=0.0)
-
-
 def bound_to(core: ServerCore, name: str) -> str | None:
     return core.get(POD, "default", name)["spec"].get("nodeName")
 
@@ -79,12 +68,12 @@ def test_pod_lands_on_the_unique_best_node(core, hosts):
     core.create(POD, req_pod("resident", "12", "48Gi", node="busy"))
     hosts()
     core.create(POD, req_pod("web", "1", "2Gi"))
-    wait_for(core, lambda: bound_to(core, "web") is not None, 20, "web to be bound")
+    wait_for(lambda: bound_to(core, "web") is not None, 20, "web to be bound")
     # LeastAllocated + BalancedAllocation: "roomy" is the only node where the pod leaves the most room free.
     assert bound_to(core, "web") == "roomy"
     pod = core.get(POD, "default", "web")
     assert next(c for c in pod["status"]["conditions"] if c["type"] == "PodScheduled")["status"] == "True"
-    wait_for(core, lambda: bool(events_for(core, "web", "Scheduled")), 20, "the Scheduled event")
+    wait_for(lambda: bool(events_for(core, "web", "Scheduled")), 20, "the Scheduled event")
     event = events_for(core, "web", "Scheduled")[0]
     assert event["message"] == "Successfully assigned default/web to roomy"
     assert event["type"] == "Normal" and event["source"]["component"] == "default-scheduler"
@@ -100,14 +89,14 @@ def test_infeasible_pod_stays_pending_with_upstream_message_condition_and_event(
         conds = core.get(POD, "default", "huge")["status"].get("conditions") or []
         return next((c for c in conds if c["type"] == "PodScheduled"), None)
 
-    wait_for(core, lambda: condition() is not None, 20, "the PodScheduled condition")
+    wait_for(lambda: condition() is not None, 20, "the PodScheduled condition")
     expected = ("0/3 nodes are available: 3 Insufficient cpu. preemption: 0/3 nodes are available: "
                 "3 Preemption is not helpful for scheduling.")
     cond = condition()
     assert cond is not None
     assert (cond["status"], cond["reason"], cond["message"]) == ("False", "Unschedulable", expected)
     assert bound_to(core, "huge") is None
-    wait_for(core, lambda: bool(events_for(core, "huge", "FailedScheduling")), 20, "FailedScheduling")
+    wait_for(lambda: bool(events_for(core, "huge", "FailedScheduling")), 20, "FailedScheduling")
     event = events_for(core, "huge", "FailedScheduling")[0]
     assert (event["type"], event["message"]) == ("Warning", expected)
 
@@ -120,10 +109,10 @@ def test_two_profiles_route_by_scheduler_name(core, hosts):
                                {"schedulerName": "bin-packer", **BIN_PACKING}]})
     core.create(POD, req_pod("spread", "1", "1Gi"))
     core.create(POD, req_pod("packed", "1", "1Gi", schedulerName="bin-packer"))
-    wait_for(core, lambda: bound_to(core, "spread") is not None and bound_to(core, "packed") is not None, 20,
+    wait_for(lambda: bound_to(core, "spread") is not None and bound_to(core, "packed") is not None, 20,
              "both pods to be bound")
     assert (bound_to(core, "spread"), bound_to(core, "packed")) == ("empty", "half")
-    wait_for(core, lambda: bool(events_for(core, "packed", "Scheduled")), 20, "the Scheduled event")
+    wait_for(lambda: bool(events_for(core, "packed", "Scheduled")), 20, "the Scheduled event")
     assert events_for(core, "packed", "Scheduled")[0]["reportingComponent"] == "bin-packer"
 
 
@@ -133,7 +122,7 @@ def test_pod_for_an_unknown_scheduler_is_left_untouched(core, hosts):
     stranger = core.create(POD, req_pod("stranger", "1", "1Gi", schedulerName="not-running"))
     core.create(POD, req_pod("marker", "1", "1Gi"))
     # The informer delivers events in order: once "marker" is bound, "stranger" has been seen.
-    wait_for(core, lambda: bound_to(core, "marker") is not None, 20, "the marker pod")
+    wait_for(lambda: bound_to(core, "marker") is not None, 20, "the marker pod")
     assert host.schedulers[0].wait_for_idle(10)
     after = core.get(POD, "default", "stranger")
     assert after["metadata"]["resourceVersion"] == stranger["metadata"]["resourceVersion"]
@@ -150,7 +139,7 @@ def _fill_exactly(core: ServerCore, nodes: int, per_node: int, timeout: float) -
     for start in range(0, total, 500):
         assert all(isinstance(r, dict) for r in core.create_many(POD, bodies[start:start + 500]))
     acct = f"{core.store.config.prefix}acct"
-    wait_for(core, lambda: core.store.redis.hlen(acct) >= total, timeout, f"all {total} pods to be bound")
+    wait_for(lambda: core.store.redis.hlen(acct) >= total, timeout, f"all {total} pods to be bound")
     return {p["metadata"]["name"]: p for p in core.list(POD, "default").items}
 
 
@@ -180,8 +169,8 @@ def test_two_scheduler_processes_race_to_fill_the_cluster_exactly(core, redis_ur
     try:
         pods = _fill_exactly(core, nodes, per_node, timeout=90)
         _assert_exact_fit(pods, nodes, per_node)
-        wait_for(core, lambda: len([e for e in core.list(EVENT, "default").items if e["reason"] == "Scheduled"])
-                 == nodes * per_node, 30, "one Scheduled event per pod")
+        wait_for(lambda: len([e for e in core.list(EVENT, "default").items if e["reason"] == "Scheduled"])
+           == nodes * per_node, 30, "one Scheduled event per pod")
         stats, _ = runner.stats()
         consistency = runner.consistency()
     finally:
@@ -220,7 +209,7 @@ def test_cache_comparer_catches_a_difference_planted_in_the_cache(core, hosts):
     core.create(NODE, sched_node("n0"))
     host = hosts()
     core.create(POD, req_pod("p", "1", "1Gi"))
-    wait_for(core, lambda: bound_to(core, "p") is not None, 20, "p to be bound")
+    wait_for(lambda: bound_to(core, "p") is not None, 20, "p to be bound")
     sched = host.schedulers[0]
     assert sched.wait_for_idle(10)
     assert not sched.check_consistency()
@@ -258,8 +247,8 @@ def test_two_scheduler_actors_race_to_fill_the_cluster_exactly(core, redis_url, 
     try:
         _assert_exact_fit(_fill_exactly(core, nodes, per_node, timeout=90), nodes, per_node)
         # The store commits a bind before the binder counts it: the Scheduled events come after the count.
-        wait_for(core, lambda: len([e for e in core.list(EVENT, "default").items if e["reason"] == "Scheduled"])
-                 == total, 30, "one Scheduled event per pod")
+        wait_for(lambda: len([e for e in core.list(EVENT, "default").items if e["reason"] == "Scheduled"])
+           == total, 30, "one Scheduled event per pod")
         stats = [s for batch in ray.get([a.stats.remote() for a in actors]) for s in batch]
         assert [s["name"] for s in stats] == ["kemu-scheduler-0", "kemu-scheduler-1"]
         assert sum(s["scheduled"] for s in stats) == total and all(s["scheduled"] for s in stats)

@@ -23,7 +23,8 @@ from emulator.api.types import Obj
 from emulator.server.core import ServerCore
 from tests.builders import req_pod, sched_node
 from tests.integration.test_apiserver_kubectl import Kubectl, core, kubectl, lines_of, server  # noqa: F401
-from tests.integration.test_scheduler import BIN_PACKING, bound_to, events_for, hosts, wait_for  # noqa: F401
+from tests.integration.test_scheduler import BIN_PACKING, bound_to, events_for, hosts  # noqa: F401
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -70,11 +71,11 @@ def test_pod_lands_on_the_unique_best_node(kubectl, core, hosts, tmp_path):  # n
           sched_node("roomy", cpu="16", memory="64Gi"), pod("resident", "12", node="busy"))
     hosts()
     apply(kubectl, tmp_path, pod("web", "1"))
-    wait_for(core, lambda: bound_to(core, "web") is not None, 20, "web to be bound")
+    wait_for(lambda: bound_to(core, "web") is not None, 20, "web to be bound")
     # LeastAllocated + BalancedAllocation: only "roomy" leaves the pod the most room (small: 50 % cpu used).
     row = lines_of(kubectl("get", "pod", "web", "-o", "wide").stdout)["web"]
     assert row[6] == "roomy" and row[2] == "Pending"  # no kubelet runs it, but it is bound
-    wait_for(core, lambda: bool(events_for(core, "web", "Scheduled")), 20, "the Scheduled event")
+    wait_for(lambda: bool(events_for(core, "web", "Scheduled")), 20, "the Scheduled event")
     described = kubectl("describe", "pod", "web").stdout
     assert re.search(r"^Node:\s+roomy/", described, re.M)
     assert re.search(r"Normal\s+Scheduled\s+.*default-scheduler\s+Successfully assigned default/web to roomy",
@@ -86,7 +87,7 @@ def test_infeasible_pod_stays_pending_with_the_upstream_message(kubectl, core, h
     apply(kubectl, tmp_path, sched_node("a", cpu="4"), sched_node("b", cpu="4"), tainted)
     hosts()
     apply(kubectl, tmp_path, pod("huge", "32"))
-    wait_for(core, lambda: bool(events_for(core, "huge", "FailedScheduling")), 20, "FailedScheduling")
+    wait_for(lambda: bool(events_for(core, "huge", "FailedScheduling")), 20, "FailedScheduling")
     # Both reasons are unresolvable by preemption: an untolerated NoSchedule taint, and (as upstream since
     # 1.31) a request larger than the node's whole allocatable.
     expected = ("0/3 nodes are available: 1 node(s) had untolerated taint {dedicated: gpu}, 2 Insufficient cpu. "
@@ -115,8 +116,8 @@ def test_preemption_picks_the_minimal_victims_on_the_tie_break_node(kubectl, cor
     hosts()
     before = names_of(core)
     apply(kubectl, tmp_path, pod("urgent", "2", priority="high"))
-    wait_for(core, lambda: (core.get(POD, "default", "urgent")["status"].get("nominatedNodeName") is not None
-                            or bound_to(core, "urgent") is not None), 20, "urgent to be nominated")
+    wait_for(lambda: (core.get(POD, "default", "urgent")["status"].get("nominatedNodeName") is not None
+                      or bound_to(core, "urgent") is not None), 20, "urgent to be nominated")
     urgent = core.get(POD, "default", "urgent")
     assert urgent["spec"]["priority"] == 1000
     assert urgent["status"].get("nominatedNodeName") == "a" or bound_to(core, "urgent") == "a"
@@ -128,11 +129,11 @@ def test_preemption_picks_the_minimal_victims_on_the_tie_break_node(kubectl, cor
     terminating = {p["metadata"]["name"] for p in core.list(POD, "default").items
                    if p["metadata"].get("deletionTimestamp")}
     assert terminating == {"big-a"}
-    wait_for(core, lambda: bool(events_for(core, "big-a", "Preempted")), 20, "the Preempted event")
+    wait_for(lambda: bool(events_for(core, "big-a", "Preempted")), 20, "the Preempted event")
     assert events_for(core, "big-a", "Preempted")[0]["message"] == (
         f"Preempted by pod {urgent['metadata']['uid']} on node a")
     # Once the victim is gone the preemptor binds to the nominated node, and nothing else was deleted.
-    wait_for(core, lambda: (confirm_deletions(core), bound_to(core, "urgent") is not None)[1], 20, "urgent bound")
+    wait_for(lambda: (confirm_deletions(core), bound_to(core, "urgent") is not None)[1], 20, "urgent bound")
     assert bound_to(core, "urgent") == "a"
     assert names_of(core) == before - {"big-a"} | {"urgent"}
 
@@ -153,7 +154,7 @@ def test_preemption_avoids_a_pdb_violation_where_another_node_allows_it(kubectl,
     core.update_status(PDB, current)
     hosts()
     apply(kubectl, tmp_path, pod("urgent", "4", priority="high"))
-    wait_for(core, lambda: (confirm_deletions(core), bound_to(core, "urgent") is not None)[1], 20, "urgent bound")
+    wait_for(lambda: (confirm_deletions(core), bound_to(core, "urgent") is not None)[1], 20, "urgent bound")
     assert bound_to(core, "urgent") == "node-y"
     assert "guarded" in names_of(core) and "free" not in names_of(core)
     assert events_for(core, "free", "Preempted") and not events_for(core, "guarded", "Preempted")
@@ -164,7 +165,7 @@ def test_preemption_policy_never_does_not_preempt(kubectl, core, hosts, tmp_path
           sched_node("n1", cpu="2"), pod("low", "2", node="n1", priority="low"))
     host = hosts()
     apply(kubectl, tmp_path, pod("polite", "2", priority="polite"))
-    wait_for(core, lambda: pod_scheduled(core, "polite") is not None, 20, "the PodScheduled condition")
+    wait_for(lambda: pod_scheduled(core, "polite") is not None, 20, "the PodScheduled condition")
     assert host.schedulers[0].wait_for_idle(10)
     cond = pod_scheduled(core, "polite")
     assert cond is not None and cond["message"] == (
@@ -189,11 +190,11 @@ def test_two_profiles_route_by_scheduler_name(kubectl, core, hosts, tmp_path):  
                                {"schedulerName": "bin-packer", **BIN_PACKING}]})
     apply(kubectl, tmp_path, pod("spread", "1"), pod("packed", "1", schedulerName="bin-packer"),
           pod("stranger", "1", schedulerName="nobody"))
-    wait_for(core, lambda: bound_to(core, "spread") is not None and bound_to(core, "packed") is not None, 20,
+    wait_for(lambda: bound_to(core, "spread") is not None and bound_to(core, "packed") is not None, 20,
              "both pods to be bound")
     rows = lines_of(kubectl("get", "pods", "-o", "wide").stdout)
     assert (rows["spread"][6], rows["packed"][6], rows["stranger"][6]) == ("empty", "half", "<none>")
-    wait_for(core, lambda: bool(events_for(core, "packed", "Scheduled")), 20, "the Scheduled event")
+    wait_for(lambda: bool(events_for(core, "packed", "Scheduled")), 20, "the Scheduled event")
     assert re.search(r"Normal\s+Scheduled\s+.*bin-packer\s+Successfully assigned default/packed to half",
                      kubectl("describe", "pod", "packed").stdout)
     assert pod_scheduled(core, "stranger") is None and not events_for(core, "stranger", "FailedScheduling")

@@ -20,8 +20,9 @@ from emulator.api.kinds import NODE, POD
 from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.scheduler_host import HostSettings, SchedulerHost
 from tests.builders import req_pod, sched_node
-from tests.integration.test_scheduler import bound_to, core, wait_for  # noqa: F401  (core: a fixture)
+from tests.integration.test_scheduler import bound_to, core  # noqa: F401  (core: a fixture)
 from tests.unit.scheduler.test_extensibility import ExtenderServer, node_names
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -63,7 +64,7 @@ def extender() -> Iterator[ExtenderServer]:
 def schedule(core: Any, pod: dict[str, Any]) -> str:  # noqa: F811  (core is the value, not the fixture)
     core.create(POD, pod)
     name = pod["metadata"]["name"]
-    wait_for(core, lambda: bound_to(core, name) is not None, 20, f"{name} to be bound")
+    wait_for(lambda: bound_to(core, name) is not None, 20, f"{name} to be bound")
     node = bound_to(core, name)
     assert node is not None
     return node
@@ -138,7 +139,7 @@ def test_http_extender_in_the_config_filters_and_prioritizes(core, host_from_fil
         conds = core.get(POD, "default", "blocked")["status"].get("conditions") or []
         return next((c["message"] for c in conds if c["type"] == "PodScheduled"), None)
 
-    wait_for(core, lambda: message() is not None, 20, "the PodScheduled condition of the blocked pod")
+    wait_for(lambda: message() is not None, 20, "the PodScheduled condition of the blocked pod")
     assert (message() or "").startswith("0/3 nodes are available: 1 Insufficient cpu, 2 quota exhausted. "), \
         message()
     assert bound_to(core, "blocked") is None

@@ -32,7 +32,8 @@ from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
 from tests import builders as b
 from tests import workloads as w
-from tests.kubelet_standin import running_ready_status, wait_for
+from tests.kubelet_standin import running_ready_status
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

@@ -11,11 +11,12 @@ import json
 import os
 import subprocess
 import sys
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -35,12 +36,6 @@ class Cluster:
     def pods(self) -> list[dict]:
         return json.loads(self.kubectl("get", "pods", "-l", "app=web-frontend", "-o", "json"))["items"]
 
-    def wait(self, what: str, predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-        deadline = time.monotonic() + timeout
-        while not predicate():
-            assert time.monotonic() < deadline, f"timed out waiting for {what}"
-            time.sleep(0.2)  # polling the API server for a condition, with a deadline
-
 
 def ready(pod: dict) -> bool:
     return any(c["type"] == "Ready" and c["status"] == "True" for c in pod["status"].get("conditions") or [])
@@ -57,7 +52,8 @@ def cluster(tmp_path: Path) -> Iterator[Cluster]:
         assert up.returncode == 0, up.stderr
         env["KUBECONFIG"] = str(tmp_path / "home" / "kubeconfig")
         c = Cluster(env)
-        c.wait("3 Ready nodes", lambda: c.kubectl("get", "nodes", "--no-headers").count(" Ready ") == 3)
+        wait_for(lambda: c.kubectl("get", "nodes", "--no-headers").count(" Ready ") == 3, 60, "3 Ready nodes",
+                 interval=0.2)
         yield c
     finally:
         subprocess.run([sys.executable, "-m", "actors.cli", "down"], env=env, capture_output=True, timeout=90,
@@ -92,7 +88,7 @@ def test_drain_respects_the_budget_and_replacements_land_elsewhere(cluster: Clus
     manifest = tmp_path / "web.yaml"
     manifest.write_text(DEPLOYMENT)
     cluster.kubectl("apply", "-f", str(manifest))
-    cluster.wait("3 ready replicas", lambda: sum(ready(p) for p in cluster.pods()) == 3)
+    wait_for(lambda: sum(ready(p) for p in cluster.pods()) == 3, 60, "3 ready replicas", interval=0.2)
     victim = cluster.pods()[0]["spec"]["nodeName"]
     on_victim = {p["metadata"]["name"] for p in cluster.pods() if p["spec"]["nodeName"] == victim}
 
@@ -101,7 +97,7 @@ def test_drain_respects_the_budget_and_replacements_land_elsewhere(cluster: Clus
     for name in on_victim:
         assert f"pod/{name} evicted" in out
 
-    cluster.wait("3 ready replicas again", lambda: sum(ready(p) for p in cluster.pods()) == 3)
+    wait_for(lambda: sum(ready(p) for p in cluster.pods()) == 3, 60, "3 ready replicas again", interval=0.2)
     live = [p for p in cluster.pods() if not p["metadata"].get("deletionTimestamp")]
     assert all(p["spec"]["nodeName"] != victim for p in live)
     assert json.loads(cluster.kubectl("get", "node", victim, "-o", "json"))["spec"]["unschedulable"] is True
@@ -113,7 +109,7 @@ def test_taints_steer_new_pods_and_removing_them_moves_nothing(cluster: Cluster,
     manifest = tmp_path / "web.yaml"
     manifest.write_text(DEPLOYMENT.split("---", maxsplit=1)[0])
     cluster.kubectl("apply", "-f", str(manifest))
-    cluster.wait("3 ready replicas", lambda: sum(ready(p) for p in cluster.pods()) == 3)
+    wait_for(lambda: sum(ready(p) for p in cluster.pods()) == 3, 60, "3 ready replicas", interval=0.2)
     nodes = sorted(cluster.kubectl("get", "nodes", "-o", "name").split())
     tainted, free = nodes[:2], nodes[2].split("/")[1]
     before = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in cluster.pods()}
@@ -121,7 +117,7 @@ def test_taints_steer_new_pods_and_removing_them_moves_nothing(cluster: Cluster,
         cluster.kubectl("taint", "nodes", node.split("/")[1], "dedicated=maintenance:NoSchedule")
 
     cluster.kubectl("scale", "deployment", "web-frontend", "--replicas=10")
-    cluster.wait("10 ready replicas", lambda: sum(ready(p) for p in cluster.pods()) == 10)
+    wait_for(lambda: sum(ready(p) for p in cluster.pods()) == 10, 60, "10 ready replicas", interval=0.2)
     after = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in cluster.pods()}
     new = {name: node for name, node in after.items() if name not in before}
     assert len(new) == 7 and set(new.values()) == {free}

@@ -13,7 +13,7 @@ import pytest
 
 from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
-from emulator.controllers import deployment as dep
+from emulator.controllers.deployment import util as dep
 from emulator.controllers.manager import ManagerConfig, enabled_controllers
 from emulator.controllers.replicaset import (
     calculate_status,
@@ -29,7 +29,7 @@ from emulator.controllers.runtime import (
     WorkQueue,
     default_controller_rate_limiter,
 )
-from tests.kubelet_standin import wait_for
+from tests.waiting import wait_for
 
 NOW = 1_700_000_000.0
 
@@ -114,17 +114,28 @@ def test_add_after_waits_on_the_cluster_clock_and_keeps_the_earlier_time() -> No
     q.add_after("a", 30.0)  # later: ignored
     q.add_after("b", 20.0)
     q.add_after("b", 5.0)  # earlier: wins
-    pause = threading.Event()
-    pause.wait(0.05)
-    assert len(q) == 0
-    clock.advance(6.0)
-    assert wait_for(lambda: q.get(timeout=0.01)[0], 5, "b after 5 s") == "b"
+
+    def next_key() -> Any:
+        key, _ = q.get(timeout=0.01)
+        if key is not None:
+            q.done(key)
+        return key
+
+    # "Not yet" is checked with a marker key: delayed keys enter the queue in order of their
+    # cluster time, so a key due before the marker would be got before it.
+    q.add_after("mark-4s", 4.0)
+    clock.advance(4.0)
+    assert wait_for(next_key, 5, "the 4 s marker") == "mark-4s"  # b (due at 5 s) and a (10 s) wait
+    clock.advance(2.0)
+    assert wait_for(next_key, 5, "b after 5 s") == "b"
     assert len(q) == 0
     clock.advance(4.0)
-    assert wait_for(lambda: q.get(timeout=0.01)[0], 5, "a after 10 s") == "a"
+    assert wait_for(next_key, 5, "a after 10 s") == "a"
+    q.add_after("mark-31s", 21.0)  # due after the superseded 30 s entry for "a"
     clock.advance(100.0)
-    pause.wait(0.05)
-    assert len(q) == 0  # the superseded 30 s entry for "a" does not fire again
+    # The superseded entry does not fire again: had it, "a" would come before the marker.
+    assert wait_for(next_key, 5, "the 31 s marker") == "mark-31s"
+    assert len(q) == 0
     q.shutdown()
 
 

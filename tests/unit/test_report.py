@@ -3,51 +3,18 @@
 from __future__ import annotations
 
 import json
-import math
 import re
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
+from loadgen.bench_report import synthetic_run
 from loadgen.report import RunSeries, _binned_quantiles, write_json, write_report
 
 SECTIONS = ("headline", "schedulers", "sli-histogram", "sli-over-time", "throughput", "node-allocation", "summary")
 PLOT_SECTIONS = ("sli-histogram", "sli-over-time", "throughput", "node-allocation")
-
-
-def synthetic_run(pods: int = 5_000, nodes: int = 300, seed: int = 7) -> tuple[dict[str, Any], RunSeries]:
-    """A plausible run: Poisson-ish arrivals at 500/s, log-normal SLI and startup latencies, 2% never bound."""
-    rng = np.random.default_rng(seed)
-    span = pods / 500
-    added = np.sort(rng.uniform(0, span, pods))
-    bound = added + rng.lognormal(math.log(0.02), 1.0, pods)
-    ready = bound + rng.lognormal(math.log(1.5), 0.3, pods)
-    never = rng.choice(pods, pods // 50, replace=False)
-    bound_l: list[float | None] = bound.tolist()
-    ready_l: list[float | None] = ready.tolist()
-    for i in never:
-        bound_l[i] = ready_l[i] = None
-    cpu = {f"node-{i}": float(x) for i, x in enumerate(rng.beta(5, 2, nodes) * 1.1)}
-    memory = {k: v * 0.7 for k, v in cpu.items()}
-    summary: dict[str, Any] = {
-        "scenario": "steady", "seed": seed, "ok": True, "wallSeconds": round(span + 5, 2),
-        "cluster": {"nodes": nodes, "nodesReady": nodes, "schedulers": 2, "namespaces": 10},
-        "pods": {"requested": pods, "created": pods, "scheduled": pods - len(never), "running": pods - len(never),
-                 "pending": len(never), "failed": 0},
-        "scheduling": {"podsPerSecond": 497.3, "sliLatencyMs": {"p50": 20.1, "p90": 71.2, "p99": 201.0}},
-        "podStartupMs": {"p50": 1520.0, "p99": 2990.5},
-        "oomKills": {"events": 3, "containersOOMKilled": 3},
-        "evictions": {"events": 0, "podsEvicted": 0},
-        "schedulers": [{"name": f"kemu-scheduler-{i}", "attempts": pods // 2 + 40 + i, "scheduled": pods // 2,
-                        "conflicts": 40 + i} for i in range(2)],
-        "kubectl": {"available": True, "server": "https://127.0.0.1:6443",  # text, not a resource to fetch
-                    "sample": ["NAME         READY   STATUS", "pod-000000   1/1     Running"]},
-    }
-    phases = [("ramp", 0.0, span * 0.2), ("steady", span * 0.2, span), ("settle", span, span + 3)]
-    return summary, RunSeries(added.tolist(), bound_l, ready_l, cpu, memory, phases)
 
 
 def section(page: str, anchor: str) -> str:
@@ -111,13 +78,10 @@ def test_series_of_different_lengths_are_rejected(tmp_path: Path) -> None:
         write_report({}, RunSeries([0.0, 1.0], [None], [None, None], {}, {}), tmp_path / "report.html")
 
 
-def test_100k_pods_in_a_few_seconds(tmp_path: Path) -> None:
+def test_100k_pods_give_a_page_of_bounded_size(tmp_path: Path) -> None:
+    # How long this takes is measured by `python -m loadgen.bench_report`, not asserted here.
     summary, series = synthetic_run(pods=100_000, nodes=5_000)
-    t = time.perf_counter()
     page = write_report(summary, series, tmp_path / "report.html").read_text()
-    # ~1.4 s on two cores; the bound is loose so a busy CI machine does not fail it, but a per-pod
-    # plotting loop (minutes) would.
-    assert time.perf_counter() - t < 10
     assert len(page) < 3_000_000  # the scatter is sampled and rasterised: no megabytes of points
 
 

@@ -150,6 +150,19 @@ def test_shipped_scenarios_load_and_plan(path: Path) -> None:
     assert planning.build(s).actions
 
 
+def test_a_template_attaches_deployment_pods_to_a_load_target() -> None:
+    """Pods of a template with load_target carry kemu.io/load-target, so the load phase's series reaches them."""
+    s = Scenario.from_dict({"templates": {"default": {"cpu": "100m"}, "web": {"profile": "web", "load_target": "web"}},
+                            "phases": [{"deployments": {"count": 1, "replicas": 2, "template": "web"}},
+                                       {"load": {"target": "web", "base": 50, "duration": 2}}]})
+    p = planning.build(s)
+    template = next(a for a in p.actions if a.op == planning.CREATE_DEPLOYMENT).body()["spec"]["template"]
+    assert template["metadata"]["annotations"] == {"kemu.io/profile": "web", "kemu.io/load-target": "web"}
+    assert {(a.name, a.value) for a in p.actions if a.op == planning.SET_LOAD} == {("web", 50.0)}
+    plain = planning.build(scenario({"pods": {"count": 1}}))
+    assert "kemu.io/load-target" not in creates(plain)[0][3]["metadata"].get("annotations", {})  # no target
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -166,6 +179,8 @@ def test_shipped_scenarios_load_and_plan(path: Path) -> None:
         ({"phases": [{"trace": {"file": "nope.csv"}}]}, "nope.csv: no such file"),
         ({"phases": [{"load": {"shape": "square"}}]}, "phases[0].load.shape: must be one of"),
         ({"phases": [{"load": {"kind": "cpu"}}]}, "phases[0].load.kind: must be one of http, queue"),
+        ({"phases": [{"load": {"target": "Web Site"}}]}, "phases[0].load.target: load target name 'Web Site'"),
+        ({"templates": {"default": {"load_target": "Web"}}}, "templates.default.load_target: load target name"),
         ({"phases": [{"deployments": {"scale_to": -2}}]}, "phases[0].deployments.scale_to"),
         ({"phases": {"pods": {}}}, "phases: expected a list"),
         ({"templates": {"default": {"cpu": ["1", "12xyz"]}}}, "templates.default.cpu[1]: quantities must match"),
@@ -198,7 +213,8 @@ def test_shipped_scenarios_load_and_plan(path: Path) -> None:
     ],
     ids=["count-not-int", "rate-not-number", "bad-arrival", "poisson-without-rate", "two-kinds", "no-kind",
          "unknown-kind", "unknown-template", "duplicate-phase", "churn-zero-rate", "missing-trace", "bad-shape",
-         "bad-load-kind", "bad-scale", "phases-not-list", "bad-quantity", "empty-memory", "unknown-profile",
+         "bad-load-kind", "bad-load-target", "bad-template-target", "bad-scale", "phases-not-list", "bad-quantity",
+         "empty-memory", "unknown-profile",
          "unknown-priority", "list-of-mapping", "unknown-top", "unknown-nested", "not-mapping", "bad-node-cpu",
          "shards-not-int", "zero-zones", "bad-pool", "missing-trace-nodes", "trace-nodes-unknown",
          "schedulers-negative", "schedulers-unknown", "nodes-without-scheduler", "bad-driver", "zero-processes",

@@ -31,10 +31,11 @@ tied node in turn replaces the choice with probability 1/k), as upstream's
 ``selectHost``; ties are visited in evaluation order and the draws come from
 the injected ``random.Random``, so a seed reproduces every choice.
 
-Not modelled here: extenders (``extender.with_extenders`` makes them plugins),
-nominated pods of *other* pods
-(``RunFilterPluginsWithNominatedPods``' second pass), waiting pods for
-Permit, metrics, parallelism, and the OpportunisticBatching hint.
+Not here: extenders (``extender.with_extenders`` makes them plugins), waiting
+pods for Permit and metrics (the scheduling loop's), parallelism, the
+OpportunisticBatching hint. Filtering does not count nominated pods of other
+pods (``RunFilterPluginsWithNominatedPods``' second pass): a simplification
+listed in ``docs/architecture.md``.
 """
 
 from __future__ import annotations

@@ -33,9 +33,9 @@ the new snapshot shares every array it does not change. :meth:`assume` and
 after another (a scheduler's cycle loop, a benchmark); they copy any array
 still shared with another snapshot first, so they never disturb it.
 
-Not modelled yet: nominated pods, volumes/PVC counts, node conditions other
-than ``spec.unschedulable``, pods whose node is not in the snapshot (upstream
-keeps them in a node-less NodeInfo; here they are ignored).
+Not in the snapshot (simplifications listed in ``docs/architecture.md``): nominated
+pods, volume/PVC counts, node conditions other than ``spec.unschedulable``, pods of
+nodes it does not hold.
 """
 
 from __future__ import annotations

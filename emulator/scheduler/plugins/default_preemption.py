@@ -39,9 +39,9 @@ sets the nomination -- and it is also left in the CycleState under
 :data:`RESULT_KEY`. When preemption cannot help, the status message is
 upstream's (``preemption: 0/N nodes are available: ...``).
 
-Not modelled: nominated pods of other pods in the fit checks
-(``RunFilterPluginsWithNominatedPods``), waiting (Permit) victims, clearing
-lower-priority nominations on the chosen node, async preemption. A pod
+What upstream does and this does not (nominated pods in the fit checks, Permit
+victims, clearing lower nominations, async preemption) is listed under
+Simplifications in ``docs/architecture.md``. A pod
 without ``status.startTime`` counts as started "now" (later than any recorded
 start), as upstream's ``GetPodStartTime``.
 

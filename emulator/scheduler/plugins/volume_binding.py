@@ -30,17 +30,12 @@ Filter reasons (UnschedulableAndUnresolvable, in upstream's order):
 available persistent volumes to bind``, ``node(s) unavailable due to one or
 more pvc(s) bound to non-existent pv(s)``.
 
-Binding (a documented simplification). Upstream's Reserve assumes the chosen
-PVs in its PV cache and PreBind writes the bindings and the
-``volume.kubernetes.io/selected-node`` annotation for provisioning, then
-waits for the PV controller. kemu has no PV controller yet: Reserve records
-the node's decision -- a :class:`PodVolumes` with the static bindings (PV,
-claim) and the claims to provision -- under the plugin's CycleState entry,
-where :func:`decision` reads it, and PreBind succeeds without writing; the
-scheduling loop may apply the decision. Not modelled: CSI storage capacity
-(``node(s) did not have enough free storage`` never appears), the
-StorageCapacityScoring score, and the bind-completed annotation (a claim is
-bound when ``spec.volumeName`` is set).
+Binding. kemu has no PV controller: Reserve records the node's decision -- a
+:class:`PodVolumes` with the static bindings (PV, claim) and the claims to
+provision -- under the plugin's CycleState entry, where :func:`decision` reads
+it, and PreBind succeeds without writing (upstream writes the bindings and the
+``selected-node`` annotation). This and the missing storage-capacity checks are
+listed under Simplifications in ``docs/architecture.md``.
 
 Per node only (no ``filter_all``): the plugin matters only for pods with
 claims -- PreFilter answers Skip for every other pod -- and its work is per

@@ -7,8 +7,6 @@ answers (a 409 on the first bind, say) exact and the clock manual.
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,14 +23,7 @@ from emulator.scheduler.framework.interface import Code, NominatingInfo, PostFil
 from emulator.scheduler.framework.types import PodInfo
 from emulator.scheduler.scheduler import Scheduler, SchedulerOptions, owner_replica
 from tests.builders import req_pod, sched_node
-
-
-def wait_for(predicate: Callable[[], bool], timeout: float = 10.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        time.sleep(0.002)  # waiting on other threads' effects, with a deadline
+from tests.waiting import wait_for
 
 
 class FakeClient:
@@ -141,12 +132,12 @@ def test_bind_conflict_forgets_requeues_with_backoff_and_retries_to_success():
     sched.on_pod_add(pod)
     sched.start()
     try:
-        wait_for(lambda: sched.snapshot_stats()["conflicts"] == 1, what="a conflict")
-        wait_for(lambda: sched.queue.counts()["backoff"] == 1, what="the pod to back off")
+        wait_for(lambda: sched.snapshot_stats()["conflicts"] == 1, 10, "a conflict")
+        wait_for(lambda: sched.queue.counts()["backoff"] == 1, 10, "the pod to back off")
         assert sched.cache.get("default/p") is None  # the assumption was forgotten
         sched.clock.advance(1.0)  # first backoff: 1 s
-        wait_for(lambda: client.pods["p"]["spec"].get("nodeName") is not None, what="the retry to bind")
-        wait_for(lambda: sched.snapshot_stats()["scheduled"] == 1)
+        wait_for(lambda: client.pods["p"]["spec"].get("nodeName") is not None, 10, "the retry to bind")
+        wait_for(lambda: sched.snapshot_stats()["scheduled"] == 1, 10, "one pod scheduled")
         assert sched.wait_for_idle(5)
     finally:
         sched.stop()
@@ -168,7 +159,7 @@ def test_pod_bound_by_someone_else_is_dropped_not_retried():
     sched.on_pod_add(pod)
     sched.start()
     try:
-        wait_for(lambda: sched.snapshot_stats()["dropped"] == 1, what="the drop")
+        wait_for(lambda: sched.snapshot_stats()["dropped"] == 1, 10, "the drop")
         assert len(sched.queue) == 0 and sched.cache.get("default/p") is None
     finally:
         sched.stop()
@@ -181,13 +172,13 @@ def test_unschedulable_pod_gets_condition_and_event_once():
     sched.on_pod_add(pod)
     sched.start()
     try:
-        wait_for(lambda: any(e["reason"] == "FailedScheduling" for e in client.events), what="FailedScheduling")
+        wait_for(lambda: any(e["reason"] == "FailedScheduling" for e in client.events), 10, "FailedScheduling")
         cond = next(c for c in client.pods["big"]["status"]["conditions"] if c["type"] == "PodScheduled")
         assert cond["status"] == "False" and cond["reason"] == "Unschedulable"
         assert cond["message"].startswith("0/2 nodes are available: 2 Insufficient cpu.")
         # Failing the same way again writes nothing new (upstream updatePod only writes a changed condition).
         sched.queue.activate([client.pods["big"]])
-        wait_for(lambda: sched.snapshot_stats()["unschedulable"] == 2)
+        wait_for(lambda: sched.snapshot_stats()["unschedulable"] == 2, 10, "two unschedulable attempts")
         assert sched.wait_for_idle(5)
         assert sum(e["reason"] == "FailedScheduling" for e in client.events) == 1
     finally:
@@ -232,11 +223,12 @@ def test_post_filter_result_is_executed_victims_deleted_and_pod_nominated():
     sched.on_pod_add(_pending(client, "preemptor", cpu="2"))
     sched.start()
     try:
-        wait_for(lambda: "victim" in client.deleted, what="the victim's deletion")
-        wait_for(lambda: client.pods["preemptor"]["status"].get("nominatedNodeName") == "n0")
+        wait_for(lambda: "victim" in client.deleted, 10, "the victim's deletion")
+        wait_for(lambda: client.pods["preemptor"]["status"].get("nominatedNodeName") == "n0", 10,
+                 "the preemptor nominated to n0")
         assert "filler" not in client.deleted
         wait_for(lambda: any(e["reason"] == "Preempted" and e["involvedObject"]["name"] == "victim"
-                             for e in client.events), what="the Preempted event")
+                             for e in client.events), 10, "the Preempted event")
         assert sched.queue.nominated_node(client.pods["preemptor"]) == "n0"
         assert REGISTRY.get_sample_value("scheduler_preemption_victims_sum", {"scheduler": sched.name}) == 1
     finally:
@@ -253,14 +245,14 @@ def test_permit_wait_holds_the_pod_until_allowed():
     sched.on_pod_add(pod)
     sched.start()
     try:
-        wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None, what="the pod to wait")
+        wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None, 10, "the pod to wait")
         assert client.binds == 0 and sched.cache.is_assumed("default/held")
         fwk = sched.frameworks["default-scheduler"]
         seen: list[str] = []
         fwk.iterate_over_waiting_pods(lambda wp: seen.append(wp.info.name))
         assert seen == ["held"]
         sched.get_waiting_pod(pod["metadata"]["uid"]).allow("HoldAtPermit")  # type: ignore[union-attr]
-        wait_for(lambda: client.pods["held"]["spec"].get("nodeName") is not None, what="the bind")
+        wait_for(lambda: client.pods["held"]["spec"].get("nodeName") is not None, 10, "the bind")
     finally:
         sched.stop()
 
@@ -275,11 +267,11 @@ def test_permit_rejection_unreserves_and_requeues():
     sched.on_pod_add(pod)
     sched.start()
     try:
-        wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None)
+        wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None, 10, "the pod to wait at Permit")
         assert sched.frameworks["default-scheduler"].reject_waiting_pod(pod["metadata"]["uid"])
         # Rejected without a plugin name (upstream RejectWaitingPod): nothing to wait for, so it backs off.
-        wait_for(lambda: sched.queue.counts()["backoff"] == 1, what="the rejected pod back in the queue")
-        wait_for(lambda: sched.cache.get("default/held") is None, what="the assumption forgotten")
+        wait_for(lambda: sched.queue.counts()["backoff"] == 1, 10, "the rejected pod back in the queue")
+        wait_for(lambda: sched.cache.get("default/held") is None, 10, "the assumption forgotten")
         assert client.binds == 0
     finally:
         sched.stop()
@@ -292,7 +284,7 @@ def test_metrics_carry_upstream_names_and_the_scheduler_label():
     sched.on_pod_add(_pending(client, "too-big", cpu="9"))
     sched.start()
     try:
-        wait_for(lambda: sched.snapshot_stats()["attempts"] == 2)
+        wait_for(lambda: sched.snapshot_stats()["attempts"] == 2, 10, "two attempts")
         assert sched.wait_for_idle(5)
     finally:
         sched.stop()
@@ -348,7 +340,7 @@ def test_inline_binding_on_the_scheduling_thread():
         sched.on_pod_add(_pending(client, f"p{i}", cpu="500m"))
     sched.start()
     try:
-        wait_for(lambda: all(client.pods[f"p{i}"]["spec"].get("nodeName") for i in range(5)), what="all binds")
+        wait_for(lambda: all(client.pods[f"p{i}"]["spec"].get("nodeName") for i in range(5)), 10, "all binds")
         assert sched.wait_for_idle(5) and sched.snapshot_stats()["scheduled"] == 5
     finally:
         sched.stop()

@@ -1,0 +1,50 @@
+"""``kemu up --clock-speed / --prometheus-url / --metrics-rules`` and the same config keys."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from emulator.cli import _config, build_parser
+from emulator.config import Config, ConfigError
+
+
+@pytest.mark.parametrize(("argv", "speed", "url"), [
+    (["up"], 1.0, None),
+    (["up", "--clock-speed", "10"], 10.0, None),
+    (["up", "--clock-speed", "0.5", "--prometheus-url", "http://prom:9090"], 0.5, "http://prom:9090"),
+], ids=["default", "ten", "half-with-prometheus"])
+def test_flags_reach_the_config(argv: list[str], speed: float, url: str | None) -> None:
+    cfg = _config(build_parser().parse_args(argv))
+    assert cfg.clock_speed == speed
+    assert cfg.prometheus_url == url
+
+
+def test_config_file_keys_and_flag_precedence(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules: []\nexternalRules: []\n")
+    path = tmp_path / "kemu.yaml"
+    path.write_text(f"clock_speed: 5\nmetrics_rules: {rules}\n")
+    cfg = _config(build_parser().parse_args(["up", "--config", str(path)]))
+    assert (cfg.clock_speed, cfg.metrics_rules) == (5.0, str(rules))
+    assert _config(build_parser().parse_args(["up", "--config", str(path), "--clock-speed", "20"])).clock_speed == 20
+
+
+@pytest.mark.parametrize(("values", "expected"), [
+    ({"clock_speed": 0}, "clock_speed must be positive"),
+    ({"prometheus_url": "prom:9090"}, "prometheus_url must be an http"),
+    ({"metrics_rules": "/no/such/rules.yaml"}, "metrics_rules: cannot read"),
+], ids=["zero-speed", "url-without-scheme", "missing-rules"])
+def test_bad_values_are_config_errors(values: dict, expected: str) -> None:
+    with pytest.raises(ConfigError, match=expected):
+        Config.from_dict(values)
+
+
+def test_rules_needing_prometheus_need_a_prometheus_url(tmp_path: Path) -> None:
+    rules = tmp_path / "rules.yaml"
+    rules.write_text("rules:\n- seriesQuery: 'x_total{pod!=\"\"}'\n"
+                     "  metricsQuery: 'sum(rate(<<.Series>>{<<.LabelMatchers>>}[2m])) by (<<.GroupBy>>)'\n")
+    with pytest.raises(ConfigError, match="--prometheus-url"):
+        Config.from_dict({"metrics_rules": str(rules)})
+    assert Config.from_dict({"metrics_rules": str(rules), "prometheus_url": "http://p:9090"}).metrics_rules

@@ -1,0 +1,79 @@
+"""Waiting in tests: one ``wait_for`` that polls a condition against a deadline.
+
+Tests never sleep a fixed time and then look: they name the condition they need and wait for it
+with a deadline, failing with what they waited for. ``tick`` moves the test's world between
+checks (advance a ManualClock, run a kubelet step); ``wake`` blocks until something may have
+changed (:func:`store_writes`: the next write to some kinds) instead of pausing on a timer.
+Import it (``from tests.waiting import wait_for``): helpers such as the kubelet stand-in use it
+outside test functions too, so it is a function rather than a fixture.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from emulator.api.kinds import Kind
+from emulator.server.core import ServerCore
+
+
+class Wake(Protocol):
+    def __call__(self) -> object:
+        """Return once something may have changed (or after a short time of its own choosing)."""
+        ...
+
+
+def wait_for(condition: Callable[[], Any], timeout: float, what: str, *, tick: Callable[[], Any] | None = None,
+             wake: Wake | None = None, interval: float = 0.02) -> Any:
+    """Return ``condition()`` once it is truthy; fail naming ``what`` after ``timeout`` wall seconds.
+
+    Between checks it runs ``tick`` (if given) and then blocks on ``wake`` (if given) or pauses
+    ``interval`` seconds. A ``wake`` with a ``close()`` method is closed on the way out.
+    """
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            value = condition()
+            if value:
+                return value
+            if time.monotonic() > deadline:
+                raise AssertionError(f"timed out after {timeout:g} s waiting for {what}")
+            if tick is not None:
+                tick()
+            if wake is not None:
+                wake()
+            else:
+                time.sleep(interval)  # the one polling pause of the test suite: always under a deadline
+    finally:
+        close = getattr(wake, "close", None)
+        if close is not None:
+            close()
+
+
+class StoreWrites:
+    """A :class:`Wake` that returns at the next write to the first of ``kinds`` or after ``block`` seconds.
+
+    The watches start at the current resourceVersion; the other kinds' events are drained on each call.
+    """
+
+    def __init__(self, core: ServerCore, *kinds: Kind, block: float = 0.1) -> None:
+        rv = core.store.current_rv()
+        self._watches = [core.store.watch(kind, rv) for kind in kinds]
+        self._block = block
+
+    def __call__(self) -> object:
+        first, *others = self._watches
+        events = first.next_batch(timeout=self._block)
+        for watch in others:
+            events += watch.next_batch(timeout=0.0)
+        return events
+
+    def close(self) -> None:
+        for watch in self._watches:
+            watch.close()
+
+
+def store_writes(core: ServerCore, *kinds: Kind, block: float = 0.1) -> StoreWrites:
+    """Wake a :func:`wait_for` on writes to ``kinds`` (the first one is waited on, the others drained)."""
+    return StoreWrites(core, *kinds, block=block)
