@@ -4,9 +4,11 @@ and configuration errors that name the field. Expected choices are worked out by
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 import pytest
 
+from emulator import cli
 from emulator.api.gotime import parse_go_duration
 from emulator.api.types import Obj
 from emulator.cloud.nodegroups import NodeGroupConfigError, parse_node_groups
@@ -204,3 +206,16 @@ def test_flags_take_upstream_names_and_go_durations() -> None:
                          ids=["s", "h-m", "ms", "zero", "number", "fraction"])
 def test_parse_go_duration(text: str | int, seconds: float) -> None:
     assert parse_go_duration(text) == seconds
+
+
+def test_kemu_up_with_a_bad_node_group_file_stops_with_the_field(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KEMU_HOME", str(tmp_path / "home"))  # no cluster recorded there: nothing to refuse
+    path = tmp_path / "groups.yaml"
+    path.write_text("node_groups:\n- {name: web, min: 4, max: 2, instance_type: m5.large}\n")
+    assert cli.main(["up", "--node-groups", str(path)]) == 1
+    assert "node_groups[0].min (4) must not be greater than max (2)" in capsys.readouterr().err
+    path.write_text("- {name: web, min: 0, max: 2, instance_type: m5.large}\n")
+    cfg = cli._config(cli.build_parser().parse_args(["up", "--node-groups", str(path)]))
+    assert cfg.node_groups == [{"name": "web", "min": 0, "max": 2, "instance_type": "m5.large"}]
+    assert cfg.wants_kubelets()
