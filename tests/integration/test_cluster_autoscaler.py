@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from prometheus_client import REGISTRY
 
 from emulator import chaos
 from emulator.api.kinds import CONFIGMAP, EVENT, NODE, PDB, POD
@@ -26,6 +27,7 @@ from emulator.cloud.provider import Cloud
 from emulator.clusterautoscaler.cloudprovider.kemu import _default_allocatable
 from emulator.clusterautoscaler.controller import ClusterAutoscaler
 from emulator.clusterautoscaler.core.scaledown import TO_BE_DELETED_TAINT
+from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.controllers.runtime import ControllerContext, EventRecorder
 from emulator.informers import SharedInformerFactory
 from emulator.kubelet.nodes import INSTANCE_TYPES
@@ -313,3 +315,48 @@ def test_node_group_spec_survives_in_redis(cluster: Cluster) -> None:
     again = Cloud(cluster.core.store.redis, cluster.core.store.config.prefix)
     assert again.groups() == {"g": spec}
     assert [i.name for i in again.instances("g")] == ["g-00000"]
+
+
+# ------------------------------------------------------------------------------- in the controller manager
+
+
+def test_runs_in_the_controller_manager_and_removes_empty_nodes_down_to_min(cluster: Cluster) -> None:
+    """The manager's cluster-autoscaler scans on its own every scan-interval of cluster time: two empty nodes
+    above min 1 go after scale-down-unneeded-time, in one bulk (ScaleDownEmpty); the third stays at min."""
+    core, clock = cluster.core, cluster.clock
+    cluster.cloud.register_groups(parse_node_groups([{"name": "idle", "min": 1, "max": 5, "initial_size": 3,
+                                                      "instance_type": "m5.large"}]), clock.now())
+    wait_for(lambda: len(group_nodes(core, "idle")) == 3, 20, "the initial nodes", between=cluster.step)
+    before = REGISTRY.get_sample_value("cluster_autoscaler_scaled_down_nodes_total", {"reason": "empty"}) or 0.0
+    manager = ControllerManager(core, ManagerConfig(
+        leader_elect=False, controllers=("cluster-autoscaler",),
+        options={"cluster_autoscaler": {"scale-down-unneeded-time": "2m", "scan-interval": "10s"}}),
+        clock=clock).start()
+    try:
+        assert manager.wait_active(20)
+
+        def scanned(n: int) -> Callable[[], bool]:
+            return lambda: manager.controllers()["cluster-autoscaler"].autoscaler.scans >= n  # type: ignore[attr-defined]
+
+        wait_for(scanned(1), 20, "the first scan")
+        # Before two minutes nothing goes; each 10 s step lets one more scan run (scan k at 10 * (k - 1) s).
+        for k in range(2, 13):
+            cluster.step(10)
+            wait_for(scanned(k), 20, f"scan {k}")
+            assert len(group_nodes(core, "idle")) == 3
+        cluster.step(10)  # 120 s: both empty nodes are due
+        wait_for(lambda: cluster.cloud.target_size("idle") == 1, 20, "the empty nodes to be deleted")
+        wait_for(lambda: len(group_nodes(core, "idle")) == 1, 20, "the nodes to go", between=cluster.step)
+        assert REGISTRY.get_sample_value("cluster_autoscaler_scaled_down_nodes_total",
+                                         {"reason": "empty"}) == before + 2
+        wait_for(lambda: len([e for e in core.list(EVENT).items if e["reason"] == "ScaleDownEmpty"]) == 2, 20,
+                 "ScaleDownEmpty events")
+        assert status_map(core)[0]["autoscalerStatus"] == "Running"
+        last = group_nodes(core, "idle")[0]["metadata"]["name"]
+        for _ in range(13):
+            cluster.step(10)
+        wait_for(lambda: {u["node"]: u["reason"] for u in status_map(core)[1]}.get(last) == "NodeGroupMinSizeReached",
+                 20, "the last node to be kept at min size")
+        assert len(group_nodes(core, "idle")) == 1
+    finally:
+        manager.stop()
