@@ -349,8 +349,15 @@ def test_runs_in_the_controller_manager_and_removes_empty_nodes_down_to_min(clus
         wait_for(lambda: len(group_nodes(core, "idle")) == 1, 20, "the nodes to go", between=cluster.step)
         assert REGISTRY.get_sample_value("cluster_autoscaler_scaled_down_nodes_total",
                                          {"reason": "empty"}) == before + 2
-        wait_for(lambda: len([e for e in core.list(EVENT).items if e["reason"] == "ScaleDownEmpty"]) == 2, 20,
+        def empty_events(kind: str) -> list[Obj]:
+            return [e for e in core.list(EVENT).items
+                    if e["reason"] == "ScaleDownEmpty" and e["involvedObject"]["kind"] == kind]
+
+        # On each node, and (upstream's LogRecorder) on the status ConfigMap.
+        wait_for(lambda: len(empty_events("Node")) == 2 and len(empty_events("ConfigMap")) == 2, 20,
                  "ScaleDownEmpty events")
+        assert {e["message"] for e in empty_events("ConfigMap")} == \
+            {f'Scale-down: removing empty node "{e["involvedObject"]["name"]}"' for e in empty_events("Node")}
         assert status_map(core)[0]["autoscalerStatus"] == "Running"
         last = group_nodes(core, "idle")[0]["metadata"]["name"]
         for _ in range(13):

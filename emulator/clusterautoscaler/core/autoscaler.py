@@ -108,12 +108,19 @@ class StaticAutoscaler:
         self.simulator = PodSimulator()
         self.state = ClusterState(options)
         self.scale_upper = ScaleUpper(options, provider, self.state, expander=expander, simulator=self.simulator,
-                                      event=event)
+                                      event=event, log_event=self.log_event)
         self.planner = Planner(options, provider, self.simulator)
-        self.actuator = Actuator(core, options, event)
+        self.actuator = Actuator(core, options, event, self.log_event)
         self.last_scale_up = float("-inf")
         self._started = False
         self.scans = 0
+
+    def log_event(self, reason: str, message: str) -> None:
+        """An event on the status ConfigMap (upstream's ``LogRecorder``)."""
+        o = self.options
+        self.event({"apiVersion": "v1", "kind": "ConfigMap",
+                    "metadata": {"name": o.status_config_map_name, "namespace": o.namespace}},
+                   "Normal", reason, message)
 
     def run_once(self, now: float) -> ScanResult:
         o = self.options

@@ -228,11 +228,12 @@ class Drain:
 class Actuator:
     """Taints, drains and deletes (upstream ``actuation.Actuator``); one drain at a time."""
 
-    def __init__(self, core: ServerCore, options: AutoscalingOptions, event: Callable[[Obj, str, str, str], None]
-                 ) -> None:
+    def __init__(self, core: ServerCore, options: AutoscalingOptions, event: Callable[[Obj, str, str, str], None],
+                 log_event: Callable[[str, str], None] = lambda reason, message: None) -> None:
         self.core = core
         self.options = options
         self.event = event
+        self.log_event = log_event  # upstream's LogRecorder: events on the status ConfigMap
         self.draining: dict[str, Drain] = {}
         self.last_delete = float("-inf")
         self.last_failure = float("-inf")
@@ -286,7 +287,9 @@ class Actuator:
                 continue
             left[c.group.id()] -= 1
             c.group.delete_nodes([c.name])
-            self.event(node, "Normal", "ScaleDownEmpty", f"removing empty node {c.name}")
+            message = f'Scale-down: removing empty node "{c.name}"'
+            self.log_event("ScaleDownEmpty", message)
+            self.event(node, "Normal", "ScaleDownEmpty", message)
             m.SCALED_DOWN.labels("empty").inc()
             self.last_delete = now
             deleted.append(c.name)
@@ -302,6 +305,10 @@ class Actuator:
             if node is None:
                 continue
             self.event(node, "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable")
+            names = ",".join(f"{(p.get('metadata') or {}).get('namespace')}/{(p.get('metadata') or {}).get('name')}"
+                             for p in c.pods)
+            self.log_event("ScaleDown", f"Scale-down: removing node {c.name}, utilization: {c.utilization:.2f}, "
+                                        f"pods to reschedule: {names}")
             self.draining[c.name] = Drain(c.name, c.group, now, list(c.pods))
             self._evict(c.pods, now)
             break
@@ -315,8 +322,7 @@ class Actuator:
             if meta.get("deletionTimestamp"):
                 continue
             grace = (pod.get("spec") or {}).get("terminationGracePeriodSeconds")
-            grace = self.options.max_graceful_termination_sec if grace is None else \
-                min(int(grace), self.options.max_graceful_termination_sec)
+            grace = min(30 if grace is None else int(grace), self.options.max_graceful_termination_sec)
             body = {"apiVersion": "policy/v1", "kind": "Eviction",
                     "metadata": {"name": meta.get("name"), "namespace": meta.get("namespace")},
                     "deleteOptions": {"gracePeriodSeconds": grace}}

@@ -18,8 +18,9 @@ Python), per scan:
    (``processors/nodegroupset``: same allocatable, labels but zone and
    hostname, taints), the smallest first;
 5. ``IncreaseSize``; a cloud error backs the group off. Pods the chosen
-   option schedules get ``TriggeredScaleUp``; pods no group could take get
-   ``NotTriggerScaleUp`` naming the reasons, counted over node groups
+   option schedules get ``TriggeredScaleUp`` (and the status ConfigMap
+   ``ScaledUpGroup``); in a scan that scaled nothing up, pods no group could
+   take get ``NotTriggerScaleUp`` naming the reasons, counted over node groups
    (``pod didn't trigger scale-up: 2 node(s) didn't match Pod's node
    affinity/selector, 1 max node group size reached``).
 """
@@ -92,7 +93,8 @@ class ScaleUpper:
     """See the module docstring. ``event(obj, type, reason, message)`` records events."""
 
     def __init__(self, options: AutoscalingOptions, provider: CloudProvider, state: ClusterState, *,
-                 expander: Chain, simulator: PodSimulator, event: Callable[[Obj, str, str, str], None]) -> None:
+                 expander: Chain, simulator: PodSimulator, event: Callable[[Obj, str, str, str], None],
+                 log_event: Callable[[str, str], None] = lambda reason, message: None) -> None:
         self.options = options
         self.provider = provider
         self.state = state
@@ -100,6 +102,7 @@ class ScaleUpper:
         self.simulator = simulator
         self.estimator = BinpackingEstimator(simulator)
         self.event = event
+        self.log_event = log_event  # upstream's LogRecorder: events on the status ConfigMap
 
     # ------------------------------------------------------------------ limits
     def _limits(self, nodes: Sequence[Obj]) -> tuple[int, int, int]:
@@ -153,6 +156,8 @@ class ScaleUpper:
                     result.error = e.message
                     continue
                 m.SCALED_UP.inc(count)
+                self.log_event("ScaledUpGroup", f"Scale-up: setting group {group.id()} size to {before + count} "
+                                                f"instead of {before} (max: {group.max_size()})")
                 self.state.register_scale_up(group, count, now)
                 result.increases[group.id()] = (before, before + count)
                 infos.append(f"{{{group.id()} {before}->{before + count} (max: {group.max_size()})}}")
@@ -162,13 +167,18 @@ class ScaleUpper:
                     self.event(pod.pod, "Normal", "TriggeredScaleUp", message)
                     helped.add(pod.key)
                 result.triggered = list(best.pods)
+        if result.increases or result.error:
+            return result  # upstream speaks to the remaining pods only in a scan without a scale-up attempt
         fitting = {p.key for o in options for p in o.pods}
         for key, members in groups.items():
             for pod in members:
                 if pod.key in helped or pod.key in fitting:
                     continue
                 counted = reasons[key]
-                text = ", ".join(f"{n} {r}" for r, n in sorted(counted.items())) or "no node group can host it"
+                if node_room <= 0:  # upstream ReasonsMessage for ScaleUpLimitedByMaxNodesTotal
+                    text = MAX_TOTAL_REASON
+                else:
+                    text = ", ".join(f"{n} {r}" for r, n in sorted(counted.items())) or "no node group can host it"
                 message = f"pod didn't trigger scale-up: {text}"
                 result.remaining[pod.key] = message
                 self.event(pod.pod, "Normal", "NotTriggerScaleUp", message)
