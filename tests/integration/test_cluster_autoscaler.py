@@ -18,7 +18,7 @@ import yaml
 from prometheus_client import REGISTRY
 
 from emulator import chaos
-from emulator.api.kinds import CONFIGMAP, EVENT, NODE, PDB, POD
+from emulator.api.kinds import CONFIGMAP, EVENT, NODE, PDB, POD, PRIORITYCLASS
 from emulator.api.quantity import cpu_millis, to_int
 from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
@@ -367,3 +367,66 @@ def test_runs_in_the_controller_manager_and_removes_empty_nodes_down_to_min(clus
         assert len(group_nodes(core, "idle")) == 1
     finally:
         manager.stop()
+
+
+# ------------------------------------------------------------------------------------- scale-up table
+
+XL = {"instance_type": "m5.xlarge", "min": 0, "max": 10}
+
+
+@pytest.mark.parametrize(("groups", "flags", "pods", "increases", "message"), [
+    # A group at its max: no option, and the pod hears why.
+    ([{"name": "full", **XL, "max": 2, "initial_size": 2}], {}, [("p", "2", {})], {},
+     "pod didn't trigger scale-up: 1 max node group size reached"),
+    # --max-nodes-total 2 with 2 nodes: upstream's one-line reason.
+    ([{"name": "g", **XL, "initial_size": 2}], {"max-nodes-total": 2}, [("p", "2", {})], {},
+     "pod didn't trigger scale-up: max total nodes in cluster reached"),
+    # --cores-total 0:10 with 2 x 4 cores: one more 4-core node would make 12.
+    ([{"name": "g", **XL, "initial_size": 2}], {"cores-total": "0:10"}, [("p", "2", {})], {},
+     "pod didn't trigger scale-up: 1 max cluster cpu limit reached"),
+    # Six pods that each need a whole 4-cpu node (3.5 cpu), two groups alike but for the zone, balanced: 3 + 3.
+    ([{"name": "a", **XL, "zones": ["zone-a"]}, {"name": "b", **XL, "zones": ["zone-b"]}],
+     {"balance-similar-node-groups": True}, [(f"p{i}", "3500m", {}) for i in range(6)],
+     {"a": (0, 3), "b": (0, 3)}, None),
+    # The priority expander reads the ConfigMap: on-demand outranks the cheaper spot group.
+    ([{"name": "spot", **XL, "price_per_hour": 0.05}, {"name": "on-demand", **XL, "price_per_hour": 0.2}],
+     {"expander": "priority,price"}, [("p", "1", {})], {"on-demand": (0, 1)}, None),
+    # The same groups with price alone: the cheapest.
+    ([{"name": "spot", **XL, "price_per_hour": 0.05}, {"name": "on-demand", **XL, "price_per_hour": 0.2}],
+     {"expander": "price"}, [("p", "1", {})], {"spot": (0, 1)}, None),
+    # Expendable (priority -20 < cutoff -10) and nominated pods are not pending for the autoscaler.
+    ([{"name": "g", **XL}], {}, [("low", "1", {"priorityClassName": "low"}), ("nom", "1", {"nominated": True})],
+     None, None),
+], ids=["max-size", "max-nodes-total", "cores-total", "balance-similar", "priority-configmap", "price",
+        "expendable-and-nominated"])
+def test_scale_up_table(cluster: Cluster, groups: list[dict[str, Any]], flags: dict[str, Any],
+                        pods: list[tuple[str, str, dict[str, Any]]], increases: dict[str, tuple[int, int]] | None,
+                        message: str | None) -> None:
+    core = cluster.core
+    core.create(CONFIGMAP, {"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "cluster-autoscaler-priority-expander", "namespace": "kube-system"},
+                            "data": {"priorities": "10:\n  - .*\n50:\n  - ^on-demand$\n"}})
+    core.create(PRIORITYCLASS, b.priority_class("low", -20))
+    cluster.autoscaler(groups, **flags)
+    want = sum(g.get("initial_size", 0) for g in groups)
+    wait_for(lambda: len(core.list(NODE).items) == want, 20, "the initial nodes", between=cluster.step)
+    for node in core.list(NODE).items:  # 3 of the 4 cpus taken: the 2-cpu pods fit no existing node
+        core.create(POD, app_pod(f"filler-{node['metadata']['name']}", "3", "1Gi", owner="filler",
+                                 node=node["metadata"]["name"]))
+    for name, cpu, extra in pods:
+        body = app_pod(name, cpu, "1Gi", owner=name if len(pods) == 1 else "burst")
+        if "priorityClassName" in extra:
+            body["spec"]["priorityClassName"] = extra["priorityClassName"]
+        created = pending(core, body)
+        if extra.get("nominated"):
+            core.update_status(POD, {**created, "status": {**created["status"], "nominatedNodeName": "somewhere"}})
+    result = cluster.scan()
+    if increases is None:
+        assert result.pending == 0 and result.scale_up is None
+        return
+    assert result.scale_up is not None
+    assert result.scale_up.increases == increases
+    if message is not None:
+        assert all(m == message for m in result.scale_up.remaining.values()) and result.scale_up.remaining
+        wait_for(lambda: bool(events(core, pods[0][0], "NotTriggerScaleUp")), 10, "NotTriggerScaleUp")
+        assert events(core, pods[0][0], "NotTriggerScaleUp")[0]["message"] == message
