@@ -23,7 +23,7 @@ from emulator.api.quantity import cpu_millis, to_int
 from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
 from emulator.cloud.nodegroups import NodeGroupSpec, parse_node_groups
-from emulator.cloud.provider import Cloud
+from emulator.cloud.provider import SLOW_BOOT_FACTOR, Cloud
 from emulator.clusterautoscaler.cloudprovider.kemu import _default_allocatable
 from emulator.clusterautoscaler.controller import ClusterAutoscaler
 from emulator.clusterautoscaler.core.scaledown import TO_BE_DELETED_TAINT
@@ -430,3 +430,39 @@ def test_scale_up_table(cluster: Cluster, groups: list[dict[str, Any]], flags: d
         assert all(m == message for m in result.scale_up.remaining.values()) and result.scale_up.remaining
         wait_for(lambda: bool(events(core, pods[0][0], "NotTriggerScaleUp")), 10, "NotTriggerScaleUp")
         assert events(core, pods[0][0], "NotTriggerScaleUp")[0]["message"] == message
+
+
+def test_provider_state_survives_a_restart_of_the_kubelet_shard_and_the_autoscaler(cluster: Cluster) -> None:
+    """Instances asked for before a restart boot after it; a new autoscaler counts them as upcoming."""
+    core, clock = cluster.core, cluster.clock
+    groups = [{"name": "web", **XL, "provisioning_delay": "30s"}]
+    cluster.autoscaler(groups)
+    for i in range(3):
+        pending(core, app_pod(f"p{i}", "3", "1Gi"))
+    first = cluster.scan()
+    assert first.scale_up is not None and first.scale_up.increases == {"web": (0, 3)}
+    cluster.step(10)
+    # Both processes die; new ones start from what Redis holds.
+    assert cluster.factory is not None
+    cluster.factory.shutdown()
+    cluster.shard.stop()
+    cluster.shard = KubeletShard(core, 0, 1, kubelet_shard_config({}, []), clock)
+    cluster.shard.start(timeout=30)
+    cluster.autoscaler(groups)  # the groups are declared again: their instances stay
+    assert cluster.scan().schedulable == 3  # upcoming: not answered twice
+    assert cluster.cloud.target_size("web") == 3
+    for _ in range(19):
+        cluster.step()
+    assert group_nodes(core, "web") == []
+    cluster.step()
+    assert len(group_nodes(core, "web")) == 3
+
+
+def test_slow_boot_fault_multiplies_the_boot_delay(cluster: Cluster) -> None:
+    cloud, now = cluster.cloud, cluster.clock.now()
+    cloud.register_groups(parse_node_groups([{"name": "g", **XL, "provisioning_delay": "30s"}]), now)
+    chaos.set_fault(cluster.core.store.redis, cluster.core.store.config.prefix, "nodegroup/g", chaos.SLOW_BOOT)
+    [slow] = cloud.increase_size("g", 1, now)
+    chaos.clear(cluster.core.store.redis, cluster.core.store.config.prefix, "nodegroup/g")
+    [normal] = cloud.increase_size("g", 1, now)
+    assert (slow.ready - now, normal.ready - now) == (30 * SLOW_BOOT_FACTOR, 30)
