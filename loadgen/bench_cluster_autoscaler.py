@@ -223,14 +223,17 @@ def time_to_capacity(n_pods: int, delay: float) -> dict[str, Any]:
                     clock.advance(1)
                     shard.tick()
                 out["provisioning_cluster_s"] = round(clock.now() - start, 1)
-                registered, wall = clock.now(), time.perf_counter()
+                # The scheduler (wall time) binds the burst onto the new nodes; the clock stands still meanwhile.
+                wall = time.perf_counter()
+                while count(lambda p: bool(p["spec"].get("nodeName"))) < n_pods:
+                    time.sleep(0.01)  # a benchmark's pacing, not a test's synchronisation
+                out["scheduler_binds_wall_s"] = round(time.perf_counter() - wall, 3)
+                registered = clock.now()
                 while count(lambda p: p["status"].get("phase") == "Running") < n_pods:
                     shard.sync(10)
                     clock.advance(1)
                     shard.tick()
-                    time.sleep(0.01)  # let the in-process scheduler bind between ticks
                 out["pod_startup_cluster_s"] = round(clock.now() - registered, 1)
-                out["pod_startup_wall_s"] = round(time.perf_counter() - wall, 2)
                 out["total_cluster_s_worst_case"] = round(out["scan_interval_s"] + out["provisioning_cluster_s"]
                                                           + out["pod_startup_cluster_s"], 1)
             finally:

@@ -81,4 +81,6 @@ class CloudNodes:
         self._waiting = waiting
         if gone:
             self.cloud.forget(gone)
-            self._version = self.cloud.version()
+            # Read everything again next tick: an instance marked for deletion after our read bumped the
+            # version too, and must not hide behind our own bump.
+            self._version = -1

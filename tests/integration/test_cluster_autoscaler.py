@@ -9,8 +9,10 @@ worked out here from the rules (allocatable formula, first-fit packing, upstream
 from __future__ import annotations
 
 import math
+import threading
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,15 +20,17 @@ import yaml
 from prometheus_client import REGISTRY
 
 from emulator import chaos
-from emulator.api.kinds import CONFIGMAP, EVENT, NODE, PDB, POD, PRIORITYCLASS
+from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, EVENT, NODE, PDB, POD, PRIORITYCLASS
 from emulator.api.quantity import cpu_millis, to_int
 from emulator.api.types import Obj
-from emulator.clock import ManualClock, rfc3339
+from emulator.clock import ManualClock, SystemClock, rfc3339
 from emulator.cloud.nodegroups import NodeGroupSpec, parse_node_groups
 from emulator.cloud.provider import SLOW_BOOT_FACTOR, Cloud
+from emulator.cluster import KubeletLaunch, LocalCluster
 from emulator.clusterautoscaler.cloudprovider.kemu import _default_allocatable
 from emulator.clusterautoscaler.controller import ClusterAutoscaler
 from emulator.clusterautoscaler.core.scaledown import TO_BE_DELETED_TAINT
+from emulator.config import Config
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.controllers.runtime import ControllerContext, EventRecorder
 from emulator.informers import SharedInformerFactory
@@ -35,7 +39,9 @@ from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
+from emulator.store.store import Store, StoreConfig
 from tests import builders as b
+from tests import workloads as w
 
 pytestmark = pytest.mark.integration
 
@@ -466,3 +472,82 @@ def test_slow_boot_fault_multiplies_the_boot_delay(cluster: Cluster) -> None:
     chaos.clear(cluster.core.store.redis, cluster.core.store.config.prefix, "nodegroup/g")
     [normal] = cloud.increase_size("g", 1, now)
     assert (slow.ready - now, normal.ready - now) == (30 * SLOW_BOOT_FACTOR, 30)
+
+
+# ------------------------------------------------------------------------------------ at clock speed
+
+
+class ThreadKubelets:
+    """A kubelet runner for LocalCluster: one real kubelet shard on a thread of this process (the ``kemu``
+    entry point runs the same class in a Ray actor), ticking every cluster second."""
+
+    def __init__(self, launch: KubeletLaunch) -> None:
+        cfg = launch.config
+        self.clock = SystemClock(cfg.clock_speed, launch.clock_start + (time.time() - launch.clock_wall)
+                                 * cfg.clock_speed)
+        self.store = Store.connect(launch.redis_url, StoreConfig(prefix=cfg.prefix, node_shards=cfg.node_shards))
+        self.shard = KubeletShard(ServerCore(self.store, self.clock), 0, 1, kubelet_shard_config({}, []), self.clock)
+        self.period = 1.0 / cfg.clock_speed
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period):  # the tick loop's pacing (as the actor's), not a test's wait
+            self.shard.tick()
+
+    def start(self, timeout: float = 60.0) -> list[dict[str, Any]]:
+        self.shard.start(timeout)
+        self._thread.start()
+        return self.health()
+
+    def health(self, timeout: float = 10.0) -> list[dict[str, Any]]:
+        return [self.shard.health()]
+
+    def stop(self, timeout: float = 10.0) -> None:
+        self._stop.set()
+        self._thread.join(timeout)
+        self.shard.stop()
+        self.store.close()
+
+
+def test_kemu_cluster_grows_for_a_deployment_and_shrinks_after_it_scales_to_zero(redis_url: str,
+                                                                                  tmp_path: Path) -> None:
+    """LocalCluster as ``kemu up --node-groups`` starts it, at 60x clock speed: a Deployment of four 1-cpu pods
+    grows the group; scaled to zero, the empty nodes go after scale-down-delay-after-add and
+    scale-down-unneeded-time (cluster time)."""
+    speed = 60.0
+    groups = [{"name": "web", "min": 0, "max": 5, "instance_type": "m5.large", "price_per_hour": 0.096,
+               "provisioning_delay": "30s"}]
+    cfg = Config(data_dir=tmp_path / "data", redis_url=redis_url, api_enabled=False, metrics=False,
+                 clock_speed=speed, node_groups=groups,
+                 cluster_autoscaler={"scale-down-delay-after-add": "1m", "scale-down-unneeded-time": "1m"})
+    cluster = LocalCluster(cfg, kubelets=ThreadKubelets)
+    core = cluster.start()
+    try:
+        assert "cluster-autoscaler" in cluster.controller_managers[0].enabled
+        labels = {"app": "web"}
+        body = w.deployment("web", 4, labels)
+        body["spec"]["template"]["spec"]["containers"][0]["resources"] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+        core.create(DEPLOYMENT, body)
+        # m5.large allocatable: 2 cpu -> two 1-cpu pods per node: 4 pods -> 2 nodes. A node with one of them is
+        # at 50% - not below the threshold - so no node is unneeded while the pods exist.
+        cpu, _, _ = allocatable("m5.large")
+        expected = math.ceil(4 / (cpu // 1000))
+
+        def running() -> int:
+            return sum(1 for p in core.list(POD, "default").items if p["status"].get("phase") == "Running")
+
+        wait_for(lambda: running() == 4, 60, "the Deployment's pods to run on new nodes")
+        assert len(group_nodes(core, "web")) == expected
+        current = core.get(DEPLOYMENT, "default", "web")
+        meta = {k: v for k, v in current["metadata"].items() if k != "resourceVersion"}  # unconditional write
+        core.update(DEPLOYMENT, {**current, "metadata": meta, "spec": {**current["spec"], "replicas": 0}})
+        try:
+            wait_for(lambda: not group_nodes(core, "web"), 60, "the empty nodes to be removed")
+        except AssertionError:
+            pods = [(p["metadata"]["name"], p["status"].get("phase"), p["metadata"].get("deletionTimestamp"))
+                    for p in core.list(POD, "default").items]
+            raise AssertionError(f"nodes not removed; status: {status_map(core)}; pods: {pods}") from None
+        assert Cloud(core.store.redis, core.store.config.prefix).target_size("web") == 0
+    finally:
+        cluster.stop()
