@@ -350,6 +350,8 @@ class LocalCluster:
         from emulator.controllers.manager import ControllerManager, ManagerConfig
 
         assert self.core is not None
+        if self.config.node_groups:
+            self._declare_node_groups()
         if self.config.controllers_on_ray and self.config.controller_managers:
             if self._controller_factory is None:
                 raise ConfigError("controllers_on_ray runs controller managers as Ray actors: start kemu through "
@@ -365,16 +367,20 @@ class LocalCluster:
         self.controller_managers = [ControllerManager(self.core, config).start()
                                     for _ in range(self.config.controller_managers)]
 
-    def _with_autoscaler(self, config: ManagerConfig) -> ManagerConfig:
-        """Declare the node groups in the emulated cloud (Redis) and add the cluster-autoscaler to the managers."""
-        from dataclasses import replace
-
+    def _declare_node_groups(self) -> None:
+        """The node groups into the emulated cloud (Redis): new ones start at their initial size, known ones
+        (a restart) keep their instances."""
         from emulator.cloud.nodegroups import parse_node_groups
         from emulator.cloud.provider import Cloud
 
         assert self.core is not None
         Cloud(self.core.store.redis, self.config.prefix).register_groups(parse_node_groups(self.config.node_groups),
                                                                          self.core.clock.now())
+
+    def _with_autoscaler(self, config: ManagerConfig) -> ManagerConfig:
+        """The in-process managers also run the cluster-autoscaler, with the ``cluster_autoscaler`` settings."""
+        from dataclasses import replace
+
         controllers = config.controllers
         if "-cluster-autoscaler" not in controllers and "cluster-autoscaler" not in controllers:
             controllers = (*controllers, "cluster-autoscaler")

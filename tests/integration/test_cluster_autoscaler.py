@@ -539,6 +539,9 @@ def test_kemu_cluster_grows_for_a_deployment_and_shrinks_after_it_scales_to_zero
 
         wait_for(lambda: running() == 4, 60, "the Deployment's pods to run on new nodes")
         assert len(group_nodes(core, "web")) == expected
+        ca: Any = cluster.controller_managers[0].controllers()["cluster-autoscaler"]
+        wait_for(lambda: ca.cache.pods() and sum(1 for st in ca.cache.pods().values() if st.node) == 4, 20,
+                 "the autoscaler's cache to count the pods on their nodes")
         current = core.get(DEPLOYMENT, "default", "web")
         meta = {k: v for k, v in current["metadata"].items() if k != "resourceVersion"}  # unconditional write
         core.update(DEPLOYMENT, {**current, "metadata": meta, "spec": {**current["spec"], "replicas": 0}})
