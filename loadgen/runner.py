@@ -148,9 +148,11 @@ def percentile(values: list[float], q: float) -> float:
 def cluster_config(cfg: Config, scenario: Scenario) -> Config:
     """The scenario's cluster as kemu configuration: what ``kemu up`` runs for the same pools."""
     pools = scenario.node_pools()
-    nodes = sum(int(p.get("count", 0)) for p in pools)
     c = scenario.cluster
-    return replace(cfg, nodes=0, node_pools=pools,
+    # Node groups need kubelets and schedulers even when they start empty (their nodes come at run time).
+    nodes = sum(int(p.get("count", 0)) for p in pools) + len(c.node_groups)
+    return replace(cfg, nodes=0, node_pools=pools, node_groups=[dict(g) for g in c.node_groups],
+                   cluster_autoscaler=dict(c.cluster_autoscaler or {}),
                    kubelet_shards=(c.kubelet_shards or None) if nodes else 0,
                    schedulers=scenario.schedulers.count if nodes else 0,
                    scheduler_config=(str(scenario.resolve(scenario.schedulers.config))

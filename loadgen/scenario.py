@@ -52,6 +52,10 @@ class ClusterSpec:
     node_pods: int = 110
     zones: int = 3
     node_pools: tuple[dict[str, Any], ...] = ()
+    # Autoscaled node groups of the emulated cloud and the Cluster Autoscaler's flags (emulator.cloud,
+    # emulator.clusterautoscaler): what `kemu up --node-groups` and the `cluster_autoscaler` config key take.
+    node_groups: tuple[dict[str, Any], ...] = ()
+    cluster_autoscaler: dict[str, Any] | None = None
     trace_nodes: TraceNodesSpec | None = None
     kubelet_shards: int = 0  # 0: kemu's default (one shard per 1,250 nodes)
 
@@ -219,13 +223,15 @@ class Scenario:
         _no_unknown(data, {f.name for f in fields(cls)} - {"base_dir"}, "")
         cluster = dict(_mapping(data.get("cluster") or {}, "cluster"))
         pools = _pools(cluster.pop("node_pools", None) or [])
+        groups, autoscaler = _autoscaling(cluster.pop("node_groups", None) or [],
+                                          cluster.pop("cluster_autoscaler", None) or {})
         trace_nodes = cluster.pop("trace_nodes", None)
         scenario = cls(
             name=str(data.get("name", "scenario")),
             seed=_int(data.get("seed", 0), "seed"),
             clock_speed=_float(data.get("clock_speed", 1.0), "clock_speed"),
             cluster=_section(ClusterSpec, cluster, "cluster", extra={
-                "node_pools": pools,
+                "node_pools": pools, "node_groups": groups, "cluster_autoscaler": autoscaler,
                 "trace_nodes": None if trace_nodes is None else _section(TraceNodesSpec, trace_nodes,
                                                                          "cluster.trace_nodes")}),
             schedulers=_section(SchedulersSpec, data.get("schedulers") or {}, "schedulers"),
@@ -398,6 +404,19 @@ def _pools(items: Any) -> tuple[dict[str, Any], ...]:
         except NodeConfigError as e:
             raise ScenarioError(str(e)) from None
     return tuple(dict(p) for p in items)
+
+
+def _autoscaling(groups: Any, flags: Any) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
+    """``cluster.node_groups`` and ``cluster.cluster_autoscaler``, by the autoscaler's own parsers."""
+    from emulator.cloud.nodegroups import NodeGroupConfigError, parse_node_groups
+    from emulator.clusterautoscaler.config import AutoscalingOptions, OptionsError
+
+    try:
+        parse_node_groups(groups, "cluster.node_groups")
+        AutoscalingOptions.from_dict(_mapping(flags, "cluster.cluster_autoscaler"), "cluster.cluster_autoscaler")
+    except (NodeGroupConfigError, OptionsError) as e:
+        raise ScenarioError(str(e)) from None
+    return tuple(dict(g) for g in groups), dict(flags)
 
 
 def _priorities(items: Any) -> tuple[PriorityClassSpec, ...]:

@@ -22,6 +22,8 @@ from emulator.clusterautoscaler.simulator.scheduling import PodSimulator
 from emulator.config import Config, ConfigError
 from emulator.kubelet.nodes import INSTANCE_TYPES
 from emulator.scheduler.framework.types import PodInfo
+from loadgen.runner import cluster_config
+from loadgen.scenario import Scenario, ScenarioError
 from tests import builders as b
 
 
@@ -219,3 +221,16 @@ def test_kemu_up_with_a_bad_node_group_file_stops_with_the_field(tmp_path: Path,
     cfg = cli._config(cli.build_parser().parse_args(["up", "--node-groups", str(path)]))
     assert cfg.node_groups == [{"name": "web", "min": 0, "max": 2, "instance_type": "m5.large"}]
     assert cfg.wants_kubelets()
+
+
+def test_scenarios_declare_node_groups_and_autoscaler_flags() -> None:
+    scenario = Scenario.from_dict({"cluster": {"node_groups": [{"name": "web", "max": 5, "price_per_hour": 0.1}],
+                                               "cluster_autoscaler": {"expander": "price"}}})
+    cfg = cluster_config(Config(), scenario)
+    assert cfg.node_groups == [{"name": "web", "max": 5, "price_per_hour": 0.1}]
+    assert cfg.cluster_autoscaler == {"expander": "price"}
+    assert cfg.schedulers == 1 and cfg.kubelet_shards is None  # kubelets and a scheduler for the groups' nodes
+    with pytest.raises(ScenarioError, match=r"cluster\.node_groups\[0\]\.min \(6\) must not be greater than max"):
+        Scenario.from_dict({"cluster": {"node_groups": [{"name": "web", "min": 6, "max": 5}]}})
+    with pytest.raises(ScenarioError, match=r"cluster\.cluster_autoscaler\.expander: unknown expander 'x'"):
+        Scenario.from_dict({"cluster": {"cluster_autoscaler": {"expander": "x"}}})
