@@ -218,8 +218,8 @@ class ScaleUpper:
                     with_template = snapshot.add_node(template)
                 why = self.simulator.reasons_on(first, with_template, with_template.num_nodes - 1)
             if why:
-                for r in dict.fromkeys(why):
-                    reasons[key][_per_node(r)] += 1
+                for r in dict.fromkeys(why):  # the plugins' messages already read "node(s) ..."
+                    reasons[key][r] += 1
                 continue
             fitting.extend(members)
         if not fitting:
@@ -251,7 +251,3 @@ class ScaleUpper:
         m.FAILED_SCALE_UPS.labels("cloudProviderError").inc()
         self.state.register_failed_scale_up(group.id(), now, error.code, error.message)
 
-
-def _per_node(reason: str) -> str:
-    """Upstream counts node groups, and predicate messages already read ``node(s) ...``."""
-    return reason
