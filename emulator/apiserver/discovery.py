@@ -41,7 +41,7 @@ from functools import lru_cache
 
 import orjson
 
-from emulator.api.kinds import Kind, all_kinds
+from emulator.api.kinds import Kind, served_kinds
 from emulator.api.types import Obj
 from emulator.apiserver.aggregated import AGGREGATED
 
@@ -83,7 +83,7 @@ def version_info() -> Obj:
 
 def _group_versions() -> dict[str, list[str]]:
     out: dict[str, list[str]] = {}
-    for k in all_kinds():
+    for k in served_kinds():
         versions = out.setdefault(k.group, [])
         if k.version not in versions:
             versions.append(k.version)
@@ -95,7 +95,7 @@ def _group_versions() -> dict[str, list[str]]:
 
 
 def _kinds_of(group: str, version: str) -> list[Kind]:
-    return sorted((k for k in all_kinds() if k.group == group and k.version == version), key=lambda k: k.plural)
+    return sorted((k for k in served_kinds() if k.group == group and k.version == version), key=lambda k: k.plural)
 
 
 def _storage_hash(kind: Kind) -> str:

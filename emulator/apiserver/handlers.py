@@ -64,7 +64,7 @@ from emulator.api.kinds import Kind
 from emulator.api.meta import resource_version
 from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
-from emulator.apiserver import content, patch, tables
+from emulator.apiserver import content, patch, tables, versions
 from emulator.apiserver.content import Wanted
 from emulator.apiserver.discovery import SUBRESOURCES
 from emulator.apiserver.routing import RequestInfo
@@ -684,6 +684,8 @@ class Handlers:
     # ------------------------------------------------------------------ dispatch
     def handle(self, call: Call) -> Result:
         info = call.info
+        if kinds.storage_version(info.kind) is not info.kind:  # a served version other than the stored one
+            return versions.serve(call, info.kind, self.handle, self.core)
         if info.subresource and info.subresource not in SUBRESOURCES:
             raise errors.StatusError(404, "NotFound", "the server could not find the requested resource")
         if info.subresource and info.verb not in SUBRESOURCES[info.subresource].verbs:

@@ -454,6 +454,14 @@ SCHEMA: dict[str, str] = {
     # Upstream omits a zero spec.replicas from JSON, but kemu's scale handler needs the number: scaling to 0 must say 0.
     "ScaleSpec": "1 replicas i32!",
     "ScaleStatus": "1 replicas i32!, 2 selector str",
+    # autoscaling/v1 HorizontalPodAutoscaler (what `kubectl autoscale` sends)
+    "HorizontalPodAutoscaler": "1 metadata ObjectMeta, 2 spec HorizontalPodAutoscalerSpec, "
+                               "3 status HorizontalPodAutoscalerStatus",
+    "HorizontalPodAutoscalerSpec": ("1 scaleTargetRef CrossVersionObjectReference, 2 minReplicas i32!, "
+                                    "3 maxReplicas i32!, 4 targetCPUUtilizationPercentage i32!"),
+    "CrossVersionObjectReference": "1 kind str!, 2 name str!, 3 apiVersion str",
+    "HorizontalPodAutoscalerStatus": ("1 observedGeneration i64!, 2 lastScaleTime Time, 3 currentReplicas i32!, "
+                                      "4 desiredReplicas i32!, 5 currentCPUUtilizationPercentage i32!"),
     # storage/v1
     "StorageClass": (
         "1 metadata ObjectMeta, 2 provisioner str!, 3 parameters {str}, 4 reclaimPolicy str!, 5 mountOptions []str, "
@@ -468,6 +476,6 @@ TOP_LEVEL: dict[str, str] = {
     "PodDisruptionBudget": "policy/v1", "Eviction": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1",
     "Lease": "coordination.k8s.io/v1", "RuntimeClass": "node.k8s.io/v1", "Scale": "autoscaling/v1",
     "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "StorageClass": "storage.k8s.io/v1",
-    "ResourceQuota": "v1",
+    "ResourceQuota": "v1", "HorizontalPodAutoscaler": "autoscaling/v1",
     "DeleteOptions": "",
 }

@@ -74,6 +74,7 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "taint-eviction-controller": ControllerSpec("emulator.controllers.tainteviction"),
     "namespace": ControllerSpec("emulator.controllers.namespace"),
     "resourcequota": ControllerSpec("emulator.controllers.resourcequota"),
+    "horizontalpodautoscaling": ControllerSpec("emulator.controllers.podautoscaler.horizontal"),
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
     "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 import secrets
 import uuid
 from collections.abc import Callable
+from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import Kind
@@ -186,6 +187,39 @@ def _storage_class(obj: Obj) -> None:
     obj.setdefault("volumeBindingMode", "Immediate")
 
 
+# pkg/apis/autoscaling/v2/defaults.go: the scale-up rules (max of 4 pods and 100 % per 15 s, no window)
+# and scale-down rules (100 % per 15 s; the window stays unset: the controller's
+# --horizontal-pod-autoscaler-downscale-stabilization, 300 s, applies).
+_HPA_SCALE_UP_RULES: Obj = {"stabilizationWindowSeconds": 0, "selectPolicy": "Max",
+                            "policies": [{"type": "Pods", "value": 4, "periodSeconds": 15},
+                                         {"type": "Percent", "value": 100, "periodSeconds": 15}]}
+_HPA_SCALE_DOWN_RULES: Obj = {"selectPolicy": "Max", "policies": [{"type": "Percent", "value": 100,
+                                                                  "periodSeconds": 15}]}
+_HPA_DEFAULT_CPU_UTILIZATION = 80  # pkg/apis/autoscaling DefaultCPUUtilization
+
+
+def _hpa_rules(given: Any, defaults: Obj) -> Obj:
+    """``copyHPAScalingRules``: the defaults, overridden by every field the user set."""
+    out = {k: ([dict(p) for p in v] if isinstance(v, list) else v) for k, v in defaults.items()}
+    if isinstance(given, dict):
+        out.update({k: v for k, v in given.items() if v is not None})
+    return out
+
+
+def _horizontal_pod_autoscaler(obj: Obj) -> None:
+    """``SetDefaults_HorizontalPodAutoscaler`` (autoscaling/v2)."""
+    spec = obj.setdefault("spec", {})
+    if spec.get("minReplicas") is None:
+        spec["minReplicas"] = 1
+    if not spec.get("metrics"):
+        spec["metrics"] = [{"type": "Resource", "resource": {"name": "cpu", "target": {
+            "type": "Utilization", "averageUtilization": _HPA_DEFAULT_CPU_UTILIZATION}}}]
+    behavior = spec.get("behavior")
+    if isinstance(behavior, dict):  # only a given behavior is completed (SetDefaults_HorizontalPodAutoscalerBehavior)
+        behavior["scaleUp"] = _hpa_rules(behavior.get("scaleUp"), _HPA_SCALE_UP_RULES)
+        behavior["scaleDown"] = _hpa_rules(behavior.get("scaleDown"), _HPA_SCALE_DOWN_RULES)
+
+
 DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "pods": _pod,
     "namespaces": _namespace,
@@ -198,6 +232,7 @@ DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "persistentvolumes": _persistent_volume,
     "persistentvolumeclaims": _persistent_volume_claim,
     "storageclasses.storage.k8s.io": _storage_class,
+    "horizontalpodautoscalers.autoscaling": _horizontal_pod_autoscaler,
 }
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Mapping
@@ -54,7 +55,9 @@ class EventRecorder:
         self._written: OrderedDict[tuple[str, ...], Obj] = OrderedDict()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._seq = itertools.count()
+        # A random start: recorders of different controllers writing events for objects of the same name at the
+        # same cluster instant (a ManualClock) must not produce the same Event name.
+        self._seq = itertools.count(int.from_bytes(os.urandom(4)))
         self.dropped = 0
         self.written = 0
 

@@ -70,6 +70,7 @@ from emulator.api.types import Obj
 # Every group module registers its validators when imported: a new API group adds its module here.
 from emulator.server.validation import (  # noqa: F401 (imported for their @register calls)
     apps,
+    autoscaling,
     batch,
     coordination,
     core,
