@@ -136,6 +136,11 @@ class DeploymentsPhase:
     template: str = "default"
     scale_to: int = -1  # -1: never scaled
     scale_after: float = 10.0
+    # A HorizontalPodAutoscaler (autoscaling/v2) per Deployment when hpa_max > 0: replicas between hpa_min and
+    # hpa_max, target average CPU utilization hpa_cpu percent of the requests.
+    hpa_min: int = 1
+    hpa_max: int = 0
+    hpa_cpu: int = 60
 
 
 @dataclass(frozen=True)
@@ -261,7 +266,9 @@ class Scenario:
         return pools
 
     def node_count(self) -> int:
-        return sum(int(p.get("count", 0)) for p in self.node_pools())
+        """Nodes the cluster starts with: the pools', and the node groups' initial sizes (default: their min)."""
+        groups = sum(int(g.get("initial_size", g.get("min", 0)) or 0) for g in self.cluster.node_groups)
+        return sum(int(p.get("count", 0)) for p in self.node_pools()) + groups
 
     def resolve(self, name: str, *, trace: bool = False) -> Path:
         """A file the scenario names: absolute, next to the scenario, or (traces) in the datasets directories."""

@@ -20,7 +20,17 @@ import yaml
 from prometheus_client import REGISTRY
 
 from emulator import chaos
-from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, EVENT, NODE, PDB, POD, PRIORITYCLASS
+from emulator.api.kinds import (
+    CONFIGMAP,
+    DEPLOYMENT,
+    EVENT,
+    HORIZONTALPODAUTOSCALER,
+    NAMESPACE,
+    NODE,
+    PDB,
+    POD,
+    PRIORITYCLASS,
+)
 from emulator.api.quantity import cpu_millis, to_int
 from emulator.api.types import Obj
 from emulator.clock import ManualClock, SystemClock, rfc3339
@@ -40,6 +50,10 @@ from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig
+from loadgen import autoscaling, drivers
+from loadgen import plan as planning
+from loadgen.drivers import StoreSink
+from loadgen.scenario import Scenario
 from tests import builders as b
 from tests import workloads as w
 
@@ -554,3 +568,32 @@ def test_kemu_cluster_grows_for_a_deployment_and_shrinks_after_it_scales_to_zero
         assert Cloud(core.store.redis, core.store.config.prefix).target_size("web") == 0
     finally:
         cluster.stop()
+
+
+# --------------------------------------------------------------------------------------- the scenario
+
+
+def test_day_night_scenario_creates_deployments_with_hpas_and_samples_node_groups(cluster: Cluster) -> None:
+    """The scenario's plan creates each Deployment and its HPA through the store driver (the API validates the
+    HPA); the run's sampler counts nodes per group and prices them."""
+    scenario = Scenario.load(Path(__file__).resolve().parents[2] / "loadgen" / "scenarios" / "day-night.yaml")
+    plan = planning.build(scenario)
+    core = cluster.core
+    core.create(NAMESPACE, b.namespace("load-0"))
+    sink = StoreSink(core)
+    for op in (planning.CREATE_DEPLOYMENT, planning.CREATE_HPA):
+        items = [drivers.item(a) for a in plan.actions if a.op == op]
+        assert len(items) == 3 and sink.run(op, items) == [None] * 3
+    hpas = core.list(HORIZONTALPODAUTOSCALER, "load-0").items
+    assert sorted((h["spec"]["scaleTargetRef"]["name"], h["spec"]["minReplicas"], h["spec"]["maxReplicas"])
+                  for h in hpas) == [(f"web-{i:03d}", 2, 30) for i in range(3)]
+    cluster.cloud.register_groups(parse_node_groups(scenario.cluster.node_groups), cluster.clock.now())
+    wait_for(lambda: len(group_nodes(core, "on-demand-medium")) == 1, 20, "the min-size node", between=cluster.step)
+    sampler = autoscaling.NodeGroupSampler(core, lambda: 0)
+    sampler.sample()
+    cluster.clock.advance(3600)
+    sampler.sample()
+    summary = autoscaling.summarize(sampler.samples, autoscaling.prices_of(core))
+    # One medium node for one hour at 0.192/h; the other groups cost nothing.
+    assert summary["groups"]["on-demand-medium"]["nodeHours"] == 1.0
+    assert summary["costTotal"] == 0.192 and summary["groups"]["spot-small"]["cost"] == 0.0

@@ -22,6 +22,8 @@ from emulator.clusterautoscaler.simulator.scheduling import PodSimulator
 from emulator.config import Config, ConfigError
 from emulator.kubelet.nodes import INSTANCE_TYPES
 from emulator.scheduler.framework.types import PodInfo
+from loadgen import plan as planning
+from loadgen.autoscaling import summarize
 from loadgen.runner import cluster_config
 from loadgen.scenario import Scenario, ScenarioError
 from tests import builders as b
@@ -234,3 +236,31 @@ def test_scenarios_declare_node_groups_and_autoscaler_flags() -> None:
         Scenario.from_dict({"cluster": {"node_groups": [{"name": "web", "min": 6, "max": 5}]}})
     with pytest.raises(ScenarioError, match=r"cluster\.cluster_autoscaler\.expander: unknown expander 'x'"):
         Scenario.from_dict({"cluster": {"cluster_autoscaler": {"expander": "x"}}})
+
+
+@pytest.mark.parametrize(("samples", "nodes_max", "node_hours", "episodes", "ttc_max"), [
+    # 2 nodes for 1800 s then 4 for 1800 s: (2 * 0.5 + 4 * 0.5) = 3 node-hours; pods pending from 0 to 1800.
+    ([(0.0, {"g": 2}, 5), (1800.0, {"g": 4}, 0), (3600.0, {"g": 4}, 0)], 4, 3.0, 1, 1800.0),
+    # Two pending episodes of 60 s and 120 s.
+    ([(0.0, {"g": 1}, 3), (60.0, {"g": 1}, 0), (100.0, {"g": 2}, 2), (220.0, {"g": 2}, 0)], 2,
+     (60 + 40 + 2 * 120) / 3600, 2, 120.0),
+], ids=["one-episode", "two-episodes"])
+def test_autoscaling_summary(samples: list[tuple[float, dict[str, int], int]], nodes_max: int, node_hours: float,
+                             episodes: int, ttc_max: float) -> None:
+    out = summarize(samples, {"g": 0.5})
+    g = out["groups"]["g"]
+    assert (g["nodesMax"], g["nodeHours"], g["cost"]) == (nodes_max, round(node_hours, 4),
+                                                          round(round(node_hours, 4) * 0.5, 4))
+    assert (out["timeToCapacitySeconds"]["episodes"], out["timeToCapacitySeconds"]["max"]) == (episodes, ttc_max)
+
+
+def test_deployments_phase_with_an_hpa() -> None:
+    scenario = Scenario.from_dict({"templates": {"default": {"cpu": "1"}},
+                                   "phases": [{"deployments": {"count": 2, "replicas": 3, "hpa_min": 1,
+                                                               "hpa_max": 9, "hpa_cpu": 70}}]})
+    deployments = [a.name for a in planning.build(scenario).actions if a.op == planning.CREATE_DEPLOYMENT]
+    hpas = [a for a in planning.build(scenario).actions if a.op == planning.CREATE_HPA]
+    assert [a.name for a in hpas] == deployments and len(hpas) == 2  # one HPA per Deployment, same name
+    spec = hpas[0].body()["spec"]
+    assert (spec["minReplicas"], spec["maxReplicas"], spec["scaleTargetRef"]["kind"]) == (1, 9, "Deployment")
+    assert spec["metrics"][0]["resource"]["target"] == {"type": "Utilization", "averageUtilization": 70}
