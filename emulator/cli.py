@@ -63,7 +63,9 @@ class CLIError(Exception):
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
+    from emulator.descheduler_cli import with_descheduler
+
+    cfg = Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
                        node_shards=getattr(args, "node_shards", None), api_host=getattr(args, "api_host", None),
                        api_port=getattr(args, "api_port", None), api_workers=getattr(args, "api_workers", None),
                        controller_managers=getattr(args, "controller_managers", None),
@@ -81,6 +83,7 @@ def _config(args: argparse.Namespace) -> Config:
                        clock_speed=getattr(args, "clock_speed", None),
                        prometheus_url=getattr(args, "prometheus_url", None),
                        metrics_rules=getattr(args, "metrics_rules", None))
+    return with_descheduler(cfg, args)
 
 
 def _read_pools(path: str | None, key: str = "node_pools") -> list[dict[str, Any]] | None:
@@ -300,7 +303,7 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
     for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
                  "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
                  "scheduler_config", "api_token_file", "api_advertise_url", "clock_speed", "prometheus_url",
-                 "metrics_rules"):
+                 "metrics_rules", "descheduler_policy", "descheduling_interval"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
@@ -572,6 +575,7 @@ CommandRegistration = Callable[[SubParsers], None]
 def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kemu", description="An emulator of large Kubernetes clusters.")
     sub = parser.add_subparsers(dest="command", required=True)
+    from emulator import descheduler_cli
 
     up = sub.add_parser("up", help="run a local cluster (foreground until Ctrl-C, or --detach)")
     _add_cluster_flags(up)
@@ -583,6 +587,7 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     _add_kubelet_flags(up)
     _add_scheduler_flags(up)
     _add_component_flags(up)
+    descheduler_cli.add_up_flags(up)
     up.set_defaults(fn=cmd_up)
 
     status = sub.add_parser("status", help="report on the detached cluster")
@@ -622,9 +627,11 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     push.add_argument("--password", help="basic-auth password (default: $GRAFANA_PASSWORD)")
     push.add_argument("--folder", default="kemu", help="folder to put them in, created if missing (default kemu)")
     push.set_defaults(fn=cmd_dashboards)
+
     from emulator import load_command
 
     load_command.register(sub)  # kemu load set|set-queue|get|clear (emulator/load_command.py)
+    descheduler_cli.add_command(sub)  # kemu deschedule (emulator/descheduler_cli.py)
     for register in commands:
         register(sub)
     return parser

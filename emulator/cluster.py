@@ -115,6 +115,14 @@ class ClusterState:
         cls.path().unlink(missing_ok=True)
 
 
+def running_redis_url() -> str | None:
+    """The Redis of this KEMU_HOME's detached cluster while its ``kemu up`` is alive, else None."""
+    from emulator.processes import pid_alive
+
+    state = ClusterState.read()
+    return state.redis_url if state is not None and pid_alive(state.pid) else None
+
+
 DEFAULT_API_PORT = 6443  # kube-apiserver's customary secure port
 
 

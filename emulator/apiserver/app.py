@@ -44,6 +44,7 @@ from emulator.apiserver.settings import ServerSettings, is_loopback
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
 from emulator.metrics import SD_PATH, discover, process_instance, serve_and_register
 from emulator.server.core import ServerCore
+from emulator.server.services import ensure_kubernetes_service
 from emulator.store.store import Store, StoreConfig, parse_resource_version
 
 log = logging.getLogger("kemu.apiserver")
@@ -241,6 +242,10 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
         if own_target:
             endpoint = await run_in_threadpool(serve_and_register, server.core.store.redis,
                                                process_instance("apiserver"), "apiserver", prefix=settings.prefix)
+        try:
+            await run_in_threadpool(ensure_kubernetes_service, server.core, settings.host, settings.port)
+        except errors.StatusError as e:  # the API still serves; `kubectl cluster-info` lacks its Service
+            log.warning("could not reconcile the default kubernetes Service: %s", e.message)
         yield
         if endpoint is not None:
             endpoint.stop()

@@ -4,7 +4,7 @@ Upstream these are the ``generated.proto`` files beside each group's ``types.go`
 :data:`SCHEMA` maps each message name to a compact field list written from the field
 numbers, types and JSON names of the upstream messages (``k8s.io/api`` ``core/v1``,
 ``apps/v1``, ``policy/v1``, ``scheduling/v1``, ``coordination/v1``, ``node/v1``,
-``autoscaling/v1`` and ``storage/v1`` ``generated.proto`` + ``types.go``; apimachinery
+``autoscaling/v1``, ``discovery/v1`` and ``storage/v1`` ``generated.proto`` + ``types.go``; apimachinery
 ``pkg/apis/meta/v1``, ``pkg/api/resource``, ``pkg/util/intstr``; all at v0.32, the API level
 kemu emulates). It covers every message reachable from the kinds kemu serves and the subresource bodies it takes
 (Binding, Eviction, Scale, DeleteOptions). One entry per message, fields in Go struct order
@@ -32,7 +32,8 @@ SCHEMA: dict[str, str] = {
     "Unknown": "1 typeMeta TypeMeta, 2 raw raw!, 3 contentEncoding str, 4 contentType str",
     "TypeMeta": "1 apiVersion str, 2 kind str",
     # Messages with a non-object JSON form, converted by protobuf._CONVERTERS: meta/v1 Time and MicroTime
-    # (a Timestamp), resource.Quantity (pkg/api/resource), intstr.IntOrString, meta/v1 FieldsV1.
+    # (a Timestamp), resource.Quantity (pkg/api/resource), intstr.IntOrString, meta/v1 FieldsV1 and
+    # runtime.RawExtension (both raw JSON).
     "Time": "1 seconds i64!, 2 nanos i32!",
     "MicroTime": "1 seconds i64!, 2 nanos i32!",
     "Quantity": "1 string str!",
@@ -386,6 +387,42 @@ SCHEMA: dict[str, str] = {
         "8 nodePublishSecretRef SecretReference, 9 controllerExpandSecretRef SecretReference, "
         "10 nodeExpandSecretRef SecretReference"),
     "SecretReference": "1 name str, 2 namespace str",
+    # core/v1: secrets, service accounts, services and endpoints
+    "Secret": "1 metadata ObjectMeta, 5 immutable bool!, 2 data {bytes}, 4 stringData {str}, 3 type str",
+    "ServiceAccount": (
+        "1 metadata ObjectMeta, 2 secrets []ObjectReference, 3 imagePullSecrets []LocalObjectReference, "
+        "4 automountServiceAccountToken bool!"),
+    "Service": "1 metadata ObjectMeta, 2 spec ServiceSpec, 3 status ServiceStatus",
+    "ServiceSpec": (
+        "1 ports []ServicePort, 2 selector {str}, 3 clusterIP str, 18 clusterIPs []str, 4 type str, "
+        "5 externalIPs []str, 7 sessionAffinity str, 8 loadBalancerIP str, 9 loadBalancerSourceRanges []str, "
+        "10 externalName str, 11 externalTrafficPolicy str, 12 healthCheckNodePort i32, "
+        "13 publishNotReadyAddresses bool, 14 sessionAffinityConfig SessionAffinityConfig, 19 ipFamilies []str, "
+        "17 ipFamilyPolicy str!, 20 allocateLoadBalancerNodePorts bool!, 21 loadBalancerClass str!, "
+        "22 internalTrafficPolicy str!, 23 trafficDistribution str!"),
+    "ServicePort": (
+        "1 name str, 2 protocol str, 6 appProtocol str!, 3 port i32!, 4 targetPort IntOrString, 5 nodePort i32"),
+    "ServiceStatus": "1 loadBalancer LoadBalancerStatus, 2 conditions []Condition",
+    "LoadBalancerStatus": "1 ingress []LoadBalancerIngress",
+    "LoadBalancerIngress": "1 ip str, 2 hostname str, 3 ipMode str!, 4 ports []PortStatus",
+    "PortStatus": "1 port i32!, 2 protocol str!, 3 error str!",
+    "SessionAffinityConfig": "1 clientIP ClientIPConfig",
+    "ClientIPConfig": "1 timeoutSeconds i32!",
+    "Endpoints": "1 metadata ObjectMeta, 2 subsets []EndpointSubset",
+    "EndpointSubset": "1 addresses []EndpointAddress, 2 notReadyAddresses []EndpointAddress, 3 ports []EndpointPort",
+    "EndpointAddress": "1 ip str!, 3 hostname str, 4 nodeName str!, 2 targetRef ObjectReference",
+    "EndpointPort": "1 name str, 2 port i32!, 3 protocol str, 4 appProtocol str!",
+    # discovery/v1 (api discovery/v1/generated.proto); its EndpointPort is SliceEndpointPort here
+    "EndpointSlice": (
+        "1 metadata ObjectMeta, 4 addressType str!, 2 endpoints []SliceEndpoint, 3 ports []SliceEndpointPort"),
+    "SliceEndpoint": (
+        "1 addresses []str, 2 conditions EndpointConditions, 3 hostname str!, 4 targetRef ObjectReference, "
+        "5 deprecatedTopology {str}, 6 nodeName str!, 7 zone str!, 8 hints EndpointHints"),
+    "EndpointConditions": "1 ready bool!, 2 serving bool!, 3 terminating bool!",
+    "EndpointHints": "1 forZones []ForZone, 2 forNodes []ForNode",
+    "ForZone": "1 name str!",
+    "ForNode": "1 name str!",
+    "SliceEndpointPort": "1 name str!, 2 protocol str!, 3 port i32!, 4 appProtocol str!",
     # batch/v1 (api batch/v1/generated.proto; pod failure / success policies not modelled)
     "Job": "1 metadata ObjectMeta, 2 spec JobSpec, 3 status JobStatus",
     "JobSpec": (
@@ -398,6 +435,13 @@ SCHEMA: dict[str, str] = {
         "6 failed i32, 7 completedIndexes str, 9 ready i32!, 10 failedIndexes str!, 11 terminating i32!"),
     "JobCondition": (
         "1 type str!, 2 status str!, 3 lastProbeTime Time, 4 lastTransitionTime Time, 5 reason str, 6 message str"),
+    "CronJob": "1 metadata ObjectMeta, 2 spec CronJobSpec, 3 status CronJobStatus",
+    "CronJobSpec": (
+        "1 schedule str!, 8 timeZone str!, 2 startingDeadlineSeconds i64!, 3 concurrencyPolicy str, "
+        "4 suspend bool!, 5 jobTemplate JobTemplateSpec, 6 successfulJobsHistoryLimit i32!, "
+        "7 failedJobsHistoryLimit i32!"),
+    "CronJobStatus": "1 active []ObjectReference, 4 lastScheduleTime Time, 5 lastSuccessfulTime Time",
+    "JobTemplateSpec": "1 metadata ObjectMeta, 2 spec JobSpec",
     # apps/v1 (api apps/v1/generated.proto)
     "Deployment": "1 metadata ObjectMeta, 2 spec DeploymentSpec, 3 status DeploymentStatus",
     "ReplicaSet": "1 metadata ObjectMeta, 2 spec ReplicaSetSpec, 3 status ReplicaSetStatus",
@@ -428,6 +472,24 @@ SCHEMA: dict[str, str] = {
     "DaemonSetCondition": "1 type str!, 2 status str!, 3 lastTransitionTime Time, 4 reason str, 5 message str",
     "RollingUpdateDeployment": "1 maxUnavailable IntOrString, 2 maxSurge IntOrString",
     "RollingUpdateDaemonSet": "1 maxUnavailable IntOrString, 2 maxSurge IntOrString",
+    "ControllerRevision": "1 metadata ObjectMeta, 2 data RawExtension, 3 revision i64!",
+    "RawExtension": "1 Raw raw!",
+    "StatefulSet": "1 metadata ObjectMeta, 2 spec StatefulSetSpec, 3 status StatefulSetStatus",
+    "StatefulSetSpec": (
+        "1 replicas i32!, 2 selector LabelSelector, 3 template PodTemplateSpec, "
+        "4 volumeClaimTemplates []PersistentVolumeClaim, 5 serviceName str, 6 podManagementPolicy str, "
+        "7 updateStrategy StatefulSetUpdateStrategy, 8 revisionHistoryLimit i32!, 9 minReadySeconds i32, "
+        "10 persistentVolumeClaimRetentionPolicy StatefulSetPersistentVolumeClaimRetentionPolicy, "
+        "11 ordinals StatefulSetOrdinals"),
+    "StatefulSetStatus": (
+        "1 observedGeneration i64, 2 replicas i32!, 3 readyReplicas i32, 4 currentReplicas i32, "
+        "5 updatedReplicas i32, 6 currentRevision str, 7 updateRevision str, 9 collisionCount i32!, "
+        "10 conditions []StatefulSetCondition, 11 availableReplicas i32!"),
+    "StatefulSetUpdateStrategy": "1 type str, 2 rollingUpdate RollingUpdateStatefulSetStrategy",
+    "RollingUpdateStatefulSetStrategy": "1 partition i32!, 2 maxUnavailable IntOrString",
+    "StatefulSetPersistentVolumeClaimRetentionPolicy": "1 whenDeleted str, 2 whenScaled str",
+    "StatefulSetOrdinals": "1 start i32!",
+    "StatefulSetCondition": "1 type str!, 2 status str!, 3 lastTransitionTime Time, 4 reason str, 5 message str",
     # policy/v1
     "PodDisruptionBudget": "1 metadata ObjectMeta, 2 spec PodDisruptionBudgetSpec, 3 status PodDisruptionBudgetStatus",
     "PodDisruptionBudgetSpec": (
@@ -477,5 +539,8 @@ TOP_LEVEL: dict[str, str] = {
     "Lease": "coordination.k8s.io/v1", "RuntimeClass": "node.k8s.io/v1", "Scale": "autoscaling/v1",
     "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "StorageClass": "storage.k8s.io/v1",
     "ResourceQuota": "v1", "HorizontalPodAutoscaler": "autoscaling/v1",
+    "Secret": "v1", "ServiceAccount": "v1", "Service": "v1", "Endpoints": "v1",
+    "EndpointSlice": "discovery.k8s.io/v1", "StatefulSet": "apps/v1", "ControllerRevision": "apps/v1",
+    "CronJob": "batch/v1",
     "DeleteOptions": "",
 }

@@ -626,3 +626,10 @@ def table(printer: Printer, objs: Iterable[Obj], now: float, *, include_object: 
         out["columnDefinitions"] = printer.definitions()
     out["rows"] = rows
     return out
+
+
+# The Service, endpoint, Secret/ServiceAccount, StatefulSet, Job and CronJob printers live beside this
+# module; imported last because they are built from the helpers above.
+from emulator.apiserver.tables_workloads import WORKLOAD_PRINTERS  # noqa: E402
+
+PRINTERS.update(WORKLOAD_PRINTERS)

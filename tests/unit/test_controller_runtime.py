@@ -347,11 +347,13 @@ def test_last_revision_is_the_second_highest() -> None:
 @pytest.mark.parametrize(("selection", "expected"), [
     (("*",), ["garbagecollector", "disruption", "replicaset", "deployment", "job", "ttl-after-finished",
               "daemonset", "nodelifecycle", "taint-eviction-controller", "namespace", "resourcequota",
-              "horizontalpodautoscaling", "vpa-recommender", "vpa-updater"]),
+              "endpointslice", "endpoints", "statefulset", "cronjob", "horizontalpodautoscaling", "vpa-recommender",
+              "vpa-updater"]),
     (("*", "-garbagecollector", "-nodelifecycle"), ["disruption", "replicaset", "deployment", "job",
                                                     "ttl-after-finished", "daemonset", "taint-eviction-controller",
-                                                    "namespace", "resourcequota", "horizontalpodautoscaling",
-                                                    "vpa-recommender", "vpa-updater"]),
+                                                    "namespace", "resourcequota", "endpointslice",
+                                                    "endpoints", "statefulset", "cronjob",
+                                                    "horizontalpodautoscaling", "vpa-recommender", "vpa-updater"]),
     (("replicaset",), ["replicaset"]),
     (("deployment", "replicaset"), ["replicaset", "deployment"]),
 ])

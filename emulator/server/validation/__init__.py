@@ -38,6 +38,11 @@ Design
   ``persistentvolumeclaims``          node affinity; a claim's spec is frozen once created
   ``storageclasses.storage.k8s.io``   provisioner, policies, allowed topologies; mostly immutable
   ``verticalpodautoscalers...``       update mode, minReplicas, container policies (min <= max)
+  ``secrets``, ``serviceaccounts``,   keys and base64 data, per-type keys; ports, types, selector,
+  ``services``, ``endpoints``         ClusterIP immutable; subsets (module :mod:`.services`)
+  ``endpointslices.discovery...``     addressType (immutable), endpoint and address limits, ports
+  ``statefulsets.apps``               workload checks, policies, partition; most of spec frozen
+  ``cronjobs.batch``                  schedule (:mod:`emulator.api.cron`), timeZone, policies, template
   ``events``, ``leases...``           ObjectMeta only
   ==================================  ===========================================================
 
@@ -74,10 +79,12 @@ from emulator.server.validation import (  # noqa: F401 (imported for their @regi
     batch,
     coordination,
     core,
+    discovery,
     node,
     pods,
     policy,
     scheduling,
+    services,
     storage,
     vpa,
 )
