@@ -301,7 +301,8 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
     # Re-run the program that was started (``actors.cli`` under the ``kemu`` command: it brings the kubelets).
     argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
     for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
-                 "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
+                 "controller_managers", "nodes", "node_pools", "node_groups", "kubelet_shards", "ray_address",
+                 "schedulers",
                  "scheduler_config", "api_token_file", "api_advertise_url", "clock_speed", "prometheus_url",
                  "metrics_rules", "descheduler_policy", "descheduling_interval"):
         value = getattr(args, flag)
