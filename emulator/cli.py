@@ -71,6 +71,7 @@ def _config(args: argparse.Namespace) -> Config:
                        controller_managers=getattr(args, "controller_managers", None),
                        nodes=getattr(args, "nodes", None), kubelet_shards=getattr(args, "kubelet_shards", None),
                        node_pools=_read_pools(getattr(args, "node_pools", None)),
+                       node_groups=_read_pools(getattr(args, "node_groups", None), "node_groups"),
                        ray_address=getattr(args, "ray_address", None),
                        schedulers=getattr(args, "schedulers", None),
                        scheduler_config=getattr(args, "scheduler_config", None),
@@ -87,8 +88,8 @@ def _config(args: argparse.Namespace) -> Config:
     return with_descheduler(cfg, args)
 
 
-def _read_pools(path: str | None) -> list[dict[str, Any]] | None:
-    """A node pool file: a YAML list of pools, or a mapping with a ``node_pools`` list."""
+def _read_pools(path: str | None, key: str = "node_pools") -> list[dict[str, Any]] | None:
+    """A node pool (or node group) file: a YAML list, or a mapping with a ``node_pools`` (``node_groups``) list."""
     if path is None:
         return None
     import yaml
@@ -100,9 +101,9 @@ def _read_pools(path: str | None) -> list[dict[str, Any]] | None:
     except yaml.YAMLError as e:
         raise CLIError(f"node pool file {path} is not valid YAML: {e}") from None
     if isinstance(data, dict):
-        data = data.get("node_pools")
+        data = data.get(key)
     if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):
-        raise CLIError(f"node pool file {path} must hold a list of node pools (or a node_pools: list)")
+        raise CLIError(f"{key} file {path} must hold a list of mappings (or a {key}: list)")
     return data
 
 
@@ -110,6 +111,8 @@ def _add_kubelet_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, help="emulated nodes to run (a pool named node-00000...; default 0)")
     p.add_argument("--node-pools", help="YAML file of node pools (name, count, instance_type, capacity, zones, "
                                         "labels, taints, images)")
+    p.add_argument("--node-groups", help="YAML file of autoscaled node groups (name, min, max, instance_type, "
+                                         "price_per_hour, provisioning_delay ...); runs the cluster-autoscaler")
     p.add_argument("--kubelet-shards", type=int, help="kubelet shard actors (default: one per 1,250 nodes; "
                                                       "0: none)")
     p.add_argument("--ray-address", help="join this Ray cluster instead of starting a local one")
@@ -307,7 +310,8 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
     # Re-run the program that was started (``actors.cli`` under the ``kemu`` command: it brings the kubelets).
     argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
     for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
-                 "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
+                 "controller_managers", "nodes", "node_pools", "node_groups", "kubelet_shards", "ray_address",
+                 "schedulers",
                  "scheduler_config", "api_token_file", "api_advertise_url", "clock_speed", "prometheus_url",
                  "metrics_rules", "descheduler_policy", "descheduling_interval", "users",
                  "authorization_mode"):
@@ -451,7 +455,7 @@ def _running_state(table: ProcessTable) -> ClusterState | None:
 
 def _chaos_target(text: str) -> str:
     """``node/NAME``, ``shard/N``, or a bare node name."""
-    return text if text.startswith(("node/", "shard/")) else f"node/{text}"
+    return text if text.startswith(("node/", "shard/", "nodegroup/")) else f"node/{text}"
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
@@ -490,7 +494,9 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             return 0
         target, fault = {"stop-kubelet": (f"node/{args.target}", chaos.STOP_KUBELET),
                          "break-runtime": (f"node/{args.target}", chaos.BREAK_RUNTIME),
-                         "partition-shard": (f"shard/{args.target}", chaos.PARTITION)}[action]
+                         "partition-shard": (f"shard/{args.target}", chaos.PARTITION),
+                         "nodegroup-out-of-quota": (f"nodegroup/{args.target}", chaos.OUT_OF_QUOTA),
+                         "nodegroup-slow-boot": (f"nodegroup/{args.target}", chaos.SLOW_BOOT)}[action]
         chaos.set_fault(client, prefix, target, fault)
         print(f"{target}: {fault} (undo with `kemu chaos restore {target}`)")
         return 0
@@ -633,7 +639,9 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     ch_sub = ch.add_subparsers(dest="chaos_action", required=True)
     for name, what, help_ in (("stop-kubelet", "NODE", "the node stops heartbeating (leases, node and pod status)"),
                               ("break-runtime", "NODE", "pods bound to the node never start (it stays Ready)"),
-                              ("partition-shard", "N", "kubelet shard N writes nothing until restored")):
+                              ("partition-shard", "N", "kubelet shard N writes nothing until restored"),
+                              ("nodegroup-out-of-quota", "GROUP", "the cloud refuses to grow the node group"),
+                              ("nodegroup-slow-boot", "GROUP", "the node group's new instances boot 20x slower")):
         c = ch_sub.add_parser(name, help=help_)
         c.add_argument("target", metavar=what, type=int if what == "N" else str)
     restore = ch_sub.add_parser("restore", help="clear a target's fault (node/NAME, shard/N, NAME) or --all")

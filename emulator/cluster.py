@@ -65,7 +65,7 @@ from emulator.store.store import Store, StoreConfig
 
 if TYPE_CHECKING:
     from emulator.apiserver.process import ApiServerProcess
-    from emulator.controllers.manager import ControllerManager
+    from emulator.controllers.manager import ControllerManager, ManagerConfig
     from emulator.metrics import MetricsEndpoint
     from emulator.processes import ProcessTable
 
@@ -376,6 +376,8 @@ class LocalCluster:
         from emulator.controllers.manager import ControllerManager, ManagerConfig
 
         assert self.core is not None
+        if self.config.node_groups:
+            self._declare_node_groups()
         if self.config.controllers_on_ray and self.config.controller_managers:
             if self._controller_factory is None:
                 raise ConfigError("controllers_on_ray runs controller managers as Ray actors: start kemu through "
@@ -386,8 +388,30 @@ class LocalCluster:
             self.controller_runner.start()
             return
         config = ManagerConfig.from_dict(self.config.controller_manager)
+        if self.config.node_groups:
+            config = self._with_autoscaler(config)
         self.controller_managers = [ControllerManager(self.core, config).start()
                                     for _ in range(self.config.controller_managers)]
+
+    def _declare_node_groups(self) -> None:
+        """The node groups into the emulated cloud (Redis): new ones start at their initial size, known ones
+        (a restart) keep their instances."""
+        from emulator.cloud.nodegroups import parse_node_groups
+        from emulator.cloud.provider import Cloud
+
+        assert self.core is not None
+        Cloud(self.core.store.redis, self.config.prefix).register_groups(parse_node_groups(self.config.node_groups),
+                                                                         self.core.clock.now())
+
+    def _with_autoscaler(self, config: ManagerConfig) -> ManagerConfig:
+        """The in-process managers also run the cluster-autoscaler, with the ``cluster_autoscaler`` settings."""
+        from dataclasses import replace
+
+        controllers = config.controllers
+        if "-cluster-autoscaler" not in controllers and "cluster-autoscaler" not in controllers:
+            controllers = (*controllers, "cluster-autoscaler")
+        return replace(config, controllers=controllers,
+                       options={**config.options, "cluster_autoscaler": dict(self.config.cluster_autoscaler)})
 
     def _serve_metrics(self) -> None:
         """This process's ``/metrics`` (controller managers' workqueues, the cluster-state counts, in-process

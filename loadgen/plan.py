@@ -47,8 +47,8 @@ PHASE_LABEL = "kemu.io/phase"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 
 # Action ops.
-CREATE_POD, DELETE_POD, CREATE_DEPLOYMENT, SCALE_DEPLOYMENT, SET_LOAD = (
-    "create-pod", "delete-pod", "create-deployment", "scale-deployment", "set-load")
+CREATE_POD, DELETE_POD, CREATE_DEPLOYMENT, SCALE_DEPLOYMENT, SET_LOAD, CREATE_HPA = (
+    "create-pod", "delete-pod", "create-deployment", "scale-deployment", "set-load", "create-hpa")
 
 
 @dataclass(frozen=True, slots=True)
@@ -110,6 +110,15 @@ class Action:
                              "template": {"metadata": {"labels": labels,
                                                        "annotations": pod["metadata"].get("annotations", {})},
                                           "spec": pod["spec"]}}}
+        if self.op == CREATE_HPA:
+            d = dict(self.detail)
+            return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                    "metadata": {"name": self.name, "namespace": self.namespace,
+                                 "labels": {PHASE_LABEL: self.phase}},
+                    "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": self.name},
+                             "minReplicas": d["min"], "maxReplicas": d["max"],
+                             "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                                 "type": "Utilization", "averageUtilization": d["cpu"]}}}]}}
         raise ValueError(f"{self.op} has no body")
 
 
@@ -191,6 +200,9 @@ def _expand(s: Scenario, phase: Phase, start: float) -> tuple[list[Action], floa
             name, ns = f"{phase.name}-{i:03d}", f"load-{i % s.namespaces}"
             out.append(Action(start, CREATE_DEPLOYMENT, ns, name, phase.name,
                               detail=(("replicas", spec.replicas), ("pod", draw(template, s, rng)))))
+            if spec.hpa_max > 0:
+                out.append(Action(start, CREATE_HPA, ns, name, phase.name,
+                                  detail=(("min", spec.hpa_min), ("max", spec.hpa_max), ("cpu", spec.hpa_cpu))))
             if spec.scale_to >= 0:
                 out.append(Action(start + spec.scale_after, SCALE_DEPLOYMENT, ns, name, phase.name,
                                   value=spec.scale_to))

@@ -39,8 +39,8 @@ from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, WatchEvent
+from loadgen import autoscaling, scrape
 from loadgen import plan as planning
-from loadgen import scrape
 from loadgen.drivers import DriverPool, SinkSpec, execute
 from loadgen.scenario import Scenario, ScenarioError
 
@@ -148,9 +148,11 @@ def percentile(values: list[float], q: float) -> float:
 def cluster_config(cfg: Config, scenario: Scenario) -> Config:
     """The scenario's cluster as kemu configuration: what ``kemu up`` runs for the same pools."""
     pools = scenario.node_pools()
-    nodes = sum(int(p.get("count", 0)) for p in pools)
     c = scenario.cluster
-    return replace(cfg, nodes=0, node_pools=pools,
+    # Node groups need kubelets and schedulers even when they start empty (their nodes come at run time).
+    nodes = sum(int(p.get("count", 0)) for p in pools) + len(c.node_groups)
+    return replace(cfg, nodes=0, node_pools=pools, node_groups=[dict(g) for g in c.node_groups],
+                   cluster_autoscaler=dict(c.cluster_autoscaler or {}),
                    kubelet_shards=(c.kubelet_shards or None) if nodes else 0,
                    schedulers=scenario.schedulers.count if nodes else 0,
                    scheduler_config=(str(scenario.resolve(scenario.schedulers.config))
@@ -349,6 +351,9 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         metrics.BACKLOG.set(recorder.unbound)
         return recorder.unbound
 
+    groups = None
+    if scenario.cluster.node_groups:  # nodes per group, pending pods and cost over time (loadgen/autoscaling.py)
+        groups = autoscaling.NodeGroupSampler(core, lambda: recorder.unbound).start()
     # Without nodes nothing binds: back-pressure would stop the run, so there is none.
     run = execute(plan.actions, pool, batch=d.batch, max_backlog=d.max_backlog if want_nodes else 0,
                   backlog=backlog, wait=recorder.wait, on_load=on_load)
@@ -367,6 +372,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         settled = recorder.wait(lambda: len(recorder.pods) >= expected, scenario.settle_timeout)
     settle_s = time.perf_counter() - t_settle
     sampler.stop()
+    if groups is not None:
+        groups.stop()
     recorder.stop.set()
     watcher.join()
     endpoint.stop()
@@ -420,6 +427,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
                   "outOfOrder": recorder.out_of_order, "complete": watch_complete},
         "list": {"items": len(listed.items), "resourceVersion": listed.resource_version},
     }
+    if groups is not None:
+        summary["autoscaling"] = autoscaling.summarize(groups.samples, autoscaling.prices_of(core))
     series = _series(times, t_start, listed.items, nodes, plan)
     series.utilization = list(sampler.samples)
     return summary, series
@@ -601,6 +610,14 @@ def _print_summary(s: dict[str, Any]) -> None:
           f"{s['evictions']['podsEvicted']} pods evicted")
     for name, series in (s.get("load") or {}).items():
         print(f"  load          {name}: {series['points']} points, {series['min']:g} .. {series['max']:g}")
+    a = s.get("autoscaling")
+    if a:
+        for name, g in a["groups"].items():
+            print(f"  node group    {name}: up to {g['nodesMax']} nodes, {g['nodesLast']} at the end; "
+                  f"{g['nodeHours']:.2f} node-hours x {g['pricePerHour']:g}/h = {g['cost']:.3f}")
+        ttc = a["timeToCapacitySeconds"]
+        print(f"  autoscaling   cost {a['costTotal']:.3f}; pending up to {a['pendingMax']} pods; "
+              f"{ttc['episodes']} pending episode(s), time to capacity max {ttc['max']} s, mean {ttc['mean']} s")
     print(f"  watch         {w['received']} ADDED, {w['duplicates']} duplicates, {w['outOfOrder']} out of order")
     print(f"  list          {s['list']['items']} pods at resourceVersion {s['list']['resourceVersion']}")
     k = s.get("kubectl") or {}

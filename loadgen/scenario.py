@@ -52,6 +52,10 @@ class ClusterSpec:
     node_pods: int = 110
     zones: int = 3
     node_pools: tuple[dict[str, Any], ...] = ()
+    # Autoscaled node groups of the emulated cloud and the Cluster Autoscaler's flags (emulator.cloud,
+    # emulator.clusterautoscaler): what `kemu up --node-groups` and the `cluster_autoscaler` config key take.
+    node_groups: tuple[dict[str, Any], ...] = ()
+    cluster_autoscaler: dict[str, Any] | None = None
     trace_nodes: TraceNodesSpec | None = None
     kubelet_shards: int = 0  # 0: kemu's default (one shard per 1,250 nodes)
 
@@ -135,6 +139,11 @@ class DeploymentsPhase:
     template: str = "default"
     scale_to: int = -1  # -1: never scaled
     scale_after: float = 10.0
+    # A HorizontalPodAutoscaler (autoscaling/v2) per Deployment when hpa_max > 0: replicas between hpa_min and
+    # hpa_max, target average CPU utilization hpa_cpu percent of the requests.
+    hpa_min: int = 1
+    hpa_max: int = 0
+    hpa_cpu: int = 60
 
 
 @dataclass(frozen=True)
@@ -224,13 +233,15 @@ class Scenario:
         _no_unknown(data, {f.name for f in fields(cls)} - {"base_dir"}, "")
         cluster = dict(_mapping(data.get("cluster") or {}, "cluster"))
         pools = _pools(cluster.pop("node_pools", None) or [])
+        groups, autoscaler = _autoscaling(cluster.pop("node_groups", None) or [],
+                                          cluster.pop("cluster_autoscaler", None) or {})
         trace_nodes = cluster.pop("trace_nodes", None)
         scenario = cls(
             name=str(data.get("name", "scenario")),
             seed=_int(data.get("seed", 0), "seed"),
             clock_speed=_float(data.get("clock_speed", 1.0), "clock_speed"),
             cluster=_section(ClusterSpec, cluster, "cluster", extra={
-                "node_pools": pools,
+                "node_pools": pools, "node_groups": groups, "cluster_autoscaler": autoscaler,
                 "trace_nodes": None if trace_nodes is None else _section(TraceNodesSpec, trace_nodes,
                                                                          "cluster.trace_nodes")}),
             schedulers=_section(SchedulersSpec, data.get("schedulers") or {}, "schedulers"),
@@ -275,7 +286,9 @@ class Scenario:
         return pools
 
     def node_count(self) -> int:
-        return sum(int(p.get("count", 0)) for p in self.node_pools())
+        """Nodes the cluster starts with: the pools', and the node groups' initial sizes (default: their min)."""
+        groups = sum(int(g.get("initial_size", g.get("min", 0)) or 0) for g in self.cluster.node_groups)
+        return sum(int(p.get("count", 0)) for p in self.node_pools()) + groups
 
     def resolve(self, name: str, *, trace: bool = False) -> Path:
         """A file the scenario names: absolute, next to the scenario, or (traces) in the datasets directories."""
@@ -438,6 +451,19 @@ def _pools(items: Any) -> tuple[dict[str, Any], ...]:
         except NodeConfigError as e:
             raise ScenarioError(str(e)) from None
     return tuple(dict(p) for p in items)
+
+
+def _autoscaling(groups: Any, flags: Any) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
+    """``cluster.node_groups`` and ``cluster.cluster_autoscaler``, by the autoscaler's own parsers."""
+    from emulator.cloud.nodegroups import NodeGroupConfigError, parse_node_groups
+    from emulator.clusterautoscaler.config import AutoscalingOptions, OptionsError
+
+    try:
+        parse_node_groups(groups, "cluster.node_groups")
+        AutoscalingOptions.from_dict(_mapping(flags, "cluster.cluster_autoscaler"), "cluster.cluster_autoscaler")
+    except (NodeGroupConfigError, OptionsError) as e:
+        raise ScenarioError(str(e)) from None
+    return tuple(dict(g) for g in groups), dict(flags)
 
 
 def _priorities(items: Any) -> tuple[PriorityClassSpec, ...]:

@@ -86,6 +86,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "descheduler": ControllerSpec("emulator.descheduler.controller", enabled_by_default=False),
     # Load-aware scheduling (crane-scheduler's annotator): opt in with --controllers=*,node-annotator.
     "node-annotator": ControllerSpec("emulator.controllers.nodeannotator", enabled_by_default=False),
+    # The Cluster Autoscaler (its own binary upstream): on when node groups are declared (kemu up --node-groups).
+    "cluster-autoscaler": ControllerSpec("emulator.clusterautoscaler.controller", enabled_by_default=False),
 }
 
 
