@@ -52,7 +52,12 @@ def synthetic_run(pods: int = 5_000, nodes: int = 300, seed: int = 7) -> tuple[d
                     "sample": ["NAME         READY   STATUS", "pod-000000   1/1     Running"]},
     }
     phases = [("ramp", 0.0, span * 0.2), ("steady", span * 0.2, span), ("settle", span, span + 3)]
-    return summary, RunSeries(added.tolist(), bound_l, ready_l, cpu, memory, phases)
+    # Node utilization sampled every 2 s: (t, cpu p50, p90, max, memory p50, p90, max), rising with the load.
+    times = np.arange(0.0, span, 2.0)
+    level = np.clip(0.2 + 0.5 * times / max(span, 1.0) + rng.normal(0, 0.02, len(times)), 0, 1)
+    utilization = [(float(t), u * 0.8, u, min(1.0, u * 1.3), u * 0.6, u * 0.75, min(1.0, u)) for t, u in
+                   zip(times, level, strict=True)]
+    return summary, RunSeries(added.tolist(), bound_l, ready_l, cpu, memory, phases, utilization=utilization)
 
 
 def measure(pods: int, nodes: int) -> dict[str, Any]:

@@ -333,6 +333,7 @@ def test_replicas_racing_for_the_token_file_all_get_the_first_token(tmp_path: Pa
 # The same commands as local processes
 
 
+@dataclass
 class Part:
     """One replica of one compose service, as a local process."""
 

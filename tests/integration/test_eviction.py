@@ -285,7 +285,7 @@ def test_unmanaged_pods_are_not_counted_in_the_scale(core: ServerCore, dc: Disru
 @pytest.mark.parametrize(("owner_kind", "message"), [
     ("DaemonSet", "daemonsets.apps does not implement the scale subresource"),
     ("GoneReplicaSet", 'found no controllers for pod "p"'),
-    ("StatefulSet", 'no matches for kind "StatefulSet" in version "apps/v1"'),
+    ("Widget", 'no matches for kind "Widget" in version "example.com/v1"'),  # a kind kemu does not serve
 ])
 def test_pods_without_a_scalable_controller_fail_the_pdb_safe(core: ServerCore, dc: DisruptionController,
                                                                owner_kind: str, message: str) -> None:
@@ -299,7 +299,7 @@ def test_pods_without_a_scalable_controller_fail_the_pdb_safe(core: ServerCore, 
     elif owner_kind == "GoneReplicaSet":
         ref = {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "gone", "uid": "u-gone", "controller": True}
     else:
-        ref = {"apiVersion": "apps/v1", "kind": "StatefulSet", "name": "ss", "uid": "u-ss", "controller": True}
+        ref = {"apiVersion": "example.com/v1", "kind": "Widget", "name": "w", "uid": "u-w", "controller": True}
     core.create(POD, w.owned_pod("p", labels=LABELS, refs=[ref]))
     set_pod_state(core, "p")
     core.create(PDB, pdb_body(max_unavailable=1))

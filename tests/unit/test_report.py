@@ -14,7 +14,7 @@ from loadgen.bench_report import synthetic_run
 from loadgen.report import RunSeries, _binned_quantiles, write_json, write_report
 
 SECTIONS = ("headline", "schedulers", "sli-histogram", "sli-over-time", "throughput", "node-allocation", "summary")
-PLOT_SECTIONS = ("sli-histogram", "sli-over-time", "throughput", "node-allocation")
+PLOT_SECTIONS = ("sli-histogram", "sli-over-time", "throughput", "node-utilization", "node-allocation")
 
 
 def section(page: str, anchor: str) -> str:
