@@ -15,15 +15,13 @@ from typing import Any
 import numpy as np
 
 from emulator.api.gpu import MILLI
-from emulator.scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from emulator.scheduler.framework.interface import MAX_NODE_SCORE, Handle
 from emulator.scheduler.framework.snapshot import Snapshot
-from emulator.scheduler.framework.types import CPU, NodeInfo, PodInfo
+from emulator.scheduler.framework.types import CPU, PodInfo
 from emulator.scheduler.plugins.gpu_devices import (
+    DevicePolicy,
     NodeArrays,
     gpu_request_of,
-    node_arrays,
-    one_node,
-    record_choice,
     tightest_device,
 )
 
@@ -32,12 +30,13 @@ MAX_SPEC_CPU = 128_000  # millicores: the normalisers of the simulator (its larg
 MAX_SPEC_GPU = 8 * MILLI
 
 
-class GPUBestFit:
+class GPUBestFit(DevicePolicy):
     """Score plugin: least weighted CPU + GPU left after placement."""
 
     name = NAME
 
-    def _score(self, pod: PodInfo, nodes: NodeArrays) -> tuple[np.ndarray, np.ndarray]:
+    def node_scores(self, pod: PodInfo, snapshot: Snapshot | None, nodes: NodeArrays,
+                    indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         request = gpu_request_of(pod)
         left = (0.5 * (nodes.cpu_free - pod.requests.get(CPU, 0)) / MAX_SPEC_CPU
                 + 0.5 * (nodes.free.sum(axis=1) - request.total_milli) / MAX_SPEC_GPU)
@@ -45,13 +44,6 @@ class GPUBestFit:
             np.full(nodes.free.shape[0], -1, dtype=np.int64)
         return np.clip((1.0 - left) * MAX_NODE_SCORE, 0, MAX_NODE_SCORE).astype(np.int64), device
 
-    def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        scores, device = self._score(pod, node_arrays(snapshot, nodes))
-        record_choice(state, nodes, device)
-        return scores
-
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
-        return int(self._score(pod, one_node(node))[0][0]), None
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> GPUBestFit:

@@ -24,14 +24,7 @@ from emulator.api.gpu import GPURequest
 from emulator.scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.gpu_devices import (
-    NodeArrays,
-    gpu_request_of,
-    node_arrays,
-    one_node,
-    record_choice,
-    tightest_device,
-)
+from emulator.scheduler.plugins.gpu_devices import DevicePolicy, NodeArrays, gpu_request_of, tightest_device
 
 NAME = "GPUClustering"
 MAX_SPEC_GPU = 8000
@@ -45,13 +38,14 @@ def _kinds(pods: tuple[PodInfo, ...]) -> frozenset[str]:
     return frozenset(kind(r) for r in (gpu_request_of(p) for p in pods) if r)
 
 
-class GPUClustering:
+class GPUClustering(DevicePolicy):
     """Score plugin: the four bands above."""
 
     name = NAME
 
     def __init__(self) -> None:
         self._cache: dict[int, tuple[tuple[PodInfo, ...], frozenset[str]]] = {}
+        self._node_pods: tuple[PodInfo, ...] = ()
 
     def _node_kinds(self, snapshot: Snapshot, i: int) -> frozenset[str]:
         pods = snapshot.pods_on(i)
@@ -60,11 +54,18 @@ class GPUClustering:
             hit = self._cache[i] = (pods, _kinds(pods))
         return hit[1]
 
-    def _score(self, pod: PodInfo, nodes: NodeArrays, kinds: list[frozenset[str]]) -> tuple[np.ndarray, np.ndarray]:
+    def node_scores(self, pod: PodInfo, snapshot: Snapshot | None, nodes: NodeArrays,
+                    indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         request = gpu_request_of(pod)
         k = nodes.free.shape[0]
         if not request:
             return np.zeros(k, dtype=np.int64), np.full(k, -1, dtype=np.int64)
+        if snapshot is not None and indices is not None:
+            if snapshot.num_nodes < len(self._cache):
+                self._cache.clear()
+            kinds = [self._node_kinds(snapshot, int(i)) for i in indices]
+        else:
+            kinds = [_kinds(self._node_pods)]
         mine = kind(request)
         band = np.asarray([(3 if len(s) == 1 else 2) if mine in s else (1 if not s else 0) for s in kinds],
                           dtype=np.int64)
@@ -72,16 +73,9 @@ class GPUClustering:
         device = tightest_device(nodes.free, request.milli) if request.shared else np.full(k, -1, dtype=np.int64)
         return (band * MAX_NODE_SCORE // 4 + within).astype(np.int64), device
 
-    def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        if snapshot.num_nodes < len(self._cache):
-            self._cache.clear()
-        kinds = [self._node_kinds(snapshot, int(i)) for i in nodes] if gpu_request_of(pod) else []
-        scores, device = self._score(pod, node_arrays(snapshot, nodes), kinds)
-        record_choice(state, nodes, device)
-        return scores
-
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
-        return int(self._score(pod, one_node(node), [_kinds(node.pods)])[0][0]), None
+        self._node_pods = node.pods
+        return super().score(state, pod, node)
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> GPUClustering:

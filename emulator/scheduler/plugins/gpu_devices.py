@@ -7,25 +7,30 @@ node *and* pick the device a GPU share goes to. Score plugins call
 the per-node path), score them, and record the chosen device per node with
 :func:`record_choice`; the GPUShare plugin's Reserve reads the choice for the
 node the framework selected and writes it as the pod's
-``alibabacloud.com/gpu-index`` annotation at bind.
+``alibabacloud.com/gpu-index`` annotation at bind. When only one node is
+feasible the framework skips scoring (as upstream), so each policy also
+leaves a chooser in the CycleState at PreFilter (:class:`DevicePolicy`),
+which Reserve asks for that one node.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
 
 from emulator.api.gpu import GPU_MODEL_LABEL, MILLI, GPURequest
 from emulator.scheduler.framework.devices import pod_gpu_request
-from emulator.scheduler.framework.interface import CycleState
+from emulator.scheduler.framework.interface import CycleState, PreFilterResult, Status
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import CPU, NodeInfo, PodInfo
 
-__all__ = ["CHOICE_KEY", "NodeArrays", "gpu_request_of", "node_arrays", "one_node", "record_choice",
-           "tightest_device", "whole_after"]
+__all__ = ["CHOICE_KEY", "CHOOSER_KEY", "DevicePolicy", "NodeArrays", "gpu_request_of", "node_arrays", "one_node",
+           "record_choice", "tightest_device", "whole_after"]
 
 CHOICE_KEY = "GPUShare/choice"
+CHOOSER_KEY = "GPUShare/chooser"
 
 
 @dataclass(frozen=True)
@@ -86,3 +91,40 @@ def whole_after(free: np.ndarray, count: int) -> np.ndarray:
 def record_choice(state: CycleState, snapshot_nodes: np.ndarray, device: np.ndarray) -> None:
     """Remember, per candidate node (snapshot index), the device a share goes to (-1: the default choice)."""
     state.write(CHOICE_KEY, dict(zip(snapshot_nodes.tolist(), device.tolist(), strict=True)))
+
+
+# chooser(pod, snapshot, node index) -> device for a share there (-1: the default choice)
+Chooser = Callable[[PodInfo, Snapshot, int], int]
+
+
+class DevicePolicy:
+    """Base of the GPU Score plugins: ``score_all``/``score`` and the chooser, from one ``node_scores``."""
+
+    def node_scores(self, pod: PodInfo, snapshot: Snapshot | None, nodes: NodeArrays,
+                    indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+        """(scores, device per node) for the nodes ``nodes`` describes (``indices`` in ``snapshot``)."""
+        raise NotImplementedError
+
+    def learn(self, pod: PodInfo) -> None:
+        """Once per cycle, before scoring (FGD learns its target workload here)."""
+
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status | None]:
+        self.learn(pod)
+        state.write(CHOOSER_KEY, self.choose)
+        return None, None
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
+    def choose(self, pod: PodInfo, snapshot: Snapshot, index: int) -> int:
+        nodes = np.asarray([index])
+        return int(self.node_scores(pod, snapshot, node_arrays(snapshot, nodes), nodes)[1][0])
+
+    def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        scores, device = self.node_scores(pod, snapshot, node_arrays(snapshot, nodes), nodes)
+        record_choice(state, nodes, device)
+        return scores
+
+    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
+        return int(self.node_scores(pod, None, one_node(node), None)[0][0]), None

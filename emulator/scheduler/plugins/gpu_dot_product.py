@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 
 from emulator.api.gpu import MILLI
-from emulator.scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from emulator.scheduler.framework.interface import MAX_NODE_SCORE, Handle
 from emulator.scheduler.framework.snapshot import Snapshot
-from emulator.scheduler.framework.types import CPU, NodeInfo, PodInfo
-from emulator.scheduler.plugins.gpu_devices import NodeArrays, gpu_request_of, node_arrays, one_node, record_choice
+from emulator.scheduler.framework.types import CPU, PodInfo
+from emulator.scheduler.plugins.gpu_devices import DevicePolicy, NodeArrays, gpu_request_of
 
 NAME = "GPUDotProduct"
 
@@ -30,12 +30,13 @@ def _ratio(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.divide(a, b, out=np.zeros(np.broadcast(a, b).shape, dtype=np.float64), where=b > 0)
 
 
-class GPUDotProduct:
+class GPUDotProduct(DevicePolicy):
     """Score plugin: 100 * (1 - <free/capacity, request/capacity> / 2) over (cpu, gpu)."""
 
     name = NAME
 
-    def _score(self, pod: PodInfo, nodes: NodeArrays) -> tuple[np.ndarray, np.ndarray]:
+    def node_scores(self, pod: PodInfo, snapshot: Snapshot | None, nodes: NodeArrays,
+                    indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         request = gpu_request_of(pod)
         cpu = pod.requests.get(CPU, 0)
         alloc = nodes.cpu_alloc.astype(np.float64)
@@ -54,13 +55,6 @@ class GPUDotProduct:
                                                                     capacity)
         return ((1.0 - (cpu_dot + gpu_dot) / 2) * MAX_NODE_SCORE).astype(np.int64), device
 
-    def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        scores, device = self._score(pod, node_arrays(snapshot, nodes))
-        record_choice(state, nodes, device)
-        return scores
-
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
-        return int(self._score(pod, one_node(node))[0][0]), None
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> GPUDotProduct:

@@ -27,23 +27,16 @@ from typing import Any
 import numpy as np
 
 from emulator.api.gpu import GPURequest, TargetWorkload, fragmentation
-from emulator.scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from emulator.scheduler.framework.interface import MAX_NODE_SCORE, Handle
 from emulator.scheduler.framework.snapshot import Snapshot
-from emulator.scheduler.framework.types import CPU, NodeInfo, PodInfo
-from emulator.scheduler.plugins.gpu_devices import (
-    NodeArrays,
-    gpu_request_of,
-    node_arrays,
-    one_node,
-    record_choice,
-    whole_after,
-)
+from emulator.scheduler.framework.types import CPU, PodInfo
+from emulator.scheduler.plugins.gpu_devices import DevicePolicy, NodeArrays, gpu_request_of, whole_after
 
 NAME = "GPUFragmentation"
 _RELEARN_EVERY = 100
 
 
-class GPUFragmentation:
+class GPUFragmentation(DevicePolicy):
     """Score plugin: least growth of F_n(M)."""
 
     name = NAME
@@ -53,16 +46,17 @@ class GPUFragmentation:
         self._fixed = workload is not None
         self._seen: list[tuple[int, GPURequest]] = []
 
-    def _target(self, pod: PodInfo, request: GPURequest) -> TargetWorkload | None:
+    def learn(self, pod: PodInfo) -> None:
+        request = gpu_request_of(pod)
         if not self._fixed and request:
             self._seen.append((pod.requests.get(CPU, 0), request))
             if self.workload is None or len(self._seen) % _RELEARN_EVERY == 0:
                 self.workload = TargetWorkload.from_requests(self._seen)
-        return self.workload
 
-    def _score(self, pod: PodInfo, nodes: NodeArrays, workload: TargetWorkload | None,
-               ) -> tuple[np.ndarray, np.ndarray]:
+    def node_scores(self, pod: PodInfo, snapshot: Snapshot | None, nodes: NodeArrays,
+                    indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         request = gpu_request_of(pod)
+        workload = self.workload
         k, d = nodes.free.shape
         device = np.full(k, -1, dtype=np.int64)
         if workload is None:
@@ -86,15 +80,6 @@ class GPUFragmentation:
             best = before - fragmentation(after, nodes.cpu_free - cpu, nodes.models, workload)
         scores = MAX_NODE_SCORE / (1.0 + np.exp(-np.clip(best / 1000.0, -50, 50)))
         return scores.astype(np.int64), device
-
-    def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        workload = self._target(pod, gpu_request_of(pod))
-        scores, device = self._score(pod, node_arrays(snapshot, nodes), workload)
-        record_choice(state, nodes, device)
-        return scores
-
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
-        return int(self._score(pod, one_node(node), self.workload)[0][0]), None
 
 
 def parse_workload(raw: Any) -> TargetWorkload:

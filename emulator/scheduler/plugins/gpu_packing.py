@@ -21,27 +21,26 @@ from typing import Any
 import numpy as np
 
 from emulator.api.gpu import MILLI
-from emulator.scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from emulator.scheduler.framework.interface import MAX_NODE_SCORE, Handle
 from emulator.scheduler.framework.snapshot import Snapshot
-from emulator.scheduler.framework.types import NodeInfo, PodInfo
+from emulator.scheduler.framework.types import PodInfo
 from emulator.scheduler.plugins.gpu_devices import (
+    DevicePolicy,
     NodeArrays,
     gpu_request_of,
-    node_arrays,
-    one_node,
-    record_choice,
     tightest_device,
 )
 
 NAME = "GPUPacking"
 
 
-class GPUPacking:
+class GPUPacking(DevicePolicy):
     """Score plugin: the three packing cases above."""
 
     name = NAME
 
-    def _score(self, pod: PodInfo, nodes: NodeArrays) -> tuple[np.ndarray, np.ndarray]:
+    def node_scores(self, pod: PodInfo, snapshot: Snapshot | None, nodes: NodeArrays,
+                    indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         request = gpu_request_of(pod)
         k = nodes.free.shape[0]
         device = np.full(k, -1, dtype=np.int64)
@@ -62,13 +61,6 @@ class GPUPacking:
             scores = np.full(k, max(MAX_NODE_SCORE // 2 - request.count, MAX_NODE_SCORE // 3), dtype=np.int64)
         return np.where(idle, case3, scores).astype(np.int64), device
 
-    def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        scores, device = self._score(pod, node_arrays(snapshot, nodes))
-        record_choice(state, nodes, device)
-        return scores
-
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
-        return int(self._score(pod, one_node(node))[0][0]), None
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> GPUPacking:

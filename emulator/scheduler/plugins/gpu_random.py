@@ -13,15 +13,15 @@ from typing import Any
 
 import numpy as np
 
-from emulator.scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
+from emulator.scheduler.framework.interface import MAX_NODE_SCORE, Handle
 from emulator.scheduler.framework.snapshot import Snapshot
-from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.gpu_devices import NodeArrays, gpu_request_of, node_arrays, one_node, record_choice
+from emulator.scheduler.framework.types import PodInfo
+from emulator.scheduler.plugins.gpu_devices import DevicePolicy, NodeArrays, gpu_request_of
 
 NAME = "GPURandom"
 
 
-class GPURandom:
+class GPURandom(DevicePolicy):
     """Score plugin: random scores, random fitting device."""
 
     name = NAME
@@ -29,7 +29,8 @@ class GPURandom:
     def __init__(self, seed: int = 0) -> None:
         self.rng = np.random.default_rng(seed)
 
-    def _score(self, pod: PodInfo, nodes: NodeArrays) -> tuple[np.ndarray, np.ndarray]:
+    def node_scores(self, pod: PodInfo, snapshot: Snapshot | None, nodes: NodeArrays,
+                    indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
         k = nodes.free.shape[0]
         scores = self.rng.integers(0, MAX_NODE_SCORE + 1, size=k, dtype=np.int64)
         request = gpu_request_of(pod)
@@ -40,13 +41,6 @@ class GPURandom:
             device = np.where(keys[np.arange(k), best] >= 0, best, -1)
         return scores, device
 
-    def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        scores, device = self._score(pod, node_arrays(snapshot, nodes))
-        record_choice(state, nodes, device)
-        return scores
-
-    def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
-        return int(self._score(pod, one_node(node))[0][0]), None
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> GPURandom:

@@ -39,7 +39,7 @@ from emulator.scheduler.framework.interface import (
 )
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.gpu_devices import CHOICE_KEY, gpu_request_of
+from emulator.scheduler.plugins.gpu_devices import CHOICE_KEY, CHOOSER_KEY, gpu_request_of
 
 NAME = "GPUShare"
 RESERVED_KEY = NAME + "/devices"
@@ -114,7 +114,12 @@ class GPUShare:
         if held is not None:  # assumed already: its own charge is not room taken from it
             free = free.copy()
             free[list(held)] += request.milli
-        chosen = (state.get(CHOICE_KEY) or {}).get(index, -1)
+        chosen = (state.get(CHOICE_KEY) or {}).get(index)
+        chooser = state.get(CHOOSER_KEY)
+        if chosen is None and chooser is not None and request.shared:
+            # Scoring was skipped (one feasible node): ask the policy for this node, without the pod's own charge.
+            chosen = chooser(pod, snapshot.without_pod(pod.key, index) if held is not None else snapshot, index)
+        chosen = -1 if chosen is None else chosen
         if request.shared and chosen >= 0 and free[chosen] >= request.milli:
             ids: tuple[int, ...] | None = (int(chosen),)
         else:
