@@ -41,9 +41,11 @@ __all__ = [
     "GPU_MODEL_LABEL",
     "GPU_RESOURCE",
     "MILLI",
+    "GPUClusterMetrics",
     "GPURequest",
     "TargetWorkload",
     "allocate",
+    "cluster_metrics",
     "format_device_ids",
     "fragmentation",
     "gpu_request",
@@ -256,3 +258,54 @@ def fragmentation(free: np.ndarray, cpu_free: np.ndarray, models: Sequence[str],
         weight = shape.cum[np.searchsorted(shape.cpu, cpu_free, side="right")]
         out -= np.where(ok, weight * (total - partial), 0.0)
     return out
+
+
+@dataclass(frozen=True)
+class GPUClusterMetrics:
+    """The paper's cluster-level measures (section 6), in milli-GPU.
+
+    ``allocation_ratio`` = allocated / capacity; ``fragmented`` = sum over
+    nodes of F_n(M); as fractions of the capacity and of the idle milli;
+    ``by_model`` = model -> (allocated, capacity).
+    """
+
+    capacity: int
+    allocated: int
+    fragmented: float
+    by_model: Mapping[str, tuple[int, int]]
+
+    @property
+    def idle(self) -> int:
+        return self.capacity - self.allocated
+
+    @property
+    def allocation_ratio(self) -> float:
+        return self.allocated / self.capacity if self.capacity else 0.0
+
+    @property
+    def fragmentation_of_capacity(self) -> float:
+        return self.fragmented / self.capacity if self.capacity else 0.0
+
+    @property
+    def fragmentation_of_idle(self) -> float:
+        return self.fragmented / self.idle if self.idle > 0 else 0.0
+
+
+def cluster_metrics(capacity: np.ndarray, free: np.ndarray, cpu_free: np.ndarray, models: Sequence[str],
+                    workload: TargetWorkload | None) -> GPUClusterMetrics:
+    """Allocation, fragmentation against ``workload`` (0 without one) and per-model allocation of a cluster.
+
+    ``capacity``/``free`` are nodes x device slots in milli-GPU (as the
+    scheduler's snapshot holds them), ``cpu_free`` per node, ``models`` the
+    GPU model per node.
+    """
+    capacity = np.asarray(capacity, dtype=np.int64)
+    free = np.asarray(free, dtype=np.int64)
+    per_node_cap = capacity.sum(axis=1)
+    per_node_alloc = per_node_cap - free.sum(axis=1)
+    fragmented = float(fragmentation(free, cpu_free, models, workload).sum()) if workload is not None else 0.0
+    by_model: dict[str, tuple[int, int]] = {}
+    for model in sorted({m for m, c in zip(models, per_node_cap, strict=True) if c > 0}):
+        rows = np.asarray([m == model for m in models]) & (per_node_cap > 0)
+        by_model[model] = (int(per_node_alloc[rows].sum()), int(per_node_cap[rows].sum()))
+    return GPUClusterMetrics(int(per_node_cap.sum()), int(per_node_alloc.sum()), fragmented, by_model)

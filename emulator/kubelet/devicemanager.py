@@ -27,6 +27,7 @@ Pods a restarted shard takes over are charged again from their annotation.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -53,9 +54,15 @@ from emulator.api.kinds import POD
 if TYPE_CHECKING:
     from emulator.kubelet.state import NodeRecord, PodRecord, ShardState
 
-__all__ = ["DeviceManager", "NodeDevices", "advertised_capacity"]
+__all__ = ["DeviceManager", "NodeDevices", "advertised_capacity", "device_uuid"]
 
 log = logging.getLogger(__name__)
+
+
+def device_uuid(node: str, index: int) -> str:
+    """A stable NVIDIA-style UUID for device ``index`` of ``node`` (what dcgm-exporter's UUID label carries)."""
+    h = hashlib.blake2b(f"{node}/{index}".encode(), digest_size=16).hexdigest()
+    return f"GPU-{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"
 
 
 def advertised_capacity(capacity: Mapping[str, str]) -> dict[str, str]:
@@ -140,6 +147,24 @@ class DeviceManager:
         if held is not None and devices is not None:
             ids, milli = held
             devices.used[list(ids)] -= milli
+
+    def series(self) -> list[tuple[str, int, str, str, float, float, int]]:
+        """Per GPU device of the hosted nodes: (node, index, UUID, model, util %, memory used MiB, milli).
+
+        Read by the metrics thread at scrape time: it copies the tables first (see ``allocation``).
+        """
+        out = []
+        for node in list(self.state.nodes.values()):
+            if node_gpu_count(node.alloc) <= 0:
+                continue
+            devices = self.nodes.get(node.name) or NodeDevices(
+                ((node.obj.get("metadata") or {}).get("labels") or {}).get(GPU_MODEL_LABEL, ""), 0,
+                np.zeros(node_gpu_count(node.alloc), dtype=np.int64))
+            memory = GPU_MEMORY_MIB.get(devices.model, 0)
+            for index, milli in enumerate(devices.used.tolist()):
+                out.append((node.name, index, device_uuid(node.name, index), devices.model, milli / 10,
+                            memory * milli / MILLI, int(milli)))
+        return out
 
     def node_gone(self, name: str) -> None:
         self.nodes.pop(name, None)

@@ -12,6 +12,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
+from prometheus_client import generate_latest
 
 from emulator.api import errors
 from emulator.api.gpu import DEVICE_INDEX_ANNOTATION, GPU_MODEL_LABEL
@@ -151,3 +152,20 @@ def test_a_pod_whose_gpu_spec_names_another_model_is_rejected(env: tuple[ServerC
     settle(core, shard, clock, ["v100-only"])
     assert status(core, "v100-only")["reason"] == "UnexpectedAdmissionError"
     assert "GPU model T4 is not one of V100M16|V100M32" in status(core, "v100-only")["message"]
+
+
+def test_dcgm_style_series_per_device(env: tuple[ServerCore, ManualClock], shard: KubeletShard) -> None:
+    core, clock = env
+    step(shard, clock)
+    core.create(POD, gpu_pod("s", "gpu-00000", milli=300, **{DEVICE_INDEX_ANNOTATION: "1"}))
+    settle(core, shard, clock, ["s"])
+    rows = {(node, index): row for node, index, *row in shard.metrics.devices()}
+    assert sorted(rows) == [("gpu-00000", 0), ("gpu-00000", 1), *((("quad-00000", i)) for i in range(4))]
+    uuid, model, util, memory, milli = rows[("gpu-00000", 1)]
+    # A 300 milli share: 30 % of the device's time and of a T4's 15109 MiB.
+    assert (model, util, memory, milli) == ("T4", 30.0, 15109 * 300 / 1000, 300)
+    assert uuid.startswith("GPU-") and uuid != rows[("gpu-00000", 0)][0]
+    assert rows[("gpu-00000", 0)][2:] == [0.0, 0.0, 0]
+    text = generate_latest().decode()
+    assert f'DCGM_FI_DEV_GPU_UTIL{{Hostname="gpu-00000",UUID="{uuid}",gpu="1",modelName="T4",shard="0"}} 30.0' \
+        in text

@@ -19,6 +19,7 @@ from emulator.scheduler import Snapshot, new_framework
 from emulator.scheduler.framework.interface import BINDING_ANNOTATIONS_KEY, Code, CycleState
 from emulator.scheduler.framework.profile import PluginRef, PluginSet, Profile
 from emulator.scheduler.framework.types import PodInfo, ScheduleResult
+from emulator.scheduler.gpu_metrics import gpu_gauges
 from emulator.scheduler.plugins import (
     gpu_best_fit,
     gpu_clustering,
@@ -268,3 +269,21 @@ def test_reserve_writes_the_chosen_device_for_the_bind() -> None:
     bound = pod("p", milli=200, on=node_name, devices=state.get(BINDING_ANNOTATIONS_KEY)[DEVICE_INDEX_ANNOTATION])
     rebuilt = Snapshot.build([node("x", 2), node("y", 2)], [pod("used", milli=300, on="x", devices="1"), bound])
     assert rebuilt.device_free().tolist() == snapshot.device_free().tolist()
+
+
+def test_scheduler_gpu_gauges_follow_the_paper_definitions() -> None:
+    # Two T4 nodes (2 devices each) and one V100 node (1 device); pods: 600 + 600 on t1, a whole GPU on v.
+    snapshot = Snapshot.build([node("t1", 2), node("t2", 2), node("v", 1, model="V100M16")],
+                              [pod("a", milli=600, on="t1", devices="0", cpu="0"),
+                               pod("b", milli=600, on="t1", devices="1", cpu="0"),
+                               pod("c", whole=1, on="v", devices="0", cpu="0")])
+    gauges = gpu_gauges(snapshot)
+    assert gauges["kemu_gpu_allocation_ratio"][()] == pytest.approx(2200 / 5000)
+    # M = the pods' task types: a 600 share (p = 2/3), one whole GPU (p = 1/3), no CPU.
+    # t1 [400, 400]: neither runs -> 800 fragmented; t2 [1000, 1000]: both run, nothing partial -> 0; v: 0 free.
+    assert gauges["kemu_gpu_fragmented_gpus"][()] == pytest.approx(0.8)
+    assert gauges["kemu_gpu_fragmentation_ratio"][("cluster",)] == pytest.approx(800 / 5000)
+    assert gauges["kemu_gpu_fragmentation_ratio"][("idle",)] == pytest.approx(800 / 2800)
+    assert gauges["kemu_gpu_model_allocation_ratio"] == {("T4",): pytest.approx(1200 / 4000),
+                                                         ("V100M16",): 1.0}
+    assert gpu_gauges(Snapshot.build([node("cpu", 0)])) == {}
