@@ -21,8 +21,11 @@ from emulator.api.quantity import to_int
 from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+from emulator.scheduler.scheduler import SchedulerOptions
+from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
 from tests import builders as b
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -169,3 +172,36 @@ def test_dcgm_style_series_per_device(env: tuple[ServerCore, ManualClock], shard
     text = generate_latest().decode()
     assert f'DCGM_FI_DEV_GPU_UTIL{{Hostname="gpu-00000",UUID="{uuid}",gpu="1",modelName="T4",shard="0"}} 30.0' \
         in text
+
+
+# ------------------------------------------------------------------------- the scheduler records its choice
+
+GPU_PACKING_CONFIG = {"apiVersion": "kubescheduler.config.k8s.io/v1", "kind": "KubeSchedulerConfiguration",
+                      "profiles": [{"plugins": {"multiPoint": {"enabled": [{"name": "GPUShare"},
+                                                                           {"name": "GPUPacking", "weight": 5}]}}}]}
+
+
+@pytest.fixture
+def scheduler(redis_url: str) -> Iterator[SchedulerHost]:
+    host = SchedulerHost(HostSettings(redis_url, config=GPU_PACKING_CONFIG), [SchedulerOptions(seed=0)])
+    host.start(sync_timeout=30)
+    yield host
+    host.stop()
+
+
+def test_the_scheduler_binds_with_the_device_its_policy_chose_and_the_kubelet_honours_it(
+        env: tuple[ServerCore, ManualClock], shard: KubeletShard, scheduler: SchedulerHost) -> None:
+    core, clock = env
+    step(shard, clock)
+    # quad-00000 runs a 300 share on device 2; the pod to schedule may only go there (nodeSelector).
+    core.create(POD, gpu_pod("resident", "quad-00000", milli=300, **{DEVICE_INDEX_ANNOTATION: "2"}))
+    settle(core, shard, clock, ["resident"])
+    pending = gpu_pod("packed", "", milli=500)
+    pending["spec"]["nodeSelector"] = {"kubernetes.io/hostname": "quad-00000"}
+    core.create(POD, pending)
+    wait_for(lambda: (get(core, "packed") or {}).get("spec", {}).get("nodeName") == "quad-00000", 20,
+             "the scheduler to bind the pod")
+    # One feasible node, so scoring is skipped; Reserve asks GPUPacking, which picks the partly used device.
+    assert devices(core, "packed") == "2"
+    settle(core, shard, clock, ["packed"])
+    assert status(core, "packed")["phase"] == "Running" and devices(core, "packed") == "2"

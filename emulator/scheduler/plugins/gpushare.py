@@ -12,7 +12,7 @@ free on each of two devices; it does not. Filter, per node:
   N whole GPUs need **N fully free devices** (Unschedulable; unresolvable
   when the node has fewer devices than asked).
 
-Reserve picks the devices: the choice a GPU Score plugin recorded for this
+PreFilter remembers the cycle's snapshot; Reserve picks the devices: the choice a GPU Score plugin recorded for this
 node (see :mod:`.gpu_devices`), else the tightest-fitting device; it moves
 the pod's charge in the framework's snapshot to them and asks the bind to
 write ``alibabacloud.com/gpu-index`` on the pod (the annotation the kubelet's
@@ -32,6 +32,7 @@ from emulator.scheduler.framework.interface import (
     CycleState,
     FilterVerdict,
     Handle,
+    PreFilterResult,
     Rejection,
     Status,
     add_binding_annotations,
@@ -43,6 +44,7 @@ from emulator.scheduler.plugins.gpu_devices import CHOICE_KEY, CHOOSER_KEY, gpu_
 
 NAME = "GPUShare"
 RESERVED_KEY = NAME + "/devices"
+SNAPSHOT_KEY = NAME + "/snapshot"
 ERR_MODEL = "node(s) didn't have the requested GPU model"
 
 
@@ -60,7 +62,16 @@ class GPUShare:
     def __init__(self, handle: Handle | None = None) -> None:
         self.handle = handle
 
-    # -- Filter ----------------------------------------------------------------------------------------
+    # -- PreFilter / Filter -----------------------------------------------------------------------------
+    def pre_filter(self, state: CycleState, pod: PodInfo,
+                   snapshot: Snapshot) -> tuple[PreFilterResult | None, Status | None]:
+        # Reserve reads the devices of the snapshot this cycle ran on (a scheduler sets no handle snapshot).
+        state.write(SNAPSHOT_KEY, snapshot)
+        return None, None
+
+    def pre_filter_extensions(self) -> None:
+        return None
+
     def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
         request = gpu_request_of(pod)
         if not request and not request.models:
@@ -103,7 +114,8 @@ class GPUShare:
         request = gpu_request_of(pod)
         if not request:
             return None
-        snapshot = self.handle.snapshot() if self.handle is not None else None
+        own = self.handle.snapshot() if self.handle is not None else None
+        snapshot = own if own is not None else state.get(SNAPSHOT_KEY)
         if snapshot is None:
             return None  # no snapshot to pick from: the kubelet's device manager chooses
         index = snapshot.index_of(node_name)
@@ -127,7 +139,9 @@ class GPUShare:
             ids = allocate(free[:count], request)
         if ids is None:
             return Status(Code.UNSCHEDULABLE, err_devices(request.count, request.milli), plugin=NAME)
-        if held is not None and tuple(held) != ids:
+        if held is not None and tuple(held) != ids and snapshot is own:
+            # Only the framework's own snapshot (a bench, a simulation) is moved here; a scheduler's cache
+            # re-places the pod when the informer brings it back bound with the annotation.
             snapshot.reassign_devices(pod.key, ids)
         state.write(RESERVED_KEY, ids)
         add_binding_annotations(state, {DEVICE_INDEX_ANNOTATION: format_device_ids(ids)})
