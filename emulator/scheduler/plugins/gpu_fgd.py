@@ -11,8 +11,8 @@ placement, and scores ``int(100 * sigmoid((before - after) / 1000))`` as the
 authors' simulator does (``fgd_score.go``); a share's device is the one with
 the best score on that node, whole GPUs take the lowest-indexed free devices.
 
-All hypothetical node states of one cycle (nodes x devices) are evaluated in
-one vectorised call.
+All hypothetical node states of one cycle (each node with the share on each
+device that fits) are evaluated in one vectorised call.
 
 Args (``pluginConfig``): ``targetWorkload``, a list of task types
 ``{cpuMilli, gpuCount, gpuMilli, models: [..], weight}``. Without it the
@@ -64,17 +64,16 @@ class GPUFragmentation(DevicePolicy):
         cpu = pod.requests.get(CPU, 0)
         before = fragmentation(nodes.free, nodes.cpu_free, nodes.models, workload)
         if request.shared and d:
-            # Every (node, device) placement at once: row j*k + n is node n with the share on device j.
-            after = np.repeat(nodes.free[None, :, :], d, axis=0)
-            after[np.arange(d), :, np.arange(d)] -= request.milli
-            valid = (nodes.free >= request.milli).T  # d x k
-            frag = fragmentation(after.reshape(d * k, d), np.tile(nodes.cpu_free - cpu, d),
-                                 np.tile(nodes.models, d), workload).reshape(d, k)
-            delta = np.where(valid, before[None, :] - frag, -np.inf)
-            device = np.argmax(delta, axis=0)
-            best = delta[device, np.arange(k)]
-            device = np.where(np.isfinite(best), device, -1)
-            best = np.where(np.isfinite(best), best, -1e12)
+            # Every (node, device) placement that fits, in one call: row r is node ni[r] with the share on di[r].
+            ni, di = np.nonzero(nodes.free >= request.milli)
+            after = nodes.free[ni]
+            after[np.arange(len(ni)), di] -= request.milli
+            delta = before[ni] - fragmentation(after, nodes.cpu_free[ni] - cpu, nodes.models[ni], workload)
+            order = np.lexsort((di, -delta, ni))  # per node: the largest delta first, the lowest device on ties
+            first = order[np.unique(ni[order], return_index=True)[1]]
+            best = np.full(k, -1e12)
+            best[ni[first]] = delta[first]
+            device[ni[first]] = di[first]
         else:
             after = whole_after(nodes.free, request.count) if request else nodes.free
             best = before - fragmentation(after, nodes.cpu_free - cpu, nodes.models, workload)
