@@ -52,6 +52,7 @@ from emulator.api.gpu import (
     fragmentation,
     gpu_request,
 )
+from emulator.cli import CLIError
 from emulator.scheduler import Snapshot
 from emulator.scheduler.config import build_frameworks, parse_configuration
 from emulator.scheduler.framework.interface import CycleState
@@ -281,14 +282,18 @@ def summarize(results: Sequence[RunResult]) -> list[dict[str, Any]]:
 def cmd_openb(args: argparse.Namespace) -> int:
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
-    if unknown or args.trace not in TRACES:
-        raise SystemExit(f"unknown policy {unknown} or trace {args.trace!r}: policies {sorted(POLICIES)}, "
-                         f"traces {list(TRACES)}")
+    if unknown or not policies:
+        raise CLIError(f"--policies: unknown policy {', '.join(unknown) or '(none given)'}; "
+                       f"known: {', '.join(POLICIES)}")
+    try:
+        seeds = parse_seeds(args.seeds)
+    except ValueError:
+        raise CLIError(f"--seeds: {args.seeds!r} is not a seed list (e.g. 42-51 or 42,43)") from None
     out = Path(args.out or f"kemu-runs/openb-{args.trace}")
     out.mkdir(parents=True, exist_ok=True)
     results = []
     for policy in policies:
-        for seed in parse_seeds(args.seeds):
+        for seed in seeds:
             result = run_one(args.trace, policy, seed, nodes=args.nodes, pods=args.pods,
                              dataset=Path(args.dataset) if args.dataset else None,
                              node_list=Path(args.node_list) if args.node_list else None,
