@@ -28,6 +28,7 @@ import numpy as np
 
 from emulator.api.gpu import DEVICE_INDEX_ANNOTATION, GPU_MODEL_LABEL, MILLI, allocate, fits, format_device_ids
 from emulator.scheduler.framework.interface import (
+    BINDING_ANNOTATIONS_KEY,
     Code,
     CycleState,
     FilterVerdict,
@@ -149,6 +150,9 @@ class GPUShare:
 
     def unreserve(self, state: CycleState, pod: PodInfo, node_name: str) -> None:
         state.delete(RESERVED_KEY)
+        annotations = dict(state.get(BINDING_ANNOTATIONS_KEY) or {})
+        if annotations.pop(DEVICE_INDEX_ANNOTATION, None) is not None:
+            state.write(BINDING_ANNOTATIONS_KEY, annotations)
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> GPUShare:

@@ -269,6 +269,8 @@ def test_reserve_writes_the_chosen_device_for_the_bind() -> None:
     bound = pod("p", milli=200, on=node_name, devices=state.get(BINDING_ANNOTATIONS_KEY)[DEVICE_INDEX_ANNOTATION])
     rebuilt = Snapshot.build([node("x", 2), node("y", 2)], [pod("used", milli=300, on="x", devices="1"), bound])
     assert rebuilt.device_free().tolist() == snapshot.device_free().tolist()
+    gpushare.new().unreserve(state, PodInfo(bound), node_name)  # a failed Permit or bind: no annotation left
+    assert DEVICE_INDEX_ANNOTATION not in state.get(BINDING_ANNOTATIONS_KEY)
 
 
 def test_scheduler_gpu_gauges_follow_the_paper_definitions() -> None:
