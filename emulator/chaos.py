@@ -16,6 +16,11 @@ The fault table is one Redis hash, ``<prefix>chaos``, one field per target:
   server: it writes nothing (leases, node status, pod status, events, usage)
   until restored. Its model keeps running, so on restore it writes the
   present state at once.
+* ``nodegroup/<name>`` → ``out-of-quota``: the emulated cloud refuses to grow
+  the group (:mod:`emulator.cloud.provider`), as a cloud's quota error would;
+  ``slow-boot``: the group's new instances boot
+  ``SLOW_BOOT_FACTOR`` times slower. The kubelets ignore these; the cloud reads
+  them when asked for instances.
 
 Why data in Redis and not a call to the kubelet actors: every shard already
 holds a Redis connection, the faults survive a shard restart (a chaos
@@ -32,14 +37,18 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-__all__ = ["BREAK_RUNTIME", "FAULTS", "PARTITION", "STOP_KUBELET", "ChaosError", "ChaosState", "clear", "clear_all",
+__all__ = ["BREAK_RUNTIME", "FAULTS", "OUT_OF_QUOTA", "PARTITION", "SLOW_BOOT", "STOP_KUBELET",
+           "ChaosError", "ChaosState", "clear", "clear_all",
            "faults", "key", "node_target", "read", "set_fault", "shard_target"]
 
 STOP_KUBELET = "stop-kubelet"
 BREAK_RUNTIME = "break-runtime"
 PARTITION = "partition"
+OUT_OF_QUOTA = "out-of-quota"
+SLOW_BOOT = "slow-boot"
 # Which faults a kind of target can take.
-FAULTS: Mapping[str, tuple[str, ...]] = {"node": (STOP_KUBELET, BREAK_RUNTIME), "shard": (PARTITION,)}
+FAULTS: Mapping[str, tuple[str, ...]] = {"node": (STOP_KUBELET, BREAK_RUNTIME), "shard": (PARTITION,),
+                                         "nodegroup": (OUT_OF_QUOTA, SLOW_BOOT)}
 
 
 class ChaosError(ValueError):
@@ -62,7 +71,7 @@ def shard_target(index: int) -> str:
 def _check(target: str, fault: str | None = None) -> None:
     kind, _, name = target.partition("/")
     if kind not in FAULTS or not name:
-        raise ChaosError(f"chaos target must be node/<name> or shard/<n>, not {target!r}")
+        raise ChaosError(f"chaos target must be node/<name>, shard/<n> or nodegroup/<name>, not {target!r}")
     if kind == "shard" and not name.isdigit():
         raise ChaosError(f"shard target needs a shard number, not {name!r}")
     if fault is not None and fault not in FAULTS[kind]:

@@ -63,12 +63,15 @@ class CLIError(Exception):
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
+    from emulator.descheduler_cli import with_descheduler
+
+    cfg = Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
                        node_shards=getattr(args, "node_shards", None), api_host=getattr(args, "api_host", None),
                        api_port=getattr(args, "api_port", None), api_workers=getattr(args, "api_workers", None),
                        controller_managers=getattr(args, "controller_managers", None),
                        nodes=getattr(args, "nodes", None), kubelet_shards=getattr(args, "kubelet_shards", None),
                        node_pools=_read_pools(getattr(args, "node_pools", None)),
+                       node_groups=_read_pools(getattr(args, "node_groups", None), "node_groups"),
                        ray_address=getattr(args, "ray_address", None),
                        schedulers=getattr(args, "schedulers", None),
                        scheduler_config=getattr(args, "scheduler_config", None),
@@ -77,13 +80,16 @@ def _config(args: argparse.Namespace) -> Config:
                        api_require_token=getattr(args, "api_require_token", None),
                        api_token_file=getattr(args, "api_token_file", None),
                        api_advertise_url=getattr(args, "api_advertise_url", None),
+                       api_tls=getattr(args, "api_tls", None), users_file=getattr(args, "users", None),
+                       api_authorization_mode=getattr(args, "authorization_mode", None),
                        clock_speed=getattr(args, "clock_speed", None),
                        prometheus_url=getattr(args, "prometheus_url", None),
                        metrics_rules=getattr(args, "metrics_rules", None))
+    return with_descheduler(cfg, args)
 
 
-def _read_pools(path: str | None) -> list[dict[str, Any]] | None:
-    """A node pool file: a YAML list of pools, or a mapping with a ``node_pools`` list."""
+def _read_pools(path: str | None, key: str = "node_pools") -> list[dict[str, Any]] | None:
+    """A node pool (or node group) file: a YAML list, or a mapping with a ``node_pools`` (``node_groups``) list."""
     if path is None:
         return None
     import yaml
@@ -95,9 +101,9 @@ def _read_pools(path: str | None) -> list[dict[str, Any]] | None:
     except yaml.YAMLError as e:
         raise CLIError(f"node pool file {path} is not valid YAML: {e}") from None
     if isinstance(data, dict):
-        data = data.get("node_pools")
+        data = data.get(key)
     if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):
-        raise CLIError(f"node pool file {path} must hold a list of node pools (or a node_pools: list)")
+        raise CLIError(f"{key} file {path} must hold a list of mappings (or a {key}: list)")
     return data
 
 
@@ -105,6 +111,8 @@ def _add_kubelet_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--nodes", type=int, help="emulated nodes to run (a pool named node-00000...; default 0)")
     p.add_argument("--node-pools", help="YAML file of node pools (name, count, instance_type, capacity, zones, "
                                         "labels, taints, images)")
+    p.add_argument("--node-groups", help="YAML file of autoscaled node groups (name, min, max, instance_type, "
+                                         "price_per_hour, provisioning_delay ...); runs the cluster-autoscaler")
     p.add_argument("--kubelet-shards", type=int, help="kubelet shard actors (default: one per 1,250 nodes; "
                                                       "0: none)")
     p.add_argument("--ray-address", help="join this Ray cluster instead of starting a local one")
@@ -145,9 +153,16 @@ def _add_component_flags(p: argparse.ArgumentParser) -> None:
                         "this process")
     p.add_argument("--api-require-token", dest="api_require_token", action=argparse.BooleanOptionalAction,
                    help="answer 401 to requests without the bearer token (default: only when --api-host is not "
-                        "loopback); kubectl sends tokens only over TLS and kemu serves plain HTTP, so "
-                        "--no-api-require-token is how kubectl reaches a server bound to 0.0.0.0 (a wrong token is "
-                        "still refused)")
+                        "loopback); kubectl sends tokens only over TLS, so use --tls for kubectl to reach a server "
+                        "bound to 0.0.0.0 (or --no-api-require-token over plain HTTP; a wrong token is still refused)")
+    p.add_argument("--tls", dest="api_tls", action="store_true", default=None,
+                   help="serve HTTPS with a generated CA and certificate ($KEMU_HOME/pki), written into the "
+                        "kubeconfig: kubectl sends users' tokens only over TLS")
+    p.add_argument("--users", help="YAML file of users ({users: [{name: alice, groups: [team-a]}]}): each gets a "
+                                   "bearer token and a kubeconfig context named after it; RBAC decides what they "
+                                   "may do (bind them with kubectl create rolebinding ...)")
+    p.add_argument("--authorization-mode", choices=("RBAC", "AlwaysAllow"),
+                   help="how the API server authorizes requests (default RBAC)")
     p.add_argument("--api-token-file", help="bearer token file shared by API server replicas: read if it exists, "
                                             "else created; a kubeconfig is written next to it")
     p.add_argument("--api-advertise-url", help="server URL for the kubeconfig next to --api-token-file, as other "
@@ -295,14 +310,18 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
     # Re-run the program that was started (``actors.cli`` under the ``kemu`` command: it brings the kubelets).
     argv = [sys.executable, "-m", getattr(args, "module", "emulator.cli"), "up"]
     for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
-                 "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
+                 "controller_managers", "nodes", "node_pools", "node_groups", "kubelet_shards", "ray_address",
+                 "schedulers",
                  "scheduler_config", "api_token_file", "api_advertise_url", "clock_speed", "prometheus_url",
-                 "metrics_rules"):
+                 "metrics_rules", "descheduler_policy", "descheduling_interval", "users",
+                 "authorization_mode"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
     if args.controllers_on_ray:
         argv.append("--controllers-on-ray")
+    if args.api_tls:
+        argv.append("--tls")
     for flag, value in (("api-server", args.api_enabled), ("api-require-token", args.api_require_token)):
         if value is not None:
             argv.append(f"--{flag}" if value else f"--no-{flag}")
@@ -423,7 +442,8 @@ def _print_processes(procs: list[dict[str, Any]]) -> None:
 
 def _running_state(table: ProcessTable) -> ClusterState | None:
     """The state file of a cluster whose ``kemu up`` is alive (its record, or its pid without one), else None."""
-    from emulator.cluster import ClusterState, pid_alive
+    from emulator.cluster import ClusterState
+    from emulator.processes import pid_alive
 
     state = ClusterState.read()
     if state is None:
@@ -435,13 +455,14 @@ def _running_state(table: ProcessTable) -> ClusterState | None:
 
 def _chaos_target(text: str) -> str:
     """``node/NAME``, ``shard/N``, or a bare node name."""
-    return text if text.startswith(("node/", "shard/")) else f"node/{text}"
+    return text if text.startswith(("node/", "shard/", "nodegroup/")) else f"node/{text}"
 
 
 def cmd_chaos(args: argparse.Namespace) -> int:
     """Set, clear or list faults in the detached cluster's fault table (its kubelet shards act on their next tick)."""
     from emulator import chaos
-    from emulator.cluster import ClusterState, pid_alive
+    from emulator.cluster import ClusterState
+    from emulator.processes import pid_alive
     from emulator.store.store import Store, StoreConfig
 
     state = ClusterState.read()
@@ -473,7 +494,9 @@ def cmd_chaos(args: argparse.Namespace) -> int:
             return 0
         target, fault = {"stop-kubelet": (f"node/{args.target}", chaos.STOP_KUBELET),
                          "break-runtime": (f"node/{args.target}", chaos.BREAK_RUNTIME),
-                         "partition-shard": (f"shard/{args.target}", chaos.PARTITION)}[action]
+                         "partition-shard": (f"shard/{args.target}", chaos.PARTITION),
+                         "nodegroup-out-of-quota": (f"nodegroup/{args.target}", chaos.OUT_OF_QUOTA),
+                         "nodegroup-slow-boot": (f"nodegroup/{args.target}", chaos.SLOW_BOOT)}[action]
         chaos.set_fault(client, prefix, target, fault)
         print(f"{target}: {fault} (undo with `kemu chaos restore {target}`)")
         return 0
@@ -521,7 +544,7 @@ def cmd_down(args: argparse.Namespace) -> int:
 
 
 def _stop_pid(pid: int, timeout: float) -> int:
-    from emulator.cluster import pid_alive
+    from emulator.processes import pid_alive
 
     with contextlib.suppress(ProcessLookupError):
         os.kill(pid, signal.SIGTERM)
@@ -540,6 +563,30 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
     if not path.exists():
         raise CLIError(f"no kubeconfig at {path} yet: start a cluster with `kemu up`")
     print(path)
+    return 0
+
+
+def cmd_user_add(args: argparse.Namespace) -> int:
+    """Give a running cluster a user: a token in its Redis, a context in the kubeconfig ``kemu up`` wrote."""
+    from emulator.apiserver import kubeconfig, users
+    from emulator.cluster import ClusterState
+    from emulator.store.store import Store, StoreConfig
+
+    state = ClusterState.read()
+    if state is None:
+        raise CLIError("no detached cluster is running: start one with `kemu up --detach`")
+    prefix = Config.load(args.config).prefix
+    store = Store.connect(state.redis_url, StoreConfig(prefix=prefix))
+    try:
+        token = users.add_user(store.redis, prefix, users.UserSpec(args.name, tuple(args.group or ())))
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    path = Path(state.kubeconfig) if state.kubeconfig else kubeconfig.default_path()
+    if path.exists():
+        kubeconfig.add_user(path, args.name, token)
+        print(f"user {args.name} added; kubectl --context {args.name} (kubeconfig {path})")
+    else:
+        print(token)
     return 0
 
 
@@ -565,6 +612,7 @@ CommandRegistration = Callable[[SubParsers], None]
 def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kemu", description="An emulator of large Kubernetes clusters.")
     sub = parser.add_subparsers(dest="command", required=True)
+    from emulator import descheduler_cli
 
     up = sub.add_parser("up", help="run a local cluster (foreground until Ctrl-C, or --detach)")
     _add_cluster_flags(up)
@@ -576,6 +624,7 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     _add_kubelet_flags(up)
     _add_scheduler_flags(up)
     _add_component_flags(up)
+    descheduler_cli.add_up_flags(up)
     up.set_defaults(fn=cmd_up)
 
     status = sub.add_parser("status", help="report on the detached cluster")
@@ -590,7 +639,9 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     ch_sub = ch.add_subparsers(dest="chaos_action", required=True)
     for name, what, help_ in (("stop-kubelet", "NODE", "the node stops heartbeating (leases, node and pod status)"),
                               ("break-runtime", "NODE", "pods bound to the node never start (it stays Ready)"),
-                              ("partition-shard", "N", "kubelet shard N writes nothing until restored")):
+                              ("partition-shard", "N", "kubelet shard N writes nothing until restored"),
+                              ("nodegroup-out-of-quota", "GROUP", "the cloud refuses to grow the node group"),
+                              ("nodegroup-slow-boot", "GROUP", "the node group's new instances boot 20x slower")):
         c = ch_sub.add_parser(name, help=help_)
         c.add_argument("target", metavar=what, type=int if what == "N" else str)
     restore = ch_sub.add_parser("restore", help="clear a target's fault (node/NAME, shard/N, NAME) or --all")
@@ -603,6 +654,14 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     kube = sub.add_parser("kubeconfig", help="print the path of the kubeconfig `kemu up` wrote")
     kube.set_defaults(fn=cmd_kubeconfig)
 
+    user = sub.add_parser("user", help="users of the detached cluster (bearer tokens, kubeconfig contexts)")
+    user_sub = user.add_subparsers(dest="user_action", required=True)
+    add = user_sub.add_parser("add", help="create a user (or rotate its token) and add its kubeconfig context")
+    add.add_argument("name")
+    add.add_argument("--group", action="append", help="a group the user is in (repeatable)")
+    add.add_argument("--config", help="YAML config file (for its Redis key prefix)")
+    add.set_defaults(fn=cmd_user_add)
+
     dash = sub.add_parser("dashboards", help="kemu's Grafana dashboards (dashboards/*.json)")
     dash_sub = dash.add_subparsers(dest="dashboards_action", required=True)
     push = dash_sub.add_parser("push", help="create or update the dashboards in a Grafana")
@@ -613,9 +672,11 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     push.add_argument("--password", help="basic-auth password (default: $GRAFANA_PASSWORD)")
     push.add_argument("--folder", default="kemu", help="folder to put them in, created if missing (default kemu)")
     push.set_defaults(fn=cmd_dashboards)
+
     from emulator import load_command
 
     load_command.register(sub)  # kemu load set|set-queue|get|clear (emulator/load_command.py)
+    descheduler_cli.add_command(sub)  # kemu deschedule (emulator/descheduler_cli.py)
     for register in commands:
         register(sub)
     return parser

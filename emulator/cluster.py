@@ -65,7 +65,7 @@ from emulator.store.store import Store, StoreConfig
 
 if TYPE_CHECKING:
     from emulator.apiserver.process import ApiServerProcess
-    from emulator.controllers.manager import ControllerManager
+    from emulator.controllers.manager import ControllerManager, ManagerConfig
     from emulator.metrics import MetricsEndpoint
     from emulator.processes import ProcessTable
 
@@ -115,14 +115,12 @@ class ClusterState:
         cls.path().unlink(missing_ok=True)
 
 
-def pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
+def running_redis_url() -> str | None:
+    """The Redis of this KEMU_HOME's detached cluster while its ``kemu up`` is alive, else None."""
+    from emulator.processes import pid_alive
+
+    state = ClusterState.read()
+    return state.redis_url if state is not None and pid_alive(state.pid) else None
 
 
 DEFAULT_API_PORT = 6443  # kube-apiserver's customary secure port
@@ -217,6 +215,8 @@ class LocalCluster:
         self.api: ApiServerProcess | None = None
         self.api_url: str | None = None
         self.api_token: str | None = None
+        self.api_ca: bytes | None = None
+        self.user_tokens: dict[str, str] = {}
         self.controller_managers: list[ControllerManager] = []
         self.metrics: MetricsEndpoint | None = None
 
@@ -323,20 +323,35 @@ class LocalCluster:
         # Replicas sharing a token file accept one credential, so any of them serves any client.
         self.api_token = (kubeconfig.shared_token(Path(cfg.api_token_file)) if cfg.api_token_file
                           else kubeconfig.generate_token())
+        tls: dict[str, str] = {}
+        if cfg.api_tls:
+            from emulator.apiserver.tls import ensure_certificates
+
+            pki = Path(cfg.api_token_file).with_name("pki") if cfg.api_token_file else kemu_home() / "pki"
+            ca, cert, key = ensure_certificates(pki, [cfg.api_host])
+            tls = {"tls_cert_file": str(cert), "tls_key_file": str(key), "tls_ca_file": str(ca)}
+            self.api_ca = ca.read_bytes()
+        if cfg.users_file:
+            from emulator.apiserver import users
+
+            assert self.store is not None
+            for spec in users.read_users_file(Path(cfg.users_file)):
+                self.user_tokens[spec.name] = users.add_user(self.store.redis, cfg.prefix, spec)
         settings = ServerSettings(
             redis_url=self.redis_url, prefix=cfg.prefix, stream_cap=cfg.stream_cap, node_shards=cfg.node_shards,
             host=cfg.api_host, port=DEFAULT_API_PORT if cfg.api_port is None else cfg.api_port, workers=cfg.api_workers,
             token=self.api_token, require_token=require, clock_speed=cfg.clock_speed,
             clock_start=self.core.clock.now(), clock_wall=time.time(), metrics_rules=cfg.metrics_rules,
-            prometheus_url=cfg.prometheus_url)
+            prometheus_url=cfg.prometheus_url, authorization_mode=cfg.api_authorization_mode, **tls)
         # Without an explicit port, 6443 if it is free, else any free port: the kubeconfig says which.
         self.api = ApiServerProcess(settings, log_path=self._api_log(), fallback_to_free_port=cfg.api_port is None,
                                     on_spawn=self._recorder("apiserver", "api-server"))
         self.api.start()
-        self.api_url = kubeconfig.client_url(cfg.api_host, self.api.settings.port)
+        self.api_url = kubeconfig.client_url(cfg.api_host, self.api.settings.port, tls=cfg.api_tls)
         if cfg.api_token_file:
             # Written once the server answers, so whoever waits for the file finds a working server.
-            kubeconfig.write(self.shared_kubeconfig_path(), cfg.api_advertise_url or self.api_url, self.api_token)
+            kubeconfig.write(self.shared_kubeconfig_path(), cfg.api_advertise_url or self.api_url, self.api_token,
+                             ca_pem=self.api_ca, users=self.user_tokens)
 
     def shared_kubeconfig_path(self) -> Path:
         """The kubeconfig next to ``api_token_file`` (for clients in other processes, containers, machines)."""
@@ -349,7 +364,8 @@ class LocalCluster:
 
         if self.api_url is None or self.api_token is None:
             raise RuntimeError("the cluster runs no API server (api_enabled is off)")
-        return kubeconfig.write(path or kubeconfig.default_path(), self.api_url, self.api_token)
+        return kubeconfig.write(path or kubeconfig.default_path(), self.api_url, self.api_token, ca_pem=self.api_ca,
+                                users=self.user_tokens)
 
     def _start_controllers(self) -> None:
         """``controller_managers`` controller managers (garbage collector, disruption, ReplicaSet, Deployment ...).
@@ -360,6 +376,8 @@ class LocalCluster:
         from emulator.controllers.manager import ControllerManager, ManagerConfig
 
         assert self.core is not None
+        if self.config.node_groups:
+            self._declare_node_groups()
         if self.config.controllers_on_ray and self.config.controller_managers:
             if self._controller_factory is None:
                 raise ConfigError("controllers_on_ray runs controller managers as Ray actors: start kemu through "
@@ -370,8 +388,30 @@ class LocalCluster:
             self.controller_runner.start()
             return
         config = ManagerConfig.from_dict(self.config.controller_manager)
+        if self.config.node_groups:
+            config = self._with_autoscaler(config)
         self.controller_managers = [ControllerManager(self.core, config).start()
                                     for _ in range(self.config.controller_managers)]
+
+    def _declare_node_groups(self) -> None:
+        """The node groups into the emulated cloud (Redis): new ones start at their initial size, known ones
+        (a restart) keep their instances."""
+        from emulator.cloud.nodegroups import parse_node_groups
+        from emulator.cloud.provider import Cloud
+
+        assert self.core is not None
+        Cloud(self.core.store.redis, self.config.prefix).register_groups(parse_node_groups(self.config.node_groups),
+                                                                         self.core.clock.now())
+
+    def _with_autoscaler(self, config: ManagerConfig) -> ManagerConfig:
+        """The in-process managers also run the cluster-autoscaler, with the ``cluster_autoscaler`` settings."""
+        from dataclasses import replace
+
+        controllers = config.controllers
+        if "-cluster-autoscaler" not in controllers and "cluster-autoscaler" not in controllers:
+            controllers = (*controllers, "cluster-autoscaler")
+        return replace(config, controllers=controllers,
+                       options={**config.options, "cluster_autoscaler": dict(self.config.cluster_autoscaler)})
 
     def _serve_metrics(self) -> None:
         """This process's ``/metrics`` (controller managers' workqueues, the cluster-state counts, in-process

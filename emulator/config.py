@@ -58,6 +58,13 @@ class Config:
     # The server URL written into that shared kubeconfig, as other machines or containers reach the API
     # server (e.g. http://apiserver:6443 in docker-compose.yml). None: the URL this host uses.
     api_advertise_url: str | None = None
+    # Serve HTTPS with a generated CA and certificate ($KEMU_HOME/pki, emulator.apiserver.tls): kubectl sends
+    # bearer tokens (users' credentials) only over TLS.
+    api_tls: bool = False
+    # "RBAC" (upstream's authorizer, emulator.auth.rbac) or "AlwaysAllow".
+    api_authorization_mode: str = "RBAC"
+    # A YAML file of users (emulator.apiserver.users): each gets a token and a kubeconfig context.
+    users_file: str | None = None
     # Controller managers (emulator.controllers.manager) LocalCluster runs in-process; they elect one
     # leader through a Lease, the others stand by. 0 runs no controllers.
     controller_managers: int = 1
@@ -80,6 +87,12 @@ class Config:
     node_pools: list[dict[str, Any]] = field(default_factory=list)
     kubelet_shards: int | None = None
     kubelet: dict[str, Any] = field(default_factory=dict)
+    # Autoscaled node groups of the emulated cloud (emulator.cloud.nodegroups: name, min, max, initial_size,
+    # instance_type, price_per_hour, provisioning_delay ...); with any, the controller manager also runs the
+    # cluster-autoscaler, configured by `cluster_autoscaler` (upstream flag names: expander, scan-interval,
+    # scale-down-unneeded-time ...; emulator.clusterautoscaler.config).
+    node_groups: list[dict[str, Any]] = field(default_factory=list)
+    cluster_autoscaler: dict[str, Any] = field(default_factory=dict)
     # Join this Ray cluster instead of starting a local one; CPUs of the local one (default 2).
     ray_address: str | None = None
     ray_num_cpus: int | None = None
@@ -118,6 +131,8 @@ class Config:
             raise ConfigError("api_port must be a TCP port number (0 picks a free one)")
         if cfg.api_workers < 1:
             raise ConfigError("api_workers must be at least 1")
+        if cfg.api_authorization_mode not in ("RBAC", "AlwaysAllow"):
+            raise ConfigError(f"api_authorization_mode must be RBAC or AlwaysAllow, not {cfg.api_authorization_mode!r}")
         if cfg.prometheus_url is not None and not str(cfg.prometheus_url).startswith(("http://", "https://")):
             raise ConfigError(f"prometheus_url must be an http:// or https:// URL, not {cfg.prometheus_url!r}")
         if cfg.metrics_rules is not None:
@@ -143,6 +158,7 @@ class Config:
             raise ConfigError(f"controller_manager: {e}") from None
         _check_kubelets(cfg)
         _check_schedulers(cfg)
+        _check_autoscaler(cfg)
         return cfg
 
     def scheduler_count(self) -> int:
@@ -155,7 +171,23 @@ class Config:
         """Whether LocalCluster should run kubelet shards (explicitly asked for, or nodes to run)."""
         if self.kubelet_shards is not None:
             return self.kubelet_shards > 0
-        return self.nodes > 0 or any(int(p.get("count", 0)) for p in self.node_pools)
+        return self.nodes > 0 or bool(self.node_groups) or any(int(p.get("count", 0)) for p in self.node_pools)
+
+
+def _check_autoscaler(cfg: Config) -> None:
+    """``node_groups`` and ``cluster_autoscaler`` by their own parsers (whose errors name the field)."""
+    if not cfg.node_groups and not cfg.cluster_autoscaler:
+        return
+    from emulator.cloud.nodegroups import NodeGroupConfigError, parse_node_groups
+    from emulator.clusterautoscaler.config import AutoscalingOptions, OptionsError
+
+    try:
+        parse_node_groups(cfg.node_groups)
+        if not isinstance(cfg.cluster_autoscaler, dict):
+            raise OptionsError("cluster_autoscaler must be a mapping of cluster-autoscaler flags")
+        AutoscalingOptions.from_dict(cfg.cluster_autoscaler)
+    except (NodeGroupConfigError, OptionsError) as e:
+        raise ConfigError(str(e)) from None
 
 
 def _check_schedulers(cfg: Config) -> None:

@@ -38,7 +38,8 @@ from collections.abc import Collection
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-__all__ = ["ProcessRecord", "ProcessTable", "StillRunning", "Stopped", "activate", "active", "log_tail", "proc_stat"]
+__all__ = ["ProcessRecord", "ProcessTable", "StillRunning", "Stopped", "activate", "active", "log_tail", "pid_alive",
+           "proc_stat"]
 
 _STARTING = "starting.json"
 _PROC = Path("/proc")
@@ -64,7 +65,8 @@ def proc_stat(pid: int) -> ProcStat | None:
     return ProcStat(state=fields[0].decode(), pgid=int(fields[2]), start=int(fields[19]))
 
 
-def _pid_exists(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists (a zombie counts; another user's process counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -90,7 +92,7 @@ class ProcessRecord:
     def state(self) -> str:
         """``running``, ``zombie`` (exited, its parent has not reaped it yet) or ``exited``."""
         if not _PROC.is_dir():
-            return "running" if _pid_exists(self.pid) else "exited"
+            return "running" if pid_alive(self.pid) else "exited"
         st = proc_stat(self.pid)
         if st is None or st.start != self.start:
             return "exited"  # gone, or the pid now names another process
@@ -258,7 +260,7 @@ class ProcessTable:
 def _same(pid: int, start: int) -> bool:
     """Whether ``pid`` still names the live process that started at ``start``."""
     if not _PROC.is_dir():
-        return _pid_exists(pid)
+        return pid_alive(pid)
     st = proc_stat(pid)
     return st is not None and st.start == start and st.state not in ("Z", "X")
 

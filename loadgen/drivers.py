@@ -37,7 +37,7 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from loadgen.plan import CREATE_DEPLOYMENT, CREATE_POD, DELETE_POD, SCALE_DEPLOYMENT, SET_LOAD, Action
+from loadgen.plan import CREATE_DEPLOYMENT, CREATE_HPA, CREATE_POD, DELETE_POD, SCALE_DEPLOYMENT, SET_LOAD, Action
 
 # A batch crosses process boundaries as (op, [(namespace, name, body-or-replicas)]).
 Item = tuple[str, str, Any]
@@ -95,7 +95,7 @@ class StoreSink:
 
     def run(self, op: str, items: Sequence[Item]) -> list[str | None]:
         from emulator.api.errors import StatusError
-        from emulator.api.kinds import DEPLOYMENT, POD
+        from emulator.api.kinds import DEPLOYMENT, HORIZONTALPODAUTOSCALER, POD
 
         if op == CREATE_POD:
             return [r.message if isinstance(r, StatusError) else None
@@ -107,6 +107,8 @@ class StoreSink:
                     self.core.delete(POD, ns, name)
                 elif op == CREATE_DEPLOYMENT:
                     self.core.create(DEPLOYMENT, arg)
+                elif op == CREATE_HPA:
+                    self.core.create(HORIZONTALPODAUTOSCALER, arg)
                 elif op == SCALE_DEPLOYMENT:
                     self._scale(ns, name, int(arg))
                 out.append(None)
@@ -152,6 +154,8 @@ class HttpSink:
             r = self.client.delete(f"/api/v1/namespaces/{ns}/pods/{name}")
         elif op == CREATE_DEPLOYMENT:
             r = self.client.post(f"/apis/apps/v1/namespaces/{ns}/deployments", json=arg)
+        elif op == CREATE_HPA:
+            r = self.client.post(f"/apis/autoscaling/v2/namespaces/{ns}/horizontalpodautoscalers", json=arg)
         else:
             r = self.client.patch(f"/apis/apps/v1/namespaces/{ns}/deployments/{name}/scale",
                                   json={"spec": {"replicas": int(arg)}},
@@ -181,7 +185,7 @@ class HttpSink:
 
 def item(action: Action) -> Item:
     """The wire form of one action."""
-    if action.op in (CREATE_POD, CREATE_DEPLOYMENT):
+    if action.op in (CREATE_POD, CREATE_DEPLOYMENT, CREATE_HPA):
         return action.namespace, action.name, action.body()
     if action.op == SCALE_DEPLOYMENT:
         return action.namespace, action.name, int(action.value)

@@ -47,8 +47,8 @@ PHASE_LABEL = "kemu.io/phase"
 PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 
 # Action ops.
-CREATE_POD, DELETE_POD, CREATE_DEPLOYMENT, SCALE_DEPLOYMENT, SET_LOAD = (
-    "create-pod", "delete-pod", "create-deployment", "scale-deployment", "set-load")
+CREATE_POD, DELETE_POD, CREATE_DEPLOYMENT, SCALE_DEPLOYMENT, SET_LOAD, CREATE_HPA = (
+    "create-pod", "delete-pod", "create-deployment", "scale-deployment", "set-load", "create-hpa")
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +61,8 @@ class PodDraw:
     priority_class: str | None = None
     extended: tuple[tuple[str, str], ...] = ()  # (resource, quantity): GPU shares
     load_target: str = ""
+    annotations: tuple[tuple[str, str], ...] = ()  # the template's, on every pod
+    node_selector: tuple[tuple[str, str], ...] = ()
 
     def manifest(self, name: str, namespace: str, phase: str) -> dict[str, Any]:
         requests = {"cpu": self.cpu, "memory": self.memory, **dict(self.extended)}
@@ -69,11 +71,14 @@ class PodDraw:
             container["resources"]["limits"] = dict(self.extended)
         meta: dict[str, Any] = {"name": name, "namespace": namespace,
                                 "labels": {"app": "loadgen", PHASE_LABEL: phase}}
-        if self.profile:
-            meta["annotations"] = {PROFILE_ANNOTATION: self.profile}
+        if self.profile or self.annotations:
+            meta["annotations"] = {**({PROFILE_ANNOTATION: self.profile} if self.profile else {}),
+                                   **dict(self.annotations)}
         if self.load_target:
             meta.setdefault("annotations", {})[LOAD_TARGET_ANNOTATION] = self.load_target
         spec: dict[str, Any] = {"containers": [container]}
+        if self.node_selector:
+            spec["nodeSelector"] = dict(self.node_selector)
         if self.priority_class:
             spec["priorityClassName"] = self.priority_class
         return {"metadata": meta, "spec": spec}
@@ -105,6 +110,15 @@ class Action:
                              "template": {"metadata": {"labels": labels,
                                                        "annotations": pod["metadata"].get("annotations", {})},
                                           "spec": pod["spec"]}}}
+        if self.op == CREATE_HPA:
+            d = dict(self.detail)
+            return {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                    "metadata": {"name": self.name, "namespace": self.namespace,
+                                 "labels": {PHASE_LABEL: self.phase}},
+                    "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": self.name},
+                             "minReplicas": d["min"], "maxReplicas": d["max"],
+                             "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
+                                 "type": "Utilization", "averageUtilization": d["cpu"]}}}]}}
         raise ValueError(f"{self.op} has no body")
 
 
@@ -186,6 +200,9 @@ def _expand(s: Scenario, phase: Phase, start: float) -> tuple[list[Action], floa
             name, ns = f"{phase.name}-{i:03d}", f"load-{i % s.namespaces}"
             out.append(Action(start, CREATE_DEPLOYMENT, ns, name, phase.name,
                               detail=(("replicas", spec.replicas), ("pod", draw(template, s, rng)))))
+            if spec.hpa_max > 0:
+                out.append(Action(start, CREATE_HPA, ns, name, phase.name,
+                                  detail=(("min", spec.hpa_min), ("max", spec.hpa_max), ("cpu", spec.hpa_cpu))))
             if spec.scale_to >= 0:
                 out.append(Action(start + spec.scale_after, SCALE_DEPLOYMENT, ns, name, phase.name,
                                   value=spec.scale_to))
@@ -210,7 +227,8 @@ def draw(t: TemplateSpec, s: Scenario, rng: random.Random) -> PodDraw:
     else:
         priority = None
     extended = ((trace.GPU_MILLI_RESOURCE, gpu),) if gpu and gpu != "0" else ()
-    return PodDraw(cpu, memory, profile, priority, extended, t.load_target)  # load_target: no draw
+    return PodDraw(cpu, memory, profile, priority, extended, t.load_target,  # load_target: no draw
+                   t.annotations, t.node_selector)
 
 
 def arrival_times(count: int, rate: float, arrival: str, rng: random.Random) -> list[float]:

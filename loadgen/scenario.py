@@ -52,6 +52,10 @@ class ClusterSpec:
     node_pods: int = 110
     zones: int = 3
     node_pools: tuple[dict[str, Any], ...] = ()
+    # Autoscaled node groups of the emulated cloud and the Cluster Autoscaler's flags (emulator.cloud,
+    # emulator.clusterautoscaler): what `kemu up --node-groups` and the `cluster_autoscaler` config key take.
+    node_groups: tuple[dict[str, Any], ...] = ()
+    cluster_autoscaler: dict[str, Any] | None = None
     trace_nodes: TraceNodesSpec | None = None
     kubelet_shards: int = 0  # 0: kemu's default (one shard per 1,250 nodes)
 
@@ -97,6 +101,9 @@ class TemplateSpec:
     gpu_milli: tuple[str, ...] = ()  # alibabacloud.com/gpu-milli requests drawn per pod (openb's GPU sharing)
     priority: str = ""  # a PriorityClass name; "" draws from the scenario's priority mix
     load_target: str = ""  # the pods serve this load target's requests (kemu.io/load-target); "": none
+    # Set on every pod of the template, not drawn: usage overrides (kemu.io/cpu: "3") and a nodeSelector.
+    annotations: tuple[tuple[str, str], ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
 
 
 # -- phases ----------------------------------------------------------------------------------------------------
@@ -132,6 +139,11 @@ class DeploymentsPhase:
     template: str = "default"
     scale_to: int = -1  # -1: never scaled
     scale_after: float = 10.0
+    # A HorizontalPodAutoscaler (autoscaling/v2) per Deployment when hpa_max > 0: replicas between hpa_min and
+    # hpa_max, target average CPU utilization hpa_cpu percent of the requests.
+    hpa_min: int = 1
+    hpa_max: int = 0
+    hpa_cpu: int = 60
 
 
 @dataclass(frozen=True)
@@ -192,6 +204,8 @@ class Scenario:
     cluster: ClusterSpec = ClusterSpec()
     schedulers: SchedulersSpec = SchedulersSpec()
     controllers: bool = True
+    controller_manager: dict[str, Any] = field(default_factory=dict)  # ManagerConfig settings (kemu's config)
+    compare: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> overrides, for --compare
     driver: DriverSpec = DriverSpec()
     namespaces: int = 1
     priorities: tuple[PriorityClassSpec, ...] = ()
@@ -219,17 +233,21 @@ class Scenario:
         _no_unknown(data, {f.name for f in fields(cls)} - {"base_dir"}, "")
         cluster = dict(_mapping(data.get("cluster") or {}, "cluster"))
         pools = _pools(cluster.pop("node_pools", None) or [])
+        groups, autoscaler = _autoscaling(cluster.pop("node_groups", None) or [],
+                                          cluster.pop("cluster_autoscaler", None) or {})
         trace_nodes = cluster.pop("trace_nodes", None)
         scenario = cls(
             name=str(data.get("name", "scenario")),
             seed=_int(data.get("seed", 0), "seed"),
             clock_speed=_float(data.get("clock_speed", 1.0), "clock_speed"),
             cluster=_section(ClusterSpec, cluster, "cluster", extra={
-                "node_pools": pools,
+                "node_pools": pools, "node_groups": groups, "cluster_autoscaler": autoscaler,
                 "trace_nodes": None if trace_nodes is None else _section(TraceNodesSpec, trace_nodes,
                                                                          "cluster.trace_nodes")}),
             schedulers=_section(SchedulersSpec, data.get("schedulers") or {}, "schedulers"),
             controllers=_bool(data.get("controllers", True), "controllers"),
+            controller_manager=dict(_mapping(data.get("controller_manager") or {}, "controller_manager")),
+            compare=_compare(data.get("compare")),
             driver=_section(DriverSpec, data.get("driver") or {}, "driver"),
             namespaces=_int(data.get("namespaces", 1), "namespaces"),
             priorities=_priorities(data.get("priorities") or []),
@@ -244,6 +262,19 @@ class Scenario:
 
     # -- derived -------------------------------------------------------------------------------------------------
 
+    def variant(self, name: str) -> Scenario:
+        """The scenario as compare variant ``name`` runs it: its sections replaced, name suffixed."""
+        from dataclasses import replace
+
+        overrides = self.compare[name]
+        out = replace(self, name=f"{self.name}-{name}")
+        if "schedulers" in overrides:
+            out = replace(out, schedulers=_section(SchedulersSpec, overrides["schedulers"] or {},
+                                                   f"compare.{name}.schedulers"))
+        if "controller_manager" in overrides:
+            out = replace(out, controller_manager=dict(overrides["controller_manager"] or {}))
+        return out
+
     def node_pools(self) -> list[dict[str, Any]]:
         """Every node pool of the cluster: the shorthand pool, ``node_pools``, and the trace's node shapes."""
         from loadgen import trace
@@ -255,7 +286,9 @@ class Scenario:
         return pools
 
     def node_count(self) -> int:
-        return sum(int(p.get("count", 0)) for p in self.node_pools())
+        """Nodes the cluster starts with: the pools', and the node groups' initial sizes (default: their min)."""
+        groups = sum(int(g.get("initial_size", g.get("min", 0)) or 0) for g in self.cluster.node_groups)
+        return sum(int(p.get("count", 0)) for p in self.node_pools()) + groups
 
     def resolve(self, name: str, *, trace: bool = False) -> Path:
         """A file the scenario names: absolute, next to the scenario, or (traces) in the datasets directories."""
@@ -383,9 +416,29 @@ def _phases(items: Any) -> tuple[Phase, ...]:
 def _templates(data: Any) -> dict[str, TemplateSpec]:
     if data is None:
         return {"default": TemplateSpec()}
-    out = {str(name): _section(TemplateSpec, raw or {}, f"templates.{name}")
-           for name, raw in _mapping(data, "templates").items()}
+    out = {}
+    for name, given in _mapping(data, "templates").items():
+        raw = dict(_mapping(given or {}, f"templates.{name}"))
+        extra = {key: tuple((str(k), str(v)) for k, v in _mapping(raw.pop(key), f"templates.{name}.{key}").items())
+                 for key in ("annotations", "node_selector") if key in raw}
+        out[str(name)] = _section(TemplateSpec, raw, f"templates.{name}", extra=extra)
     out.setdefault("default", TemplateSpec())
+    return out
+
+
+COMPARE_KEYS = {"schedulers", "controller_manager"}
+
+
+def _compare(data: Any) -> dict[str, dict[str, Any]]:
+    """``compare``: variant name -> the sections it overrides (``schedulers``, ``controller_manager``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, given in _mapping(data or {}, "compare").items():
+        raw = dict(_mapping(given or {}, f"compare.{name}"))
+        _no_unknown(raw, COMPARE_KEYS, f"compare.{name}")
+        if "schedulers" in raw:
+            _section(SchedulersSpec, raw["schedulers"] or {}, f"compare.{name}.schedulers")
+        _mapping(raw.get("controller_manager") or {}, f"compare.{name}.controller_manager")
+        out[str(name)] = raw
     return out
 
 
@@ -398,6 +451,19 @@ def _pools(items: Any) -> tuple[dict[str, Any], ...]:
         except NodeConfigError as e:
             raise ScenarioError(str(e)) from None
     return tuple(dict(p) for p in items)
+
+
+def _autoscaling(groups: Any, flags: Any) -> tuple[tuple[dict[str, Any], ...], dict[str, Any]]:
+    """``cluster.node_groups`` and ``cluster.cluster_autoscaler``, by the autoscaler's own parsers."""
+    from emulator.cloud.nodegroups import NodeGroupConfigError, parse_node_groups
+    from emulator.clusterautoscaler.config import AutoscalingOptions, OptionsError
+
+    try:
+        parse_node_groups(groups, "cluster.node_groups")
+        AutoscalingOptions.from_dict(_mapping(flags, "cluster.cluster_autoscaler"), "cluster.cluster_autoscaler")
+    except (NodeGroupConfigError, OptionsError) as e:
+        raise ScenarioError(str(e)) from None
+    return tuple(dict(g) for g in groups), dict(flags)
 
 
 def _priorities(items: Any) -> tuple[PriorityClassSpec, ...]:

@@ -13,7 +13,9 @@ kind's ``plural``/``group`` key, so this module stays a plain table.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
 
 from emulator.api import errors
 
@@ -69,7 +71,52 @@ def register(kind: Kind) -> Kind:
 
 
 def all_kinds() -> list[Kind]:
+    """The stored version of every resource."""
     return list(_BY_RESOURCE.values())
+
+
+# Further versions a resource is served in (upstream: one storage version, several served
+# versions, converted at the API boundary). Each is a Kind that differs only in ``version``;
+# the converters turn a body of that version into the storage version's shape and back.
+_ALTERNATES: dict[tuple[str, str, str], Kind] = {}
+_STORAGE_OF: dict[Kind, Kind] = {}
+_CONVERTERS: dict[Kind, tuple[Callable[[dict[str, Any]], dict[str, Any]], Callable[[dict[str, Any]], dict[str, Any]]]] \
+    = {}
+
+
+def register_version(storage: Kind, version: str, to_storage: Callable[[dict[str, Any]], dict[str, Any]],
+                     from_storage: Callable[[dict[str, Any]], dict[str, Any]]) -> Kind:
+    """Serve ``storage`` also as ``version``, converting bodies with the two functions."""
+    alt = replace(storage, version=version)
+    _ALTERNATES[(storage.group, version, storage.plural)] = alt
+    _BY_GVK[(storage.group, version, storage.kind)] = alt
+    _STORAGE_OF[alt] = storage
+    _CONVERTERS[alt] = (to_storage, from_storage)
+    return alt
+
+
+def served_kinds() -> list[Kind]:
+    """Every served (group, version, resource): stored versions first, so they are the preferred ones."""
+    return [*_BY_RESOURCE.values(), *_ALTERNATES.values()]
+
+
+def served(group: str, version: str, plural: str) -> Kind | None:
+    """The kind serving ``plural`` in ``group/version`` (None: not served)."""
+    kind = _BY_RESOURCE.get(f"{plural}.{group}" if group else plural)
+    if kind is not None and kind.version == version:
+        return kind
+    return _ALTERNATES.get((group, version, plural))
+
+
+def storage_version(kind: Kind) -> Kind:
+    """The stored kind of a served one (itself when it is the stored version)."""
+    return _STORAGE_OF.get(kind, kind)
+
+
+def converters(kind: Kind) -> tuple[Callable[[dict[str, Any]], dict[str, Any]],
+                                    Callable[[dict[str, Any]], dict[str, Any]]]:
+    """(to storage, from storage) for an alternate version."""
+    return _CONVERTERS[kind]
 
 
 def by_resource(resource: str) -> Kind:
@@ -99,7 +146,9 @@ NAMESPACE = register(Kind("", "v1", "Namespace", "namespaces", False, ("status",
                           selectable_fields=("status.phase",)))
 NODE = register(Kind("", "v1", "Node", "nodes", False, ("status", "proxy"), ("no",),
                      selectable_fields=("spec.unschedulable",)))
-POD = register(Kind("", "v1", "Pod", "pods", True, ("status", "binding", "eviction", "log"), ("po",), ("all",),
+# exec/attach/portforward/proxy are routed so they answer "not emulated" instead of 404.
+POD = register(Kind("", "v1", "Pod", "pods", True, ("status", "binding", "eviction", "log", "exec", "attach",
+                                                   "portforward", "proxy"), ("po",), ("all",),
                     selectable_fields=_POD_FIELDS))
 EVENT = register(Kind("", "v1", "Event", "events", True, (), ("ev",),
                       selectable_fields=("involvedObject.kind", "involvedObject.name", "involvedObject.namespace",
@@ -118,7 +167,45 @@ PERSISTENTVOLUMECLAIM = register(Kind("", "v1", "PersistentVolumeClaim", "persis
                                       ("pvc",)))
 STORAGECLASS = register(Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, (), ("sc",)))
 JOB = register(Kind("batch", "v1", "Job", "jobs", True, ("status",), (), ("all",)))
+SECRET = register(Kind("", "v1", "Secret", "secrets", True, selectable_fields=("type",)))
+SERVICEACCOUNT = register(Kind("", "v1", "ServiceAccount", "serviceaccounts", True, (), ("sa",)))
+SERVICE = register(Kind("", "v1", "Service", "services", True, ("status", "proxy"), ("svc",), ("all",)))
+ENDPOINTS = register(Kind("", "v1", "Endpoints", "endpoints", True, (), ("ep",)))
+ENDPOINTSLICE = register(Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True))
+STATEFULSET = register(Kind("apps", "v1", "StatefulSet", "statefulsets", True, ("status", "scale"), ("sts",), ("all",)))
+CONTROLLERREVISION = register(Kind("apps", "v1", "ControllerRevision", "controllerrevisions", True))
+CRONJOB = register(Kind("batch", "v1", "CronJob", "cronjobs", True, ("status",), ("cj",), ("all",)))
 RESOURCEQUOTA = register(Kind("", "v1", "ResourceQuota", "resourcequotas", True, ("status",), ("quota",)))
+HORIZONTALPODAUTOSCALER = register(Kind("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
+                                        True, ("status",), ("hpa",), ("all",)))
+
+
+def _hpa_v1() -> Kind:
+    from emulator.api import autoscaling_v1  # the converters import nothing of this module
+
+    return register_version(HORIZONTALPODAUTOSCALER, "v1", autoscaling_v1.to_v2, autoscaling_v1.to_v1)
+
+
+HORIZONTALPODAUTOSCALER_V1 = _hpa_v1()
 # A custom resource upstream (kubernetes/autoscaler's CRD); kemu serves it like a built-in kind.
 VERTICALPODAUTOSCALER = register(Kind("autoscaling.k8s.io", "v1", "VerticalPodAutoscaler", "verticalpodautoscalers",
                                       True, ("status",), ("vpa",), custom_resource=True))
+
+# rbac.authorization.k8s.io/v1 (upstream pkg/apis/rbac): no short names, as upstream.
+_RBAC = "rbac.authorization.k8s.io"
+ROLE = register(Kind(_RBAC, "v1", "Role", "roles", True))
+CLUSTERROLE = register(Kind(_RBAC, "v1", "ClusterRole", "clusterroles", False))
+ROLEBINDING = register(Kind(_RBAC, "v1", "RoleBinding", "rolebindings", True))
+CLUSTERROLEBINDING = register(Kind(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", False))
+# Reviews are create-only and never stored: the API server answers them (emulator.apiserver.reviews).
+SELFSUBJECTACCESSREVIEW = register(Kind("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
+                                        "selfsubjectaccessreviews", False, verbs=("create",)))
+SELFSUBJECTRULESREVIEW = register(Kind("authorization.k8s.io", "v1", "SelfSubjectRulesReview",
+                                       "selfsubjectrulesreviews", False, verbs=("create",)))
+SUBJECTACCESSREVIEW = register(Kind("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
+                                    False, verbs=("create",)))
+LOCALSUBJECTACCESSREVIEW = register(Kind("authorization.k8s.io", "v1", "LocalSubjectAccessReview",
+                                         "localsubjectaccessreviews", True, verbs=("create",)))
+SELFSUBJECTREVIEW = register(Kind("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
+                                  verbs=("create",)))
+REVIEW_GROUPS = frozenset({"authorization.k8s.io", "authentication.k8s.io"})

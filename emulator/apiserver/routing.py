@@ -70,11 +70,8 @@ def parse(method: str, path: str, watch_param: str | None) -> RequestInfo:
     resource = rest[0]
     name = rest[1] if len(rest) > 1 else ""
     subresource = rest[2] if len(rest) > 2 else ""
-    try:
-        kind = kinds.by_group_plural(group, resource)
-    except errors.StatusError:
-        raise _not_found(path) from None
-    if kind.version != version:
+    kind = kinds.served(group, version, resource)
+    if kind is None:
         raise _not_found(path)
     if kind is kinds.NAMESPACE:
         namespace = None  # a Namespace is cluster-scoped even though its URL reads like a namespace

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
+from emulator.api.quantity import QuantityError, parse_quantity
 from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
@@ -415,6 +416,88 @@ RESOURCE_QUOTA_PRINTER = Printer((
 ), _resource_quota_cells)
 
 
+def _quantity_text(value: Any) -> str:
+    """A quantity as ``Quantity.String()`` prints it: canonical form."""
+    if value is None:
+        return "<unknown>"
+    try:
+        return parse_quantity(value).canonical()
+    except QuantityError:
+        return str(value)
+
+
+def _hpa_metric_text(spec: Obj, status: Obj | None) -> str:
+    """One entry of upstream's ``formatHPAMetrics`` (pkg/printers/internalversion/printers.go)."""
+    mtype = spec.get("type")
+    status = status or {}
+    if mtype in {"External", "Object"}:
+        key = mtype.lower()
+        target = (spec.get(key) or {}).get("target") or {}
+        current = (status.get(key) or {}).get("current") if status.get(key) else None
+        if target.get("averageValue") is not None:
+            now = _quantity_text(current.get("averageValue")) if current else "<unknown>"
+            return f"{now}/{_quantity_text(target['averageValue'])} (avg)"
+        now = _quantity_text(current.get("value")) if current else "<unknown>"
+        return f"{now}/{_quantity_text(target.get('value'))}"
+    if mtype == "Pods":
+        target = ((spec.get("pods") or {}).get("target") or {})
+        current = ((status.get("pods") or {}).get("current") or {}) if status.get("pods") else None
+        now = _quantity_text(current.get("averageValue")) if current else "<unknown>"
+        return f"{now}/{_quantity_text(target.get('averageValue'))}"
+    if mtype in ("Resource", "ContainerResource"):
+        key = "resource" if mtype == "Resource" else "containerResource"
+        src = spec.get(key) or {}
+        target = src.get("target") or {}
+        current = ((status.get(key) or {}).get("current") or {}) if status.get(key) else None
+        if target.get("averageValue") is not None:
+            now = _quantity_text(current.get("averageValue")) if current else "<unknown>"
+            return f"{src.get('name')}: {now}/{_quantity_text(target['averageValue'])}"
+        now = "<unknown>"
+        if current and current.get("averageUtilization") is not None:
+            now = f"{current['averageUtilization']}%"
+        goal = f"{target['averageUtilization']}%" if target.get("averageUtilization") is not None else "<auto>"
+        return f"{src.get('name')}: {now}/{goal}"
+    return "<unknown type>"
+
+
+def _hpa_targets(hpa: Obj) -> str:
+    """``formatHPAMetrics``: the first two metrics, then ``+ N more...``."""
+    specs = (hpa.get("spec") or {}).get("metrics") or []
+    if not specs:
+        return "<none>"
+    statuses = (hpa.get("status") or {}).get("currentMetrics") or []
+    texts = [_hpa_metric_text(s, statuses[i] if i < len(statuses) else None) for i, s in enumerate(specs)]
+    if len(texts) > 2:
+        return f"{', '.join(texts[:2])} + {len(texts) - 2} more..."
+    return ", ".join(texts)
+
+
+def _hpa_cells(hpa: Obj, now: float) -> list[Cell]:
+    """``printHorizontalPodAutoscaler``."""
+    spec, status = hpa.get("spec") or {}, hpa.get("status") or {}
+    ref = spec.get("scaleTargetRef") or {}
+    min_pods = str(spec["minReplicas"]) if spec.get("minReplicas") is not None else "<unset>"
+    return [_name(hpa), f"{ref.get('kind', '')}/{ref.get('name', '')}", _hpa_targets(hpa), min_pods,
+            int(spec.get("maxReplicas") or 0), int(status.get("currentReplicas") or 0), age(hpa, now)]
+
+
+HPA_PRINTER = Printer((
+    NAME,
+    Column("Reference", description="reference to scaled resource; horizontal pod autoscaler will learn the current "
+                                    "resource consumption and will set the desired number of pods by using its Scale "
+                                    "subresource."),
+    Column("Targets", description="metrics contains the specifications for which to use to calculate the desired "
+                                  "replica count (the maximum replica count across all metrics will be used)."),
+    Column("MinPods", description="minReplicas is the lower limit for the number of replicas to which the autoscaler "
+                                  "can scale down."),
+    Column("MaxPods", "integer", "maxReplicas is the upper limit for the number of pods that can be set by the "
+                                 "autoscaler; cannot be smaller than MinReplicas."),
+    Column("Replicas", "integer", "currentReplicas is current number of replicas of pods managed by this autoscaler, "
+                                  "as last seen by the autoscaler."),
+    AGE,
+), _hpa_cells)
+
+
 def _vpa_cells(v: Obj, now: float) -> list[Cell]:
     """The VPA CRD's additionalPrinterColumns: the first container's target, RecommendationProvided."""
     status = v.get("status") or {}
@@ -436,6 +519,7 @@ PRINTERS: dict[str, Printer] = {
         AGE,
     ), _vpa_cells),
     "resourcequotas": RESOURCE_QUOTA_PRINTER,
+    "horizontalpodautoscalers.autoscaling": HPA_PRINTER,
     "pods": POD_PRINTER,
     "nodes": NODE_PRINTER,
     "deployments.apps": DEPLOYMENT_PRINTER,
@@ -491,6 +575,45 @@ PRINTERS: dict[str, Printer] = {
         lambda o, now: [_name(o), (o.get("metadata") or {}).get("creationTimestamp")]),
 }
 
+# pkg/printers/internalversion/printers.go: roles print NAME, CREATED AT; bindings their role and, wide, subjects.
+_ROLE_PRINTER = Printer((NAME, Column("Created At", "date", _AGE_DOC)),
+                        lambda o, now: [_name(o), (o.get("metadata") or {}).get("creationTimestamp")])
+
+
+def _subjects(binding: Obj) -> tuple[str, str, str]:
+    users, groups, sas = [], [], []
+    for s in binding.get("subjects") or ():
+        kind = s.get("kind") if isinstance(s, dict) else None
+        if kind == "User":
+            users.append(s.get("name") or "")
+        elif kind == "Group":
+            groups.append(s.get("name") or "")
+        elif kind == "ServiceAccount":
+            sas.append(f"{s.get('namespace') or ''}:{s.get('name') or ''}")
+    return ", ".join(users), ", ".join(groups), ", ".join(sas)
+
+
+def _binding_cells(b: Obj, now: float) -> list[Cell]:
+    ref = b.get("roleRef") or {}
+    return [_name(b), f"{ref.get('kind', '')}/{ref.get('name', '')}", age(b, now), *_subjects(b)]
+
+
+_BINDING_PRINTER = Printer((
+    NAME,
+    Column("Role", description="RoleRef can reference a Role in the current namespace or a ClusterRole in the global "
+                               "namespace."),
+    AGE,
+    Column("Users", priority=1, description="Users in the roleBinding"),
+    Column("Groups", priority=1, description="Groups in the roleBinding"),
+    Column("ServiceAccounts", priority=1, description="ServiceAccounts in the roleBinding"),
+), _binding_cells)
+PRINTERS.update({
+    "roles.rbac.authorization.k8s.io": _ROLE_PRINTER,
+    "clusterroles.rbac.authorization.k8s.io": _ROLE_PRINTER,
+    "rolebindings.rbac.authorization.k8s.io": _BINDING_PRINTER,
+    "clusterrolebindings.rbac.authorization.k8s.io": _BINDING_PRINTER,
+})
+
 DEFAULT_PRINTER = Printer((NAME, AGE), lambda o, now: [_name(o), age(o, now)])
 
 SCALE_PRINTER = Printer((
@@ -542,3 +665,10 @@ def table(printer: Printer, objs: Iterable[Obj], now: float, *, include_object: 
         out["columnDefinitions"] = printer.definitions()
     out["rows"] = rows
     return out
+
+
+# The Service, endpoint, Secret/ServiceAccount, StatefulSet, Job and CronJob printers live beside this
+# module; imported last because they are built from the helpers above.
+from emulator.apiserver.tables_workloads import WORKLOAD_PRINTERS  # noqa: E402
+
+PRINTERS.update(WORKLOAD_PRINTERS)

@@ -52,14 +52,13 @@ replacement back-off) is listed under Simplifications in ``docs/architecture.md`
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from typing import Any
 
 from emulator.api import errors
 from emulator.api.kinds import JOB, POD
 from emulator.api.pdb import is_pod_ready
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
@@ -78,10 +77,6 @@ from emulator.controllers.runtime import (
     resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
-
-log = logging.getLogger(__name__)
-
-Obj = dict[str, Any]
 
 # kube-controller-manager --concurrent-job-syncs default.
 DEFAULT_WORKERS = 5
@@ -114,15 +109,6 @@ def _condition(job: Obj, ctype: str) -> Obj | None:
 def is_job_finished(job: Obj) -> bool:
     """``IsJobFinished``: a ``Complete`` or ``Failed`` condition is True."""
     return _condition(job, COMPLETE) is not None or _condition(job, FAILED) is not None
-
-
-def finish_time(job: Obj) -> float | None:
-    """When the Job finished: the last transition of its Complete/Failed condition (``jobFinishTime``)."""
-    for ctype in (COMPLETE, FAILED):
-        cond = _condition(job, ctype)
-        if cond is not None and cond.get("lastTransitionTime"):
-            return parse_rfc3339(cond["lastTransitionTime"])
-    return None
 
 
 def _restarts(pod: Obj) -> int:

@@ -74,9 +74,20 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "taint-eviction-controller": ControllerSpec("emulator.controllers.tainteviction"),
     "namespace": ControllerSpec("emulator.controllers.namespace"),
     "resourcequota": ControllerSpec("emulator.controllers.resourcequota"),
+    "endpointslice": ControllerSpec("emulator.controllers.endpointslice"),
+    "endpoints": ControllerSpec("emulator.controllers.endpoints"),
+    "statefulset": ControllerSpec("emulator.controllers.statefulset"),
+    "cronjob": ControllerSpec("emulator.controllers.cronjob"),
+    "horizontalpodautoscaling": ControllerSpec("emulator.controllers.podautoscaler.horizontal"),
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
     "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),
+    # Not kube-controller-manager's: kubernetes-sigs/descheduler, on only with a policy (kemu up --descheduler-policy).
+    "descheduler": ControllerSpec("emulator.descheduler.controller", enabled_by_default=False),
+    # Load-aware scheduling (crane-scheduler's annotator): opt in with --controllers=*,node-annotator.
+    "node-annotator": ControllerSpec("emulator.controllers.nodeannotator", enabled_by_default=False),
+    # The Cluster Autoscaler (its own binary upstream): on when node groups are declared (kemu up --node-groups).
+    "cluster-autoscaler": ControllerSpec("emulator.clusterautoscaler.controller", enabled_by_default=False),
 }
 
 

@@ -42,8 +42,10 @@ Ownership. The store hashes node names into ``node_shards`` pod streams
 exactly those pod streams. A label selector (``node_selector``, default:
 all) decides which of its nodes kemu manages.
 
-Nodes at run time. :meth:`KubeletShard.add_node` registers a node with the shard
-now (a Node manifest, adopted as an API-created node is, or a node of a pool) and
+Nodes at run time. Each tick registers the emulated cloud's booted instances the shard
+owns and removes terminated ones (:mod:`~emulator.kubelet.cloudnodes`).
+:meth:`KubeletShard.add_node` registers a node with the shard now (a Node manifest,
+adopted as an API-created node is, or a node of a pool) and
 :meth:`KubeletShard.remove_node` takes one away as a cloud provider deleting the
 instance would: its lease stops, the Node object is deleted (the garbage collector
 removes the Lease it owns) and its pods are handled as the pod garbage collector
@@ -87,6 +89,7 @@ from emulator.kubelet import kubelet_metrics as km
 from emulator.kubelet import load
 from emulator.kubelet import nodes as nd
 from emulator.kubelet.admission import PodAdmission, ResolveCache
+from emulator.kubelet.cloudnodes import CloudNodes
 from emulator.kubelet.config import KubeletShardConfig, kubelet_shard_config
 from emulator.kubelet.events import EventRecorder
 from emulator.kubelet.images import ImageManager
@@ -147,6 +150,7 @@ class KubeletShard:
         self.node_status = NodeStatus(self.state, self.images)
         self.status = StatusManager(self.state, self.workers, self.node_status)
         self.leases = NodeLeases(self.state)
+        self.cloud = CloudNodes(self)  # instances of the emulated cloud this shard boots and terminates
         # tick() holds it; add_node / remove_node take it, so they may be called from another thread.
         self._lock = threading.RLock()
         self._removed: set[str] = set()  # uids of nodes remove_node deleted, until the informer says so too
@@ -274,6 +278,7 @@ class KubeletShard:
         if not cut:
             for obj in self.node_status.register():
                 self._host(obj, now, adopted=False)
+            self.cloud.sync(now)
         self._drain(now)
         self.heartbeat(now)  # first: never behind this tick's pod work
         self.workers.admit_incoming(now)

@@ -49,6 +49,7 @@ from emulator.api.selectors import (
     LabelSelector,
     parse_label_selector,
 )
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.metricsapi.rules import Matcher, Rule, Rules, RulesError, render
 from emulator.metricsapi.series import BackendError, OwnSeries, PrometheusSeries, SeriesSource
@@ -61,8 +62,6 @@ log = logging.getLogger(__name__)
 
 CUSTOM_GROUP, CUSTOM_VERSION = "custom.metrics.k8s.io", "v1beta2"
 EXTERNAL_GROUP, EXTERNAL_VERSION = "external.metrics.k8s.io", "v1beta1"
-
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True)

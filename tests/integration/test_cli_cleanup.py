@@ -20,7 +20,7 @@ import pytest
 
 from emulator.cluster import TEST_HANG_ENV
 from emulator.processes import ProcessTable
-from tests.kubelet_standin import wait_for
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 

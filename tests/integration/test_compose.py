@@ -44,6 +44,7 @@ from actors.ray_node import ray_start_argv
 from emulator import cli as emulator_cli
 from emulator.apiserver.kubeconfig import write as write_kubeconfig
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
+from tests.prometheus import free_port
 
 pytestmark = pytest.mark.integration
 
@@ -332,13 +333,6 @@ def test_replicas_racing_for_the_token_file_all_get_the_first_token(tmp_path: Pa
 # The same commands as local processes
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-@dataclass
 class Part:
     """One replica of one compose service, as a local process."""
 

@@ -23,9 +23,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -45,21 +42,15 @@ from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.metrics import SD_PATH
 from emulator.server.core import ServerCore
+from tests.prometheus import running_prometheus
 from tests.waiting import store_writes, wait_for
 
 pytestmark = pytest.mark.integration
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 NODES = 20
 SPEED = 5.0
 RATE_INTERVAL = "15s"
 COMPONENTS = {"apiserver", "kubelet", "controller-manager"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -88,33 +79,8 @@ def prometheus(cluster: LocalCluster, tmp_path: Path) -> Iterator[str]:
     config["global"].update({"scrape_interval": "1s", "evaluation_interval": "1s"})
     (job,) = config["scrape_configs"]
     job["http_sd_configs"] = [{"url": f"{cluster.api_url}{SD_PATH}", "refresh_interval": "1s"}]
-    path = tmp_path / "prometheus.yml"
-    path.write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (tmp_path / "prometheus.log").open("wb")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, f"prometheus exited: {(tmp_path / 'prometheus.log').read_text()[-2000:]}"
-        try:
-            return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        wait_for(ready, 30, "Prometheus ready", interval=0.2)
+    with running_prometheus(config, tmp_path) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 def small_pod(name: str) -> dict[str, Any]:

@@ -16,7 +16,7 @@ import pytest
 from emulator.api.kinds import DEPLOYMENT, EVENT, POD, REPLICASET
 from emulator.api.types import Obj
 from emulator.clock import ManualClock
-from emulator.controllers import deployment as dep
+from emulator.controllers.deployment import util as dep
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
 from tests import workloads as w

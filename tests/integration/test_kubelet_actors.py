@@ -123,7 +123,7 @@ def test_shard_actors_run_hundreds_of_nodes_and_survive_a_kill(cluster: LocalClu
         leases = {lease["metadata"]["name"] for lease in core.list(LEASE, "kube-node-lease").items}
         return extra in leases and ready(core.get(NODE, None, extra))
 
-    wait_for(core, extra_ready, 30, "the added node to be Ready with a lease")
+    wait_for(extra_ready, 30, "the added node to be Ready with a lease", wake=store_writes(core, NODE, LEASE))
     assert ray.get(owner.remove_node.remote(extra), timeout=30) is True
     assert extra not in {n["metadata"]["name"] for n in core.list(NODE).items}
     assert sum(r["nodes"] for r in launcher.health()) == NODES

@@ -10,16 +10,12 @@ answers must be the ones the adapter over kemu's own series gives, which are rat
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import httpx
 import pytest
-import yaml
 from prometheus_client import start_http_server
 
 from emulator import loadtargets
@@ -33,26 +29,13 @@ from emulator.server.core import ServerCore
 from emulator.store.store import Store
 from loadgen import metrics as loadgen_metrics
 from tests import builders as b
+from tests.prometheus import free_port, running_prometheus
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-PROMETHEUS = shutil.which("prometheus") or "/usr/bin/prometheus"
 WINDOW = 15.0
 RATE, PODS = 90.0, 3
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def poll(what: str, done: Callable[[], bool], timeout: float) -> None:
-    """Until ``done()``: Prometheus's HTTP API offers nothing to block on, so poll it, with a deadline."""
-    deadline = time.monotonic() + timeout
-    while not done():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(0.2)
 
 
 @pytest.fixture
@@ -69,33 +52,8 @@ def exporter() -> Iterator[str]:
 def prometheus(exporter: str, tmp_path: Path) -> Iterator[str]:
     config = {"global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
               "scrape_configs": [{"job_name": "kemu", "static_configs": [{"targets": [exporter]}]}]}
-    path = tmp_path / "prometheus.yml"
-    path.write_text(yaml.safe_dump(config))
-    port = free_port()
-    log = (tmp_path / "prometheus.log").open("wb")
-    proc = subprocess.Popen([PROMETHEUS, f"--config.file={path}", f"--storage.tsdb.path={tmp_path / 'tsdb'}",
-                             f"--web.listen-address=127.0.0.1:{port}", "--log.level=warn"],
-                            stdout=log, stderr=subprocess.STDOUT)
-    url = f"http://127.0.0.1:{port}"
-
-    def ready() -> bool:
-        assert proc.poll() is None, f"prometheus exited: {(tmp_path / 'prometheus.log').read_text()[-2000:]}"
-        try:
-            return httpx.get(f"{url}/-/ready", timeout=1).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    try:
-        poll("Prometheus ready", ready, 30)
+    with running_prometheus(config, tmp_path) as url:
         yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
 
 
 @pytest.fixture
@@ -136,7 +94,7 @@ def test_prometheus_answers_what_the_own_series_answer(loaded: tuple[ServerCore,
         result = r.json()["data"]["result"]
         return bool(result) and float(result[0]["value"][1]) == PODS
 
-    poll("the pods' series in Prometheus", scraped, 30)
+    wait_for(scraped, 30, "the pods' series in Prometheus", interval=0.2)
     via_prometheus = MetricsAdapter.build(core.store, prometheus_url=prometheus)
     own = MetricsAdapter.build(core.store, now=clock.now)
     path = ["namespaces", "default", "pods", "*", "http_requests_per_second"]

@@ -13,7 +13,7 @@ import pytest
 
 from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
-from emulator.controllers import deployment as dep
+from emulator.controllers.deployment import util as dep
 from emulator.controllers.manager import ManagerConfig, enabled_controllers
 from emulator.controllers.replicaset import (
     calculate_status,
@@ -347,11 +347,13 @@ def test_last_revision_is_the_second_highest() -> None:
 @pytest.mark.parametrize(("selection", "expected"), [
     (("*",), ["garbagecollector", "disruption", "replicaset", "deployment", "job", "ttl-after-finished",
               "daemonset", "nodelifecycle", "taint-eviction-controller", "namespace", "resourcequota",
-              "vpa-recommender", "vpa-updater"]),
+              "endpointslice", "endpoints", "statefulset", "cronjob", "horizontalpodautoscaling", "vpa-recommender",
+              "vpa-updater"]),
     (("*", "-garbagecollector", "-nodelifecycle"), ["disruption", "replicaset", "deployment", "job",
                                                     "ttl-after-finished", "daemonset", "taint-eviction-controller",
-                                                    "namespace", "resourcequota", "vpa-recommender",
-                                                    "vpa-updater"]),
+                                                    "namespace", "resourcequota", "endpointslice",
+                                                    "endpoints", "statefulset", "cronjob",
+                                                    "horizontalpodautoscaling", "vpa-recommender", "vpa-updater"]),
     (("replicaset",), ["replicaset"]),
     (("deployment", "replicaset"), ["replicaset", "deployment"]),
 ])

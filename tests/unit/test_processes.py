@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from emulator.processes import ProcessTable, log_tail, proc_stat
-from tests.kubelet_standin import wait_for
+from tests.waiting import wait_for
 
 
 @pytest.fixture

@@ -27,22 +27,21 @@ from prometheus_client import REGISTRY, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from emulator.api import errors, vpa
-from emulator.api.kinds import POD, REPLICASET, VERTICALPODAUTOSCALER, by_api_version_kind
+from emulator.api.kinds import VERTICALPODAUTOSCALER, by_api_version_kind
 from emulator.api.quantity import cpu_millis, to_int
 from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.collectors import SourceCollector
-from emulator.controllers.runtime import Controller, ControllerContext
+from emulator.controllers.runtime import ControllerContext
 from emulator.controllers.vpa.estimator import Recommendation, recommend_all
+from emulator.controllers.vpa.loop import PeriodicVPAController
 from emulator.controllers.vpa.model import Samples, UsageModel
 from emulator.informers import NAMESPACE_INDEX, ResourceEventHandlerFuncs
 from emulator.kubelet import usage
 
 log = logging.getLogger(__name__)
 
-KEY = "recommend"
-DEFAULT_INTERVAL = 60.0  # --recommender-interval
 
 EXECUTION_LATENCY = Histogram("vpa_recommender_execution_latency_seconds",
                               "Time spent in various parts of VPA Recommender main loop.", ["step"])
@@ -60,15 +59,11 @@ def _selector_of(target: Mapping[str, Any] | None) -> LabelSelector | None:
     return LabelSelector.from_dict(sel) if sel else None
 
 
-class VPARecommender(Controller):
+class VPARecommender(PeriodicVPAController):
     """See the module docstring."""
 
     def __init__(self, ctx: ControllerContext, *, interval: float | None = None) -> None:
-        super().__init__("vpa-recommender", ctx)
-        self.interval = float(interval or ctx.option("recommender_interval", DEFAULT_INTERVAL))
-        self.vpas = self.watch(ctx.informers.informer_for(VERTICALPODAUTOSCALER))
-        self.pods = self.watch(ctx.informers.informer_for(POD))
-        self.replicasets = self.watch(ctx.informers.informer_for(REPLICASET))
+        super().__init__("vpa-recommender", ctx, interval_option="recommender_interval", interval=interval)
         self.model = UsageModel()
         self._lock = threading.Lock()
         self._ooms: list[tuple[str, str, float, float]] = []  # (pod uid, container, finished at, memory request)
@@ -78,7 +73,6 @@ class VPARecommender(Controller):
 
     def start(self) -> VPARecommender:
         state_collector().add(self)
-        self.enqueue_key(KEY)
         super().start()
         return self
 
@@ -112,35 +106,7 @@ class VPARecommender(Controller):
             with self._lock:
                 self._gone.append(uid)
 
-    # ------------------------------------------------------------------ the loop
-    def reconcile(self, key: str) -> float | None:
-        if key == KEY:
-            self.run_once()
-            return self.interval
-        return None
-
-    def _owner(self, kind: str, namespace: str, name: str) -> Obj | None:
-        """A pod's controller (ReplicaSets from the shared informer) or its controller's (memoised reads)."""
-        if kind == "ReplicaSet":
-            return self.replicasets.indexer.get_by_key(f"{namespace}/{name}")
-        if kind not in ("Deployment", "DaemonSet", "StatefulSet"):
-            return None
-        try:
-            return self._get(by_api_version_kind("apps/v1", kind), namespace, name)
-        except errors.StatusError:
-            return None  # a kind this cluster does not serve
-
-    def _get(self, kind: Any, namespace: str, name: str) -> Obj | None:
-        memo_key = (kind.resource, namespace, name)
-        if memo_key not in self._memo:
-            try:
-                self._memo[memo_key] = self.core.get(kind, namespace, name)
-            except errors.StatusError as e:
-                if e.code != 404:
-                    raise
-                self._memo[memo_key] = None
-        return self._memo[memo_key]
-
+    # ------------------------------------------------------------------ the pass
     def _by_controller(self, namespace: str) -> dict[tuple[str, str], list[Obj]]:
         """The namespace's pods grouped by their controller's (kind, name), once per pass."""
         groups = self._groups.get(namespace)
@@ -156,7 +122,7 @@ class VPARecommender(Controller):
 
     def match(self, vpas: list[Obj]) -> dict[str, list[Obj] | None]:
         """VPA key -> the pods it controls (None: its target is missing), from fresh reads of the targets."""
-        self._memo: dict[tuple[str, str, str], Obj | None] = {}
+        self.forget_reads()
         self._groups: dict[str, dict[tuple[str, str], list[Obj]]] = {}
         return {self._key(obj): self._matched_pods(obj) for obj in vpas}
 
@@ -168,7 +134,7 @@ class VPARecommender(Controller):
             kind = by_api_version_kind(api_version, kind_name)
         except errors.StatusError:
             return None
-        selector = _selector_of(self._get(kind, namespace, name))
+        selector = _selector_of(self.get(kind, namespace, name))
         if selector is None:
             return None
         groups = self._by_controller(namespace)

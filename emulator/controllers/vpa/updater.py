@@ -30,17 +30,15 @@ from typing import Any
 from prometheus_client import Counter
 
 from emulator.api import errors, vpa
-from emulator.api.kinds import POD, REPLICASET, VERTICALPODAUTOSCALER, by_api_version_kind
 from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
-from emulator.controllers.runtime import Controller, ControllerContext
+from emulator.controllers.runtime import ControllerContext
+from emulator.controllers.vpa.loop import PeriodicVPAController
 from emulator.informers import NAMESPACE_INDEX
 from emulator.server import eviction
 
 log = logging.getLogger(__name__)
 
-KEY = "update"
-DEFAULT_INTERVAL = 60.0  # --updater-interval
 MIN_REPLICAS = 2  # --min-replicas
 EVICTION_TOLERANCE = 0.5  # --eviction-tolerance
 MIN_CHANGE_PRIORITY = 0.1  # UpdateConfig.MinChangePriority
@@ -131,27 +129,12 @@ def eviction_budget(configured: int, running: int, min_replicas: int = MIN_REPLI
     return max(0, running - (configured - allowed))
 
 
-class VPAUpdater(Controller):
+class VPAUpdater(PeriodicVPAController):
     """See the module docstring."""
 
     def __init__(self, ctx: ControllerContext, *, interval: float | None = None) -> None:
-        super().__init__("vpa-updater", ctx)
-        self.interval = float(interval or ctx.option("updater_interval", DEFAULT_INTERVAL))
-        self.vpas = self.watch(ctx.informers.informer_for(VERTICALPODAUTOSCALER))
-        self.pods = self.watch(ctx.informers.informer_for(POD))
-        self.replicasets = self.watch(ctx.informers.informer_for(REPLICASET))
+        super().__init__("vpa-updater", ctx, interval_option="updater_interval", interval=interval)
         self.evicted = 0
-
-    def start(self) -> VPAUpdater:
-        self.enqueue_key(KEY)
-        super().start()
-        return self
-
-    def reconcile(self, key: str) -> float | None:
-        if key == KEY:
-            self.run_once()
-            return self.interval
-        return None
 
     def _controller(self, pod: Mapping[str, Any]) -> tuple[str, Obj | None]:
         """(controller key, the controller object) of a pod; replicas are counted per controller."""
@@ -163,16 +146,6 @@ class VPAUpdater(Controller):
                     return key, self.replicasets.indexer.get_by_key(f"{ns}/{ref.get('name')}")
                 return key, None
         return "", None
-
-    def _owner(self, kind: str, namespace: str, name: str) -> Obj | None:
-        if kind == "ReplicaSet":
-            return self.replicasets.indexer.get_by_key(f"{namespace}/{name}")
-        if kind not in ("Deployment", "DaemonSet", "StatefulSet"):
-            return None
-        try:
-            return self.core.get(by_api_version_kind("apps/v1", kind), namespace, name)
-        except errors.StatusError:
-            return None
 
     def run_once(self) -> int:
         """One updater pass; returns the number of pods evicted."""
@@ -191,7 +164,7 @@ class VPAUpdater(Controller):
         namespace = obj["metadata"].get("namespace") or ""
         min_replicas = int(((obj.get("spec") or {}).get("updatePolicy") or {}).get("minReplicas") or MIN_REPLICAS)
         pods = [p for p in self.pods.indexer.by_index(NAMESPACE_INDEX, namespace)
-                if not p["metadata"].get("deletionTimestamp") and vpa.controlled_by_target(obj, p, self._owner)]
+                if not p["metadata"].get("deletionTimestamp") and vpa.controlled_by_target(obj, p, self.owner)]
         groups: dict[str, list[Obj]] = {}
         configured: dict[str, int] = {}
         for pod in pods:

@@ -38,6 +38,13 @@ Design
   ``persistentvolumeclaims``          node affinity; a claim's spec is frozen once created
   ``storageclasses.storage.k8s.io``   provisioner, policies, allowed topologies; mostly immutable
   ``verticalpodautoscalers...``       update mode, minReplicas, container policies (min <= max)
+  ``secrets``, ``serviceaccounts``,   keys and base64 data, per-type keys; ports, types, selector,
+  ``services``, ``endpoints``         ClusterIP immutable; subsets (module :mod:`.services`)
+  ``endpointslices.discovery...``     addressType (immutable), endpoint and address limits, ports
+  ``statefulsets.apps``               workload checks, policies, partition; most of spec frozen
+  ``cronjobs.batch``                  schedule (:mod:`emulator.api.cron`), timeZone, policies, template
+  ``roles/clusterroles.rbac...``      rules: verbs; resource xor non-resource (cluster only)
+  ``(cluster)rolebindings.rbac...``   roleRef kind/group/name, immutable; subjects by kind
   ``events``, ``leases...``           ObjectMeta only
   ==================================  ===========================================================
 
@@ -70,13 +77,17 @@ from emulator.api.types import Obj
 # Every group module registers its validators when imported: a new API group adds its module here.
 from emulator.server.validation import (  # noqa: F401 (imported for their @register calls)
     apps,
+    autoscaling,
     batch,
     coordination,
     core,
+    discovery,
     node,
     pods,
     policy,
+    rbac,
     scheduling,
+    services,
     storage,
     vpa,
 )

@@ -1,0 +1,1 @@
+"""How many new nodes pending pods need (upstream ``estimator/``)."""

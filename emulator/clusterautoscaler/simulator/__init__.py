@@ -1,0 +1,1 @@
+"""Scheduling and drain simulation on cluster snapshots (upstream ``simulator/``)."""

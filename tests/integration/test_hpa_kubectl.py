@@ -1,0 +1,354 @@
+"""``kubectl autoscale`` end to end: API server process, controllers, a real kubelet shard, on a ManualClock.
+
+A Deployment whose pods each use a fixed 90m of CPU (``kemu.io/cpu``) against a 100m
+request is autoscaled with ``--cpu-percent=50 --min=2 --max=10``. Upstream's formula
+gives ``ceil(n * 90 / 50)`` per sync: 2 -> 4 -> 8 -> 15, the scale-up limit without
+``behavior`` is ``max(2n, 4)`` and the maximum 10 caps the last step, so the HPA must
+rise through rescale events each at most ``max(2n, 4)``, reach exactly 10, report
+``ScalingLimited=True/TooManyReplicas`` and hold 10. ``kubectl get hpa`` and
+``kubectl describe hpa`` print what a real cluster prints; bad input is refused with
+the field named. With per-pod CPU following a load target (rate / ready pods x 5m per
+request/s) the HPA settles where upstream's formula stops moving and holds there; and
+``autoscaling/v1`` is served to the official client by conversion.
+
+The controllers run on their own threads on the test's clock; the test moves the
+clock, ticks the kubelet shard, binds pending pods (the scheduler's job) and waits on
+conditions with deadlines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulator import loadtargets
+from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, NODE, POD
+from emulator.apiserver import kubeconfig
+from emulator.apiserver.process import ApiServerProcess
+from emulator.apiserver.settings import ServerSettings
+from emulator.clock import ManualClock
+from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+from emulator.server.core import ServerCore
+from emulator.store.store import Store, StoreConfig
+
+pytestmark = pytest.mark.integration
+
+Obj = dict[str, Any]
+KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
+TOKEN = "hpa-test-token"
+REQUEST_M, USAGE_M, TARGET_PERCENT = 100, 90, 50
+MIN, MAX = 2, 10
+MANIFEST = f"""\
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+spec:
+  replicas: {MIN}
+  selector:
+    matchLabels:
+      app: web
+  template:
+    metadata:
+      labels:
+        app: web
+      annotations:
+        kemu.io/cpu: "{USAGE_M}m"
+        kemu.io/startup-delay: "0s"
+    spec:
+      containers:
+      - name: app
+        image: nginx:1.27
+        resources:
+          requests:
+            cpu: {REQUEST_M}m
+"""
+
+
+class Cluster:
+    def __init__(self, core: ServerCore, clock: ManualClock, shard: KubeletShard, env: dict[str, str],
+                 manager: ControllerManager) -> None:
+        self.core, self.clock, self.shard, self.env = core, clock, shard, env
+        self.hpa_controller: Any = manager.controllers()["horizontalpodautoscaling"]
+        self._next_node = 0
+
+    def kubectl(self, *args: str, stdin: str | None = None, ok: bool = True) -> subprocess.CompletedProcess[str]:
+        r = subprocess.run([KUBECTL, *args], env=self.env, input=stdin, capture_output=True, text=True, timeout=90,
+                           check=False)
+        if ok:
+            assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stdout}{r.stderr}"
+        return r
+
+    def bind_pending(self) -> None:
+        """The scheduler's part: bind every unbound pod to the shard's nodes, round robin."""
+        nodes = sorted(n["metadata"]["name"] for n in self.core.list(NODE).items)
+        if not nodes:
+            return  # the shard registers its nodes on its first tick
+        for pod in self.core.list(POD, "default").items:
+            if not (pod.get("spec") or {}).get("nodeName") and not pod["metadata"].get("deletionTimestamp"):
+                self.core.bind("default", pod["metadata"]["name"], nodes[self._next_node % len(nodes)])
+                self._next_node += 1
+
+    def step(self, seconds: float = 5.0) -> None:
+        assert self.shard.sync(10), "kubelet informers did not catch up"
+        self.bind_pending()
+        self.clock.advance(seconds)
+        self.shard.tick()
+        assert self.shard.sync(10), "kubelet informers did not catch up"
+
+    def settle(self) -> None:
+        """Wait (bounded) until the HPA controller has done the syncs due at the current cluster time."""
+        controller, queue = self.hpa_controller, self.hpa_controller.queue
+        deadline = time.monotonic() + 5.0
+        while time.monotonic() < deadline:
+            now = self.clock.now()
+            due = [k for k, t in dict(controller.last_reconciled).items() if t + controller.sync_period <= now]
+            if not due and len(queue) == 0 and queue.longest_running_processor_seconds() == 0:
+                return
+            time.sleep(0.005)  # polling a condition with a deadline, not a timing assumption
+
+    def run_until(self, done: Callable[[], bool], limit: float, seconds: float = 5.0) -> None:
+        """Step cluster time until ``done()``, letting the controllers catch up after every step."""
+        waited = 0.0
+        while True:
+            self.settle()
+            if done():
+                return
+            assert waited < limit, f"condition not met after {limit} cluster seconds"
+            self.step(seconds)
+            waited += seconds
+
+    def hpa(self) -> Obj:
+        return self.core.get(HORIZONTALPODAUTOSCALER, "default", "web")
+
+    def replicas(self) -> int:
+        return int(self.core.get(DEPLOYMENT, "default", "web")["spec"]["replicas"])
+
+
+@pytest.fixture
+def cluster(redis_url: str, tmp_path: Path) -> Iterator[Cluster]:
+    store = Store.connect(redis_url, StoreConfig(node_shards=4))
+    # Cluster time starts an hour in the past so kubectl's AGE columns read like a real cluster's.
+    clock = ManualClock(time.time() - 3600)
+    core = ServerCore(store, clock)
+    core.bootstrap()
+    server = ApiServerProcess(ServerSettings(redis_url=redis_url, port=0, token=TOKEN),
+                              log_path=tmp_path / "apiserver.log")
+    server.start()
+    shard = KubeletShard(core, 0, 1, kubelet_shard_config({"metrics_window": 15}, [{"name": "n", "count": 2}]),
+                         clock)
+    shard.start(timeout=30)
+    manager = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=(
+        "replicaset", "deployment", "horizontalpodautoscaling")), clock=clock)
+    manager.start()
+    env = {**os.environ, "HOME": str(tmp_path),
+           "KUBECONFIG": str(kubeconfig.write(tmp_path / "kubeconfig", server.url, TOKEN))}
+    try:
+        assert manager.wait_active(30)
+        yield Cluster(core, clock, shard, env, manager)
+    finally:
+        manager.stop()
+        shard.stop()
+        server.stop()
+        store.close()
+
+
+def rescale_sizes(core: ServerCore) -> list[int]:
+    events = [e for e in core.list(EVENT, "default").items
+              if e["involvedObject"].get("kind") == "HorizontalPodAutoscaler" and e["reason"] == "SuccessfulRescale"]
+    events.sort(key=lambda e: (e["firstTimestamp"], e["metadata"]["name"]))
+    return [int(e["message"].split(";")[0].removeprefix("New size: ")) for e in events]
+
+
+def condition(hpa: Obj, ctype: str) -> Obj:
+    return next(c for c in hpa["status"]["conditions"] if c["type"] == ctype)
+
+
+def test_kubectl_autoscale_converges_to_the_formula_and_holds(cluster: Cluster) -> None:
+    cluster.kubectl("apply", "-f", "-", stdin=MANIFEST)
+    # The two pods run and have been Ready for longer than a metrics window.
+    cluster.run_until(lambda: sum(1 for p in cluster.core.list(POD, "default").items
+                                  if (p.get("status") or {}).get("phase") == "Running") == MIN, 120)
+    for _ in range(8):
+        cluster.step()
+
+    out = cluster.kubectl("autoscale", "deployment", "web", f"--min={MIN}", f"--max={MAX}",
+                          f"--cpu-percent={TARGET_PERCENT}").stdout
+    assert out.strip() == "horizontalpodautoscaler.autoscaling/web autoscaled"
+    hpa = cluster.hpa()
+    assert hpa["apiVersion"] == "autoscaling/v2"
+    assert hpa["spec"]["scaleTargetRef"] == {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}
+    assert hpa["spec"]["metrics"] == [{"type": "Resource", "resource": {"name": "cpu", "target": {
+        "type": "Utilization", "averageUtilization": TARGET_PERCENT}}}]
+    # Before the first sync (15 s after creation) nothing is known.
+    before = cluster.kubectl("get", "hpa").stdout.splitlines()
+    assert before[0].split() == ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"]
+    assert before[1].split()[:7] == ["web", "Deployment/web", "cpu:", f"<unknown>/{TARGET_PERCENT}%", str(MIN),
+                                     str(MAX), "0"]
+
+    # Converge: ceil(n * usage / target) per sync, at most max(2n, 4) more per rescale, capped at MAX.
+    cluster.run_until(lambda: cluster.replicas() == MAX and condition(cluster.hpa(), "ScalingLimited")["reason"]
+                      == "TooManyReplicas" and cluster.hpa()["status"]["currentReplicas"] == MAX, 600)
+    deadline = time.monotonic() + 10.0  # the event recorder flushes every wall second
+    while (not (sizes := rescale_sizes(cluster.core)) or sizes[-1] != MAX) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ratio = USAGE_M / TARGET_PERCENT  # 90 % of the request against a 50 % target
+    assert sizes[0] == min(math.ceil(MIN * ratio), max(2 * MIN, 4)) == 4
+    assert sizes[-1] == MAX
+    previous = MIN
+    for size in sizes:
+        assert previous < size <= min(max(2 * previous, 4), MAX), sizes
+        previous = size
+    assert math.ceil(8 * ratio) > MAX  # the last step is the cap, not the formula
+
+    # Hold: several more sync periods change nothing.
+    for _ in range(12):
+        cluster.step()
+    assert cluster.replicas() == MAX
+    assert rescale_sizes(cluster.core) == sizes
+    hpa = cluster.hpa()
+    utilization = hpa["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"]
+    assert abs(utilization - USAGE_M * 100 // REQUEST_M) <= 2  # the kubelet's CPU average over the window
+    assert hpa["status"]["desiredReplicas"] == MAX and hpa["status"]["currentReplicas"] == MAX
+    assert condition(hpa, "ScalingLimited")["status"] == "True"
+    assert condition(hpa, "AbleToScale")["status"] == "True"
+    assert condition(hpa, "ScalingActive") | {"lastTransitionTime": ""} == {
+        "type": "ScalingActive", "status": "True", "reason": "ValidMetricFound", "lastTransitionTime": "",
+        "message": "the HPA was able to successfully calculate a replica count from cpu resource utilization "
+                   "(percentage of request)"}
+
+    row = cluster.kubectl("get", "hpa").stdout.splitlines()[1].split()
+    assert row[:7] == ["web", "Deployment/web", "cpu:", f"{utilization}%/{TARGET_PERCENT}%", str(MIN), str(MAX),
+                       str(MAX)]
+    described = cluster.kubectl("describe", "hpa", "web").stdout
+    for line in ("Reference:                                             Deployment/web",
+                 f'resource cpu on pods  (as a percentage of request):  {utilization}% ', "Min replicas:"):
+        assert line in described, described
+    assert "ScalingLimited  True    TooManyReplicas" in described, described
+    assert "the desired replica count is more than the maximum replica count" in described
+    assert "SuccessfulRescale" in described
+    assert f"New size: {sizes[0]}; reason: cpu resource utilization (percentage of request) above target" \
+        in described
+
+
+def test_bad_input_is_refused_with_the_field_and_runtime_problems_become_conditions(cluster: Cluster) -> None:
+    r = cluster.kubectl("autoscale", "deployment", "web", "--min=5", "--max=3", "--cpu-percent=50", ok=False)
+    # kubectl itself checks min <= max before sending anything.
+    assert r.returncode != 0
+    bad = """\
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: bad
+spec:
+  scaleTargetRef: {apiVersion: apps/v1, kind: Deployment, name: web}
+  minReplicas: 5
+  maxReplicas: 3
+"""
+    r = cluster.kubectl("apply", "-f", "-", stdin=bad, ok=False)
+    assert r.returncode != 0
+    assert 'spec.maxReplicas: Invalid value: 3: must be greater than or equal to `minReplicas`' in r.stderr
+    unknown = bad.replace("minReplicas: 5", "minReplicas: 1") + "  metrics:\n  - type: Bogus\n"
+    r = cluster.kubectl("apply", "-f", "-", stdin=unknown, ok=False)
+    assert 'spec.metrics[0].type: Unsupported value: "Bogus"' in r.stderr
+    assert cluster.core.list(HORIZONTALPODAUTOSCALER, "default").items == []  # nothing else changed
+
+    # A target that does not exist (kubectl autoscale checks; an applied manifest need not) is a runtime
+    # condition and event, as upstream reports it.
+    cluster.kubectl("apply", "-f", "-", stdin=bad.replace("minReplicas: 5", "minReplicas: 1").replace(
+        "name: bad", "name: missing").replace("name: web", "name: missing"))
+    hpa_of = lambda: cluster.core.get(HORIZONTALPODAUTOSCALER, "default", "missing")  # noqa: E731
+    cluster.run_until(lambda: bool((hpa_of().get("status") or {}).get("conditions")), 60)
+    able = condition(hpa_of(), "AbleToScale")
+    assert (able["status"], able["reason"]) == ("False", "FailedGetScale")
+    assert 'deployments.apps "missing" not found' in able["message"]
+    deadline = time.monotonic() + 10.0  # the event recorder flushes every wall second
+    while not any(e["reason"] == "FailedGetScale" and e["involvedObject"]["name"] == "missing"
+                  for e in cluster.core.list(EVENT, "default").items):
+        assert time.monotonic() < deadline, "no FailedGetScale event"
+        time.sleep(0.05)
+
+
+def test_autoscaling_v1_is_served_by_conversion_to_the_official_client(cluster: Cluster) -> None:
+    """autoscaling/v1 through the official client: create, read, patch; stored as v2 with upstream annotations."""
+    from kubernetes import client, config
+
+    api_client = config.new_client_from_config(config_file=cluster.env["KUBECONFIG"])
+    v1 = client.AutoscalingV1Api(api_client)
+    body = client.V1HorizontalPodAutoscaler(
+        metadata=client.V1ObjectMeta(name="legacy", annotations={
+            "autoscaling.alpha.kubernetes.io/metrics": '[{"type":"Pods","pods":{"metricName":"rps",'
+                                                      '"targetAverageValue":"10"}}]'}),
+        spec=client.V1HorizontalPodAutoscalerSpec(
+            scale_target_ref=client.V1CrossVersionObjectReference(api_version="apps/v1", kind="Deployment",
+                                                                  name="web"),
+            max_replicas=5, target_cpu_utilization_percentage=60))
+    created = v1.create_namespaced_horizontal_pod_autoscaler("default", body)
+    assert created.api_version == "autoscaling/v1" and created.spec.min_replicas == 1  # defaulted
+    stored = cluster.core.get(HORIZONTALPODAUTOSCALER, "default", "legacy")
+    assert stored["apiVersion"] == "autoscaling/v2" and "annotations" not in stored["metadata"]
+    assert stored["spec"]["metrics"] == [
+        {"type": "Pods", "pods": {"metric": {"name": "rps"}, "target": {"type": "AverageValue", "averageValue": "10"}}},
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 60}}}]
+    v1.patch_namespaced_horizontal_pod_autoscaler("legacy", "default", {"spec": {"targetCPUUtilizationPercentage": 70}})
+    read = v1.read_namespaced_horizontal_pod_autoscaler("legacy", "default")
+    assert read.spec.target_cpu_utilization_percentage == 70
+    assert read.metadata.annotations == {"autoscaling.alpha.kubernetes.io/metrics": json.dumps(
+        [{"type": "Pods", "pods": {"metricName": "rps", "targetAverageValue": "10"}}], separators=(",", ":"))}
+    listed = v1.list_namespaced_horizontal_pod_autoscaler("default")
+    assert [h.metadata.name for h in listed.items] == ["legacy"] and listed.api_version == "autoscaling/v1"
+    # The v2 view has the patched target; kubectl (which prefers v2) shows it.
+    assert cluster.kubectl("get", "hpa", "legacy").stdout.splitlines()[1].split()[2:5] == [
+        "<unknown>/10,", "cpu:", "<unknown>/70%"]
+    api_client.close()
+
+
+LOAD_RATE, COST_M = 80.0, 5  # requests/s offered to the target; millicores one request/s costs a pod
+
+
+def load_utilization(replicas: int) -> float:
+    """Per-pod CPU as a percentage of the 100m request when LOAD_RATE is shared by ``replicas`` ready pods."""
+    return LOAD_RATE / replicas * COST_M * 100 / REQUEST_M
+
+
+def test_kubectl_autoscale_follows_the_load_to_the_formulas_fixed_point(cluster: Cluster) -> None:
+    """Per-pod CPU follows the load (rate / ready pods x cost): the HPA settles where the formula stops moving."""
+    manifest = MANIFEST.replace(f'kemu.io/cpu: "{USAGE_M}m"', 'kemu.io/cpu: "0m"\n'
+                                f'        kemu.io/cost-per-request: "{COST_M}m"\n'
+                                '        kemu.io/load-target: web')
+    loadtargets.set_rate(cluster.core.store.redis, cluster.core.store.config.prefix, "web", LOAD_RATE)
+    cluster.kubectl("apply", "-f", "-", stdin=manifest)
+    cluster.kubectl("autoscale", "deployment", "web", f"--min={MIN}", f"--max={MAX}",
+                    f"--cpu-percent={TARGET_PERCENT}")
+    # Upstream's steps from MIN: ceil(n * utilization / target), at most max(2n, 4), until the ratio is
+    # within the 0.1 tolerance.
+    n = MIN
+    while abs(load_utilization(n) / TARGET_PERCENT - 1) > 0.1:
+        n = min(math.ceil(n * load_utilization(n) / TARGET_PERCENT), max(2 * n, 4), MAX)
+    assert n == 8  # 400m of CPU in all, 50m (50 %) each
+    cluster.run_until(lambda: cluster.replicas() == n and cluster.hpa()["status"].get("currentReplicas") == n
+                      and condition(cluster.hpa(), "ScalingActive")["status"] == "True", 900)
+    for _ in range(24):  # two minutes more: it holds
+        cluster.step()
+    assert cluster.replicas() == n
+    hpa = cluster.hpa()
+    assert abs(hpa["status"]["currentMetrics"][0]["resource"]["current"]["averageUtilization"] - TARGET_PERCENT) <= 5
+    assert condition(hpa, "ScalingLimited")["reason"] == "DesiredWithinRange"
+    deadline = time.monotonic() + 10.0  # the event recorder flushes every wall second
+    while (not (sizes := rescale_sizes(cluster.core)) or sizes[-1] != n) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    previous = MIN
+    for size in sizes:  # every rescale within the scale-up limit, ending at the fixed point
+        assert previous < size <= max(2 * previous, 4), sizes
+        previous = size
+    assert sizes[-1] == n
