@@ -1,4 +1,4 @@
-"""``kemu run SCENARIO``: the subcommand the load generator contributes to the ``kemu`` command.
+"""``kemu run SCENARIO`` and ``kemu bench ...``: the subcommands the load generator contributes to ``kemu``.
 
 ``emulator`` never imports ``loadgen`` (an import-linter contract): the
 scenario runner drives the emulator, not the other way round. So ``run``
@@ -16,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from emulator import cli
+from loadgen import bench_openb
 from loadgen.runner import RunOptions, run_scenario
 
 __all__ = ["cmd_run", "main", "register"]
@@ -38,7 +39,7 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def register(sub: cli.SubParsers) -> None:
-    """Add ``run`` to the ``kemu`` subcommands (a :data:`emulator.cli.CommandRegistration`)."""
+    """Add ``run`` and ``bench`` to the ``kemu`` subcommands (a :data:`emulator.cli.CommandRegistration`)."""
     run = sub.add_parser("run", help="bring a cluster up, run a scenario, print its summary")
     run.add_argument("scenario", help="scenario YAML, e.g. loadgen/scenarios/quickstart.yaml")
     cli._add_cluster_flags(run)
@@ -55,6 +56,9 @@ def register(sub: cli.SubParsers) -> None:
     run.add_argument("--kubeconfig", help="with --attach: the API server (and token) for kubectl and the http "
                                           "driver")
     run.set_defaults(fn=cmd_run)
+    bench = sub.add_parser("bench", help="in-process experiments over kemu's scheduler framework (no cluster)")
+    experiments = bench.add_subparsers(dest="experiment", required=True, metavar="EXPERIMENT")
+    bench_openb.add_parser(experiments)
 
 
 def main(argv: list[str] | None = None) -> int:

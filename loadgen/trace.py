@@ -13,14 +13,16 @@ in seconds). kemu maps them as follows:
   kept exactly (node names are the pool's, not the trace's ``sn``). GPUs
   are two extended resources: ``nvidia.com/gpu`` (devices) and
   ``alibabacloud.com/gpu-milli`` (1000 per device, the unit of the trace's
-  GPU sharing); the model is the label ``kemu.io/gpu-model``.
+  GPU sharing); the model is the label ``alibabacloud.com/gpu-card-model``
+  (:mod:`emulator.api.gpu`).
 * **Pods.** CPU and memory requests as given; a pod with GPUs requests
   ``num_gpu * gpu_milli`` of ``alibabacloud.com/gpu-milli`` (whole-GPU pods
   have ``gpu_milli`` 1000). The default scheduler accounts that per node,
   not per device: a 0.5-GPU pod and a 0.6-GPU pod may share a node with one
   GPU's worth of milli left on each of two devices - the packing problem
-  the trace was published to study, which needs a device-aware plugin
-  (out of scope here).
+  the trace was published to study: enable the device-aware GPUShare
+  plugin (and a GPU policy) to place per device, as ``kemu bench openb``
+  does (:mod:`loadgen.bench_openb`).
 
 Reading is plain :mod:`csv` (a few thousand rows); nothing here talks to a
 cluster.
@@ -29,13 +31,13 @@ cluster.
 from __future__ import annotations
 
 import csv
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_MILLI_RESOURCE = "alibabacloud.com/gpu-milli"
-GPU_MODEL_LABEL = "kemu.io/gpu-model"
+from emulator.api.gpu import GPU_MILLI_RESOURCE, GPU_MODEL_LABEL, GPU_RESOURCE
+
+__all__ = ["GPU_MILLI_RESOURCE", "GPU_MODEL_LABEL", "GPU_RESOURCE", "TracePod", "node_pools", "pods"]
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,8 @@ class TracePod:
     gpu_milli: int  # num_gpu * gpu_milli: the pod's share of GPU time in milli-GPUs
     created: float  # seconds from the trace's start
     deleted: float | None  # None: still running when the trace ends
+    num_gpu: int = 0  # whole GPUs (1 for a share)
+    gpu_spec: str = ""  # allowed GPU models, "|"-separated ("": any)
 
     def requests(self) -> dict[str, str]:
         out = {"cpu": f"{self.cpu_milli}m", "memory": f"{self.memory_mib}Mi"}
@@ -98,11 +102,11 @@ def pods(path: Path, *, offset: int = 0, limit: int = 0) -> list[TracePod]:
         deleted = r["deletion_time"].strip()
         out.append(TracePod(r["name"], int(r["cpu_milli"]), int(r["memory_mib"]),
                             int(r["num_gpu"] or 0) * int(r["gpu_milli"] or 0), float(r["creation_time"]),
-                            float(deleted) if deleted else None))
+                            float(deleted) if deleted else None, int(r["num_gpu"] or 0),
+                            (r.get("gpu_spec") or "").strip()))
     # Pods still running when the trace was cut carry the cut as their deletion time: they were not deleted.
     cut = max((p.deleted for p in out if p.deleted is not None), default=None)
-    out = [p if p.deleted != cut else TracePod(p.name, p.cpu_milli, p.memory_mib, p.gpu_milli, p.created, None)
-           for p in out]
+    out = [p if p.deleted != cut else replace(p, deleted=None) for p in out]
     out.sort(key=lambda p: (p.created, p.name))
     out = out[offset:]
     return out[:limit] if limit else out

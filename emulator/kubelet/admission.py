@@ -11,7 +11,9 @@ goes ``Failed`` with ``Pod was rejected: <message>`` - this is what catches pods
 ``spec.nodeName`` preset, which skip the store's room check.
 
 Admission also holds what an admitted pod takes from its node until it finishes: its requests,
-its pod count and its pod IP (from the node's podCIDR).
+its pod count, its pod IP (from the node's podCIDR) and its GPU devices (the device manager's
+``Allocate``, :mod:`~emulator.kubelet.devicemanager`: a pod no single device can hold is rejected
+``UnexpectedAdmissionError`` whatever the node total says).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from emulator.api.pods import pod_requests
 from emulator.api.quantity import QuantityError
 from emulator.api.taints import find_untolerated_taint, taint_of
 from emulator.kubelet import kubelet_metrics as km
+from emulator.kubelet.devicemanager import DeviceManager
 from emulator.kubelet.images import ImageManager
 from emulator.kubelet.profiles import PROFILE_ANNOTATION, PodBehaviour, ProfileError, ProfileLibrary, parse_duration
 from emulator.kubelet.state import DONE, NodeRecord, PodRecord, ShardState
@@ -72,6 +75,7 @@ class PodAdmission:
         self.state = state
         self.resolved = resolved
         self.images = images
+        self.devices = DeviceManager(state)
         self._init_duration = parse_duration(state.config.init_duration)
         self._termination_delay = parse_duration(state.config.termination_delay)
 
@@ -83,10 +87,13 @@ class PodAdmission:
                 self.parse_behaviour(rec, node)
             except (ProfileError, ValueError, QuantityError) as e:
                 rejection = ("UnexpectedAdmissionError", f"Allocate failed due to {e}, which is unexpected")
+        if rejection is None:
+            rejection = self.devices.allocate(rec, node)
         if rejection is not None:
             self.reject(rec, *rejection, now=now)
             return False
         if not self.allocate_ip(rec, node):
+            self.devices.release(rec)
             self.reject(rec, "UnexpectedAdmissionError", "Allocate failed due to no free pod IP on the node, "
                         "which is unexpected", now=now)
             return False
@@ -159,8 +166,9 @@ class PodAdmission:
         """The pod is gone: drop the behaviour admission resolved for it."""
         self.resolved.drop(uid)
 
-    @staticmethod
-    def account(rec: PodRecord, node: NodeRecord) -> None:
+    def account(self, rec: PodRecord, node: NodeRecord) -> None:
+        # A pod admitted by an earlier incarnation of the shard gets its devices back from its annotation.
+        self.devices.allocate(rec, node, restoring=True)
         node.pods.add(rec.uid)
         for name, amount in rec.requests.items():
             node.used[name] = node.used.get(name, 0) + amount
@@ -170,6 +178,7 @@ class PodAdmission:
         if node is None or rec.uid not in node.pods:
             return
         node.pods.discard(rec.uid)
+        self.devices.release(rec)
         for name, amount in rec.requests.items():
             node.used[name] = node.used.get(name, 0) - amount
         if rec.ip_index >= 0:

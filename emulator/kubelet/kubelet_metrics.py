@@ -30,6 +30,14 @@ kubelet admitted and that have not finished -- what upstream's scheduler
 and ``kubectl describe node`` call "allocated"). The shard hands the
 collector a function (:attr:`ShardMetrics.allocation`) that reads its node
 table when Prometheus scrapes, so this costs nothing per tick.
+
+GPU devices, DCGM-exporter style (:attr:`ShardMetrics.devices`, from the
+device manager): ``DCGM_FI_DEV_GPU_UTIL`` (%) and ``DCGM_FI_DEV_FB_USED``
+(MiB) per device with dcgm-exporter's labels ``gpu`` (index), ``UUID``,
+``modelName`` and ``Hostname``, plus ``kemu_gpu_device_allocated_milli``.
+Utilization and memory follow the shares allocated on the device (a share
+of 300 milli is 30 % busy and holds 30 % of the memory), not the usage
+model -- a simplification listed in docs/architecture.md.
 """
 
 from __future__ import annotations
@@ -93,6 +101,9 @@ class ShardMetrics:
         # Set by the shard: (node, allocatable cpu millicores, allocatable memory bytes, requested cpu
         # millicores, requested memory bytes) per node, read at scrape time.
         self.allocation: Callable[[], list[tuple[str, int, int, int, int]]] | None = None
+        # Set by the shard: (node, device index, UUID, model, utilization %, memory used MiB, allocated milli)
+        # per GPU device, read at scrape time.
+        self.devices: Callable[[], list[tuple[str, int, str, str, float, float, int]]] | None = None
 
     def _grow_rows(self, n: int) -> None:
         for name, arr in self._last.items():
@@ -239,6 +250,26 @@ class KubeletCollector(Collector):
         yield evictions
         yield allocatable
         yield requested
+        yield from _device_families(shards)
+
+
+def _device_families(shards: list[ShardMetrics]) -> Iterator[Metric]:
+    labels = ["gpu", "UUID", "modelName", "Hostname", "shard"]
+    util = GaugeMetricFamily("DCGM_FI_DEV_GPU_UTIL", "GPU utilization (in %).", labels=labels)
+    fb_used = GaugeMetricFamily("DCGM_FI_DEV_FB_USED", "Framebuffer memory used (in MiB).", labels=labels)
+    allocated = GaugeMetricFamily("kemu_gpu_device_allocated_milli",
+                                  "Milli-GPU of the device allocated to pods by the device manager", labels=labels)
+    for shard in shards:
+        if shard.devices is None:
+            continue
+        for node, index, uuid, model, busy, memory, milli in shard.devices():
+            values = [str(index), uuid, model, node, shard.shard]
+            util.add_metric(values, busy)
+            fb_used.add_metric(values, memory)
+            allocated.add_metric(values, float(milli))
+    yield util
+    yield fb_used
+    yield allocated
 
 
 _collector_lock = threading.Lock()

@@ -50,6 +50,7 @@ from typing import Any
 from emulator.api.quantity import Format, Quantity, QuantityError, cpu_millis, format_bytes, parse_quantity, to_int
 from emulator.api.types import Obj
 from emulator.kubelet import eviction as ev
+from emulator.kubelet.devicemanager import advertised_capacity
 
 KUBELET_VERSION = "v1.32.0"
 CONTAINER_RUNTIME_VERSION = "containerd://1.7.22"
@@ -306,7 +307,7 @@ def new_pool_node(pool: NodePool, index: int, ordinal: int, *, allocatable_of: A
               "beta.kubernetes.io/os": "linux", LABEL_POOL: pool.name, **pool.labels}
     annotations = {"node.alpha.kubernetes.io/ttl": "0",
                    "volumes.kubernetes.io/controller-managed-attach-detach": "true", **pool.annotations}
-    capacity = pool.full_capacity()
+    capacity = advertised_capacity(pool.full_capacity())  # the GPU device plugin adds its sharing resource
     cidr = pod_cidr(ordinal, name)
     spec: Obj = {"podCIDR": cidr, "podCIDRs": [cidr], "providerID": f"kemu://{pool.name}/{name}"}
     if pool.taints:

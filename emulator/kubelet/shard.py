@@ -145,6 +145,7 @@ class KubeletShard:
         self.usage = UsagePublisher(self.state)
         self.images = ImageManager(self.state)
         self.admission = PodAdmission(self.state, resolved, self.images)
+        self.metrics.devices = self.admission.devices.series  # DCGM-style per-device series
         self.workers = PodWorkers(self.state, self.admission, self.images, self.usage)
         self.node_status = NodeStatus(self.state, self.images)
         self.status = StatusManager(self.state, self.workers, self.node_status)

@@ -26,7 +26,7 @@ from emulator.clock import Clock
 from emulator.scheduler import effectiveness, metrics
 from emulator.scheduler.api_writer import ApiWriter, pod_event
 from emulator.scheduler.cache import Cache, PodState
-from emulator.scheduler.framework.interface import Code, CycleState, Status, is_success
+from emulator.scheduler.framework.interface import BINDING_ANNOTATIONS_KEY, Code, CycleState, Status, is_success
 from emulator.scheduler.framework.types import SchedulingError
 from emulator.scheduler.queue import ASSIGNED_POD_DELETE, QueuedPod, SchedulingQueue
 from emulator.scheduler.timed_framework import TimedFramework
@@ -229,13 +229,16 @@ class BindingCycle:
     def _store_bind(self, tasks: list[BindTask]) -> list[Any]:
         """Bind through the store: one pipelined ``bind_many`` if the client has it, else one ``bind`` each."""
         bind_many = getattr(self.client, "bind_many", None)
-        if bind_many is not None:
+        # Bindings that carry annotations (a plugin's device choice) go one by one: bind_many has no room for them.
+        annotated = [t.state.get(BINDING_ANNOTATIONS_KEY) for t in tasks]
+        if bind_many is not None and not any(annotated):
             return list(bind_many([(t.qp.pod, t.node) for t in tasks]))
         out: list[Any] = []
-        for t in tasks:
+        for t, extra in zip(tasks, annotated, strict=True):
             info = t.qp.pod_info
             try:
-                out.append(self.client.bind(info.namespace, info.name, t.node, uid=info.uid))
+                out.append(self.client.bind(info.namespace, info.name, t.node, uid=info.uid,
+                                            annotations=extra or None))
             except StatusError as e:
                 out.append(e)
         return out

@@ -56,6 +56,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from emulator.api.gpu import DEVICE_INDEX_ANNOTATION
 from emulator.api.pods import pod_requests
 from emulator.api.types import ObjView
 from emulator.clock import Clock, SystemClock
@@ -93,10 +94,11 @@ def _node_shape(node: ObjView) -> tuple[Any, ...]:
 
 
 def _pod_shape(pod: ObjView) -> tuple[Any, ...]:
-    """What a cached pod contributes to the snapshot besides its node: requests, ports, images, labels."""
+    """What a cached pod contributes to the snapshot besides its node: requests, ports, images, labels, GPU devices."""
     spec = pod.get("spec") or {}
-    return (spec.get("containers"), spec.get("initContainers"), spec.get("overhead"),
-            (pod.get("metadata") or {}).get("labels"))
+    meta = pod.get("metadata") or {}
+    return (spec.get("containers"), spec.get("initContainers"), spec.get("overhead"), meta.get("labels"),
+            (meta.get("annotations") or {}).get(DEVICE_INDEX_ANNOTATION))
 
 
 def _is_terminal(pod: ObjView) -> bool:

@@ -157,6 +157,16 @@ _STATE_GAUGES: dict[str, tuple[str, tuple[str, ...]]] = {
         "view of the cluster lags behind its informers.", ()),
     "scheduler_cache_pending_events": (
         "Informer events received but not yet applied to the scheduler cache's snapshot.", ()),
+    # GPU sharing (the FGD paper's measures), from the cache's per-device view; absent without GPU nodes.
+    "kemu_gpu_allocation_ratio": ("Allocated milli-GPU over the cluster's GPU capacity.", ()),
+    "kemu_gpu_fragmented_gpus": (
+        "GPUs (in GPU units) the target workload - the task types of the pods in the cache - cannot use: the sum "
+        "over nodes of F_n(M), Weng et al. USENIX ATC '23.", ()),
+    "kemu_gpu_fragmentation_ratio": (
+        "Fragmented GPUs as a fraction of the cluster's GPUs (of=\"cluster\") or of its idle GPUs "
+        "(of=\"idle\").", ("of",)),
+    "kemu_gpu_model_allocation_ratio": ("Allocated over capacity per GPU model (node label "
+                                        "alibabacloud.com/gpu-card-model).", ("model",)),
 }
 
 

@@ -112,6 +112,7 @@ from emulator.scheduler.effectiveness import Effectiveness
 from emulator.scheduler.eventhandlers import LISTER_RESOURCES, EventHandlers, Handler, InformerLister, InformerSource
 from emulator.scheduler.extender import Transport
 from emulator.scheduler.framework.interface import Status
+from emulator.scheduler.gpu_metrics import gpu_gauges
 from emulator.scheduler.queue import SchedulingQueue, pod_key
 from emulator.scheduler.schedule_one import SchedulerStats, SchedulingCycle
 from emulator.scheduler.timed_framework import TimedFramework, timed_registry
@@ -386,6 +387,7 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
             "scheduler_cache_size": {(t,): float(n) for t, n in cache.items()},
             "scheduler_cache_staleness_seconds": {(): self.cache.staleness},
             "scheduler_cache_pending_events": {(): float(self.cache.pending_events)},
+            **gpu_gauges(self.cache.snapshot()),
         }
 
     def snapshot_stats(self) -> dict[str, Any]:

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from emulator.scheduler.framework.types import NodeInfo, NodeToStatus, PodInfo, QueuedPodInfo
 
 __all__ = [
+    "BINDING_ANNOTATIONS_KEY",
     "EXTENSION_POINTS",
     "MAX_NODE_SCORE",
     "MAX_TOTAL_SCORE",
@@ -75,6 +76,7 @@ __all__ = [
     "Status",
     "VectorFilterPlugin",
     "VectorScorePlugin",
+    "add_binding_annotations",
     "all_pass",
     "as_status",
     "implements",
@@ -234,6 +236,17 @@ class CycleState:
         copy.skip_score_plugins = self.skip_score_plugins
         copy.record_plugin_metrics = self.record_plugin_metrics
         return copy
+
+
+# CycleState key of the annotations the binding writes on the pod (upstream: a Binding's
+# ObjectMeta.Annotations, which the pods/binding subresource copies onto the pod). Reserve/PreBind
+# plugins that choose something the node must honour -- GPU devices -- put it there.
+BINDING_ANNOTATIONS_KEY = "kemu.io/binding-annotations"
+
+
+def add_binding_annotations(state: CycleState, annotations: Mapping[str, str]) -> None:
+    """Have the bind write ``annotations`` on the pod (merged with what other plugins added)."""
+    state.write(BINDING_ANNOTATIONS_KEY, {**(state.get(BINDING_ANNOTATIONS_KEY) or {}), **annotations})
 
 
 @dataclass(frozen=True)

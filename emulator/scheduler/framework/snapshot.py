@@ -16,6 +16,7 @@ or score over thousands of nodes is a handful of array operations:
 ``taint_groups()``          per node: index of its distinct taint list
 ``image(name)``             nodes that have an image, and its size
 ``port_conflicts(...)``     nodes where a host port is taken
+``device_free()``           nodes x GPU device slots: free milli-GPU per device (absent: 0)
 ==========================  ==============================================================
 
 Resource columns exist for every resource some node offers or some pod
@@ -49,6 +50,7 @@ import numpy as np
 from emulator.api.quantity import parse_quantity
 from emulator.api.selectors import LabelSelector
 from emulator.api.taints import Taint, node_taints
+from emulator.scheduler.framework.devices import DeviceTable, pod_gpu_request
 from emulator.scheduler.framework.types import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -209,7 +211,7 @@ class Snapshot:
     """An immutable-by-default, array-backed view of nodes and the pods bound to them. See the module docstring."""
 
     __slots__ = (
-        "_alloc", "_alloc_dicts", "_allowed_pods", "_derived", "_index", "_infos", "_labels", "_names",
+        "_alloc", "_alloc_dicts", "_allowed_pods", "_derived", "_devices", "_index", "_infos", "_labels", "_names",
         "_nodes", "_nz_cpu", "_nz_mem", "_owned", "_pod_count", "_pods", "_ports", "_req", "_unschedulable",
         "generation",
     )
@@ -218,6 +220,7 @@ class Snapshot:
     _alloc_dicts: list[dict[str, int]]
     _allowed_pods: np.ndarray
     _derived: _NodeDerived
+    _devices: DeviceTable
     _index: dict[str, int]
     _infos: dict[int, NodeInfo]
     _labels: list[Mapping[str, str]]
@@ -272,6 +275,7 @@ class Snapshot:
         snap._pod_count = _frozen(np.zeros(n, dtype=np.int64))
         snap._pods = [()] * n
         snap._ports = {}
+        snap._devices = DeviceTable.build(snap._alloc_dicts)
         snap._derived = _NodeDerived(snap._nodes, snap._labels)
         snap._infos = {}
         snap._owned = set()
@@ -341,6 +345,8 @@ class Snapshot:
         pods[i] = (*pods[i], info)
         for port in info.host_ports:
             self._change_port(i, port, +1)
+        if pod_gpu_request(info):
+            self._writable_devices().add(info, i)
         self._infos.pop(i, None)
         self.generation += 1
         return info
@@ -380,6 +386,8 @@ class Snapshot:
         pods[i] = pods[i][:pos] + pods[i][pos + 1:]
         for port in info.host_ports:
             self._change_port(i, port, -1)
+        if info.key in self._devices.assign:
+            self._writable_devices().remove(info.key)
         self._infos.pop(i, None)
         self.generation += 1
         return info
@@ -446,6 +454,12 @@ class Snapshot:
             self._owned.add("pods")
         return self._pods
 
+    def _writable_devices(self) -> DeviceTable:
+        if "devices" not in self._owned:
+            self._devices = self._devices.copy()
+            self._owned.add("devices")
+        return self._devices
+
     def _change_port(self, i: int, port: HostPort, delta: int) -> None:
         ip, protocol, number = port
         pp = (protocol, number)
@@ -489,9 +503,11 @@ class Snapshot:
         self._nz_mem = _frozen(np.append(self._nz_mem, 0))
         self._pod_count = _frozen(np.append(self._pod_count, 0))
         self._pods = [*self._pods, ()]
+        self._devices = self._devices.grow(alloc)
         self._derived = _NodeDerived(self._nodes, self._labels)
         # Every array above is new and private to this snapshot.
-        self._owned = {"req", "pods", "pod_count", ("nz", CPU), ("nz", MEMORY), *(("req", r) for r in columns)}
+        self._owned = {"req", "pods", "pod_count", ("nz", CPU), ("nz", MEMORY), "devices",
+                       *(("req", r) for r in columns)}
         self.generation += 1
 
     # ------------------------------------------------------------------ node axis
@@ -551,6 +567,29 @@ class Snapshot:
     @property
     def unschedulable(self) -> np.ndarray:
         return self._unschedulable
+
+    # ------------------------------------------------------------------ devices
+    def device_capacity(self) -> np.ndarray:
+        """int64 nodes x device slots: each GPU device's capacity in milli-GPU (0: the node has no such slot)."""
+        return self._devices.capacity
+
+    def device_free(self) -> np.ndarray:
+        """int64 nodes x device slots: free milli-GPU per device (see :mod:`.devices`)."""
+        return self._devices.free
+
+    def device_ids(self, key: str) -> tuple[int, ...] | None:
+        """The devices pod ``namespace/name`` holds in this snapshot (None: it holds none)."""
+        entry = self._devices.assign.get(key)
+        return entry[1] if entry is not None else None
+
+    def reassign_devices(self, key: str, ids: tuple[int, ...]) -> bool:
+        """Move an accounted pod to devices ``ids`` of its node, in place (a device plugin's Reserve)."""
+        if key not in self._devices.assign:
+            return False
+        changed = self._writable_devices().reassign(key, ids)
+        if changed:
+            self.generation += 1
+        return changed
 
     # ------------------------------------------------------------------ labels, taints, images, ports
     def label_column(self, key: str) -> LabelColumn:
@@ -647,7 +686,9 @@ class Snapshot:
                 index=index, node=self._nodes[index], pods=pods, allocatable=allocatable,
                 allowed_pod_number=int(self._allowed_pods[index]), requested=requested,
                 nonzero_requested={CPU: int(self._nz_cpu[index]), MEMORY: int(self._nz_mem[index])},
-                used_ports=HostPortInfo(ports), image_states=self.image_states(index))
+                used_ports=HostPortInfo(ports), image_states=self.image_states(index),
+                device_free=tuple(int(f) for f, c in zip(self._devices.free[index], self._devices.capacity[index],
+                                                         strict=True) if c > 0))
         return info
 
     def __repr__(self) -> str:

@@ -249,14 +249,14 @@ class NodeInfo:
     """
 
     __slots__ = (
-        "allocatable", "allowed_pod_number", "image_states", "index", "labels", "name", "node",
+        "allocatable", "allowed_pod_number", "device_free", "image_states", "index", "labels", "name", "node",
         "nonzero_requested", "pods", "requested", "taints", "unschedulable", "used_ports",
     )
 
     def __init__(self, *, index: int, node: Mapping[str, Any], pods: tuple[PodInfo, ...],
                  allocatable: dict[str, int], allowed_pod_number: int, requested: dict[str, int],
                  nonzero_requested: dict[str, int], used_ports: HostPortInfo,
-                 image_states: dict[str, ImageStateSummary]) -> None:
+                 image_states: dict[str, ImageStateSummary], device_free: tuple[int, ...] = ()) -> None:
         meta = node.get("metadata") or {}
         spec = node.get("spec") or {}
         self.index = index
@@ -272,6 +272,7 @@ class NodeInfo:
         self.nonzero_requested = nonzero_requested
         self.used_ports = used_ports
         self.image_states = image_states
+        self.device_free = device_free  # free milli-GPU per GPU device (Snapshot.device_free's row)
 
     def __repr__(self) -> str:
         return f"NodeInfo({self.name}, pods={len(self.pods)})"

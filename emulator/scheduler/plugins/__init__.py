@@ -5,7 +5,10 @@
 NodeUnschedulable, NodeName, NodePorts, NodeResourcesFit,
 NodeResourcesBalancedAllocation, NodeAffinity, TaintToleration,
 ImageLocality, PodTopologySpread, InterPodAffinity, VolumeBinding,
-VolumeZone, DefaultPreemption. The example research plugins of
+VolumeZone, DefaultPreemption; and the GPU-sharing plugins of the FGD
+paper (in no default profile): GPUShare (device-aware Filter + Reserve),
+GPURandom, GPUDotProduct, GPUClustering, GPUPacking, GPUBestFit and
+GPUFragmentation (FGD). The example research plugins of
 :mod:`.examples` (GPUBinPack) are registered too, so a configuration can
 enable them by name; they are in no default profile. So is :mod:`.load_aware`
 (LoadAware, the dynamic scheduler on the node annotator's load annotations).
@@ -13,6 +16,7 @@ enable them by name; they are in no default profile. So is :mod:`.load_aware`
 Shared modules (not plugins): :mod:`.helper` (score normalisation, Go
 integer division), :mod:`.resource_allocation` (resource scorers),
 :mod:`.listers` (read-only access to Services, PDBs, PVs...),
+:mod:`.gpu_devices` (the GPU plugins' device arrays and choices),
 :mod:`.pod_index` (incrementally maintained per-node pod tables). Taint and
 node-affinity matching are API semantics the kubelet and controllers share:
 :mod:`emulator.api.taints`, :mod:`emulator.api.nodeaffinity`.
@@ -25,6 +29,13 @@ from typing import Any
 
 from emulator.scheduler.plugins import (
     default_preemption,
+    gpu_best_fit,
+    gpu_clustering,
+    gpu_dot_product,
+    gpu_fgd,
+    gpu_packing,
+    gpu_random,
+    gpushare,
     image_locality,
     inter_pod_affinity,
     load_aware,
@@ -51,5 +62,6 @@ def in_tree_factories() -> dict[str, Callable[..., Any]]:
     modules = (priority_sort, scheduling_gates, node_unschedulable, node_name, node_ports, node_resources_fit,
                node_resources_balanced_allocation, node_affinity, taint_toleration, image_locality,
                pod_topology_spread, inter_pod_affinity, volume_binding, volume_zone, default_preemption,
-               gpu_binpack, load_aware)
+               gpu_binpack, load_aware, gpushare, gpu_random, gpu_dot_product, gpu_clustering, gpu_packing,
+               gpu_best_fit, gpu_fgd)
     return {module.NAME: module.new for module in modules}
