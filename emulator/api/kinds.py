@@ -180,3 +180,13 @@ HORIZONTALPODAUTOSCALER_V1 = _hpa_v1()
 # A custom resource upstream (kubernetes/autoscaler's CRD); kemu serves it like a built-in kind.
 VERTICALPODAUTOSCALER = register(Kind("autoscaling.k8s.io", "v1", "VerticalPodAutoscaler", "verticalpodautoscalers",
                                       True, ("status",), ("vpa",), custom_resource=True))
+# KEDA's custom resources (kedacore/keda config/crd): the operator in emulator/controllers/keda.
+SCALEDOBJECT = register(Kind("keda.sh", "v1alpha1", "ScaledObject", "scaledobjects", True, ("status",), ("so",),
+                             custom_resource=True))
+SCALEDJOB = register(Kind("keda.sh", "v1alpha1", "ScaledJob", "scaledjobs", True, ("status",), ("sj",),
+                          custom_resource=True))
+TRIGGERAUTHENTICATION = register(Kind("keda.sh", "v1alpha1", "TriggerAuthentication", "triggerauthentications", True,
+                                      ("status",), ("ta", "triggerauth"), custom_resource=True))
+CLUSTERTRIGGERAUTHENTICATION = register(Kind("keda.sh", "v1alpha1", "ClusterTriggerAuthentication",
+                                             "clustertriggerauthentications", False, ("status",),
+                                             ("cta", "clustertriggerauth"), custom_resource=True))

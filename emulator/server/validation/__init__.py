@@ -38,6 +38,7 @@ Design
   ``persistentvolumeclaims``          node affinity; a claim's spec is frozen once created
   ``storageclasses.storage.k8s.io``   provisioner, policies, allowed topologies; mostly immutable
   ``verticalpodautoscalers...``       update mode, minReplicas, container policies (min <= max)
+  ``*.keda.sh``                       the KEDA CRDs' schemas: required fields, trigger types, enums
   ``events``, ``leases...``           ObjectMeta only
   ==================================  ===========================================================
 
@@ -74,6 +75,7 @@ from emulator.server.validation import (  # noqa: F401 (imported for their @regi
     batch,
     coordination,
     core,
+    keda,
     node,
     pods,
     policy,
