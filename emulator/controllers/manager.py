@@ -78,6 +78,8 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
     "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),
+    # KEDA's operator (kedacore/keda, its own Deployment upstream): ScaledObjects.
+    "keda-operator": ControllerSpec("emulator.controllers.keda.scaledobject"),
 }
 
 
