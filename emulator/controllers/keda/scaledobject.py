@@ -181,6 +181,22 @@ class ScaledObjectController(Controller):
         self.due: dict[str, float] = {}  # poll key -> cluster time it is due
         self.stats = PollStats()
 
+    def start(self) -> ScaledObjectController:
+        if self.recorder is not None and self.recorder is not self.ctx.recorder:
+            self.recorder.start()
+        super().start()
+        return self
+
+    def stop(self, timeout: float = 10.0) -> None:
+        super().stop(timeout)
+        if self.recorder is not None and self.recorder is not self.ctx.recorder:
+            self.recorder.stop()
+        for key in list(self.built):
+            self._stop(key)
+
+    def event(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
+        super().event({"apiVersion": k.API_VERSION, "kind": "ScaledObject", **obj}, event_type, reason, message)
+
     # ------------------------------------------------------------------ handlers
     def _updated(self, old: Obj, new: Obj) -> None:
         om, nm = old.get("metadata") or {}, new.get("metadata") or {}
