@@ -36,6 +36,7 @@ import contextlib
 import copy
 import logging
 import math
+import threading
 import time
 from collections import defaultdict, deque
 from dataclasses import dataclass, field
@@ -148,7 +149,7 @@ class _Env:
                     continue
                 raw = ((c.get("resources") or {}).get("requests") or {}).get(resource)
                 with contextlib.suppress(QuantityError):
-                    total += float(parse_quantity(raw)) if raw is not None else 0.0
+                    total += parse_quantity(raw).milli_value() / 1000.0 if raw is not None else 0.0
             requests.append(total)
         return usage, requests
 
@@ -180,6 +181,8 @@ class ScaledObjectController(Controller):
         self.built: dict[str, Built] = {}
         self.due: dict[str, float] = {}  # poll key -> cluster time it is due
         self.stats = PollStats()
+        self._locks: dict[str, threading.Lock] = {}
+        self._locks_lock = threading.Lock()
 
     def start(self) -> ScaledObjectController:
         if self.recorder is not None and self.recorder is not self.ctx.recorder:
@@ -217,9 +220,24 @@ class ScaledObjectController(Controller):
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self, key: str) -> float | None:
-        if key.startswith(POLL):
-            return self.poll(key[len(POLL):])
-        return self.reconcile_scaled_object(key)
+        # A ScaledObject's reconcile and its poll never run at once: both write its status.
+        so_key = key[len(POLL):] if key.startswith(POLL) else key
+        with self._locks_lock:
+            lock = self._locks.setdefault(so_key, threading.Lock())
+        with lock:
+            if key.startswith(POLL):
+                return self.poll(so_key)
+            return self.reconcile_scaled_object(key)
+
+    def _latest(self, key: str) -> Obj | None:
+        """The stored object (not the cache: the last status write may not have reached it yet)."""
+        ns, _, name = key.partition("/")
+        try:
+            return self.core.get(SCALEDOBJECT, ns, name)
+        except errors.StatusError as e:
+            if e.code == 404:
+                return None
+            raise
 
     def _stop(self, key: str) -> None:
         built = self.built.pop(key, None)
@@ -229,7 +247,7 @@ class ScaledObjectController(Controller):
 
     def reconcile_scaled_object(self, key: str) -> float | None:
         ns, _, name = key.partition("/")
-        cached = self.so_informer.indexer.get_by_key(key)
+        cached = self._latest(key) if self.so_informer.indexer.get_by_key(key) is not None else None
         if cached is None or cached["metadata"].get("deletionTimestamp"):
             built = self.built.get(key)
             if built is not None:
@@ -238,6 +256,8 @@ class ScaledObjectController(Controller):
                                     for s in specs if s["type"] == "External"])
             self._stop(key)
             pm.forget(ns, name)
+            with self._locks_lock:
+                self._locks.pop(key, None)
             return None  # the HPA goes with its owner (garbage collector)
         now = self.clock.now()
         so = copy.deepcopy(cached)
@@ -365,11 +385,11 @@ class ScaledObjectController(Controller):
             except errors.StatusError as e:
                 if e.code != 404:
                     raise
+        fresh = {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                 "metadata": {"name": hpa_name, "namespace": ns, "labels": labels, "ownerReferences": [owner]},
+                 "spec": spec}
         if existing is None:
-            self.core.create(HORIZONTALPODAUTOSCALER, {
-                "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-                "metadata": {"name": hpa_name, "namespace": ns, "labels": labels, "ownerReferences": [owner]},
-                "spec": spec})
+            self.core.create(HORIZONTALPODAUTOSCALER, fresh)
             return
         current = existing.get("spec") or {}
         if all(current.get(f) == spec.get(f) for f in ("scaleTargetRef", "minReplicas", "maxReplicas", "metrics",
@@ -379,7 +399,12 @@ class ScaledObjectController(Controller):
         updated["spec"] = {**current, **spec}
         if "behavior" not in spec:
             updated["spec"].pop("behavior", None)
-        self.core.update(HORIZONTALPODAUTOSCALER, updated)
+        try:
+            self.core.update(HORIZONTALPODAUTOSCALER, updated)
+        except errors.StatusError as e:
+            if e.code != 404:
+                raise
+            self.core.create(HORIZONTALPODAUTOSCALER, fresh)  # the cache still had one deleted (paused)
 
     def _delete_hpa(self, so: Obj) -> None:
         ns = so["metadata"].get("namespace") or "default"
@@ -434,7 +459,7 @@ class ScaledObjectController(Controller):
         poll_key = POLL + key
         due = self.due.get(poll_key)
         built = self.built.get(key)
-        cached = self.so_informer.indexer.get_by_key(key)
+        cached = self._latest(key) if due is not None and built is not None else None
         if due is None or built is None or cached is None:
             self.due.pop(poll_key, None)
             return None  # the loop was stopped (deleted, paused, broken): no requeue
@@ -580,7 +605,7 @@ def fb_replicas(so: Obj) -> int:
 def _target_value(target: Obj) -> float:
     raw = target.get("averageValue") if target.get("type") == "AverageValue" else target.get("value")
     try:
-        return float(parse_quantity(raw)) if raw is not None else 0.0
+        return parse_quantity(raw).milli_value() / 1000.0 if raw is not None else 0.0
     except QuantityError:
         return math.nan
 

@@ -28,9 +28,10 @@ class CPUMemoryScaler:
             raise ScalerError(f"unknown metric type: {self.metric_type}")
         self.value_text = get_str(config, self.resource, "value", required=True)
         try:
-            self.value = float(parse_quantity(self.value_text)) if self.metric_type == "AverageValue" \
+            self.value = parse_quantity(self.value_text).milli_value() / 1000.0 if self.metric_type == "AverageValue" \
                 else float(self.value_text)
-            self.activation = float(parse_quantity(get_str(config, self.resource, "activationValue", "0")))
+            activation = get_str(config, self.resource, "activationValue", "0")
+            self.activation = parse_quantity(activation).milli_value() / 1000.0
         except (QuantityError, ValueError):
             raise ScalerError(f"error parsing {self.resource} metadata: value {self.value_text!r} is not valid") \
                 from None

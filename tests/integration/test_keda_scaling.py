@@ -1,0 +1,212 @@
+"""KEDA's operator on a ManualClock: pause annotations, fallback on an unreachable Redis, bad input.
+
+Expected values from kedacore/keda: a paused ScaledObject has no HPA and holds the target at
+``autoscaling.keda.sh/paused-replicas``; a metric that failed more than
+``fallback.failureThreshold`` polls in a row reads ``fallback.replicas * target``
+(``fallback.go doFallback``) so the HPA holds ``fallback.replicas``, and an inactive target at
+0 is scaled to ``fallback.replicas``; scaler errors are ``Ready=False`` (``TriggerError``) and
+``KEDAScalerFailed`` events. Bad input is the webhook's 403 or a ``ScaledObjectCheckFailed``
+condition with upstream's message, and nothing else changes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from emulator.api import errors
+from emulator.api.kinds import (
+    DEPLOYMENT,
+    EVENT,
+    HORIZONTALPODAUTOSCALER,
+    SCALEDOBJECT,
+    TRIGGERAUTHENTICATION,
+)
+from emulator.api.selectors import parse_label_selector
+from emulator.clock import ManualClock
+from emulator.controllers.manager import ControllerManager
+from emulator.metricsapi.adapter import MetricsAdapter
+from emulator.server.core import ServerCore
+from tests.integration.test_keda_operator import redis_trigger, scaled_object, worker_deployment
+from tests.waiting import wait_for
+
+pytestmark = pytest.mark.integration
+
+Obj = dict[str, Any]
+
+
+def so_status(core: ServerCore, name: str) -> Obj:
+    return core.get(SCALEDOBJECT, "default", name).get("status") or {}
+
+
+def condition(core: ServerCore, name: str, ctype: str) -> Obj:
+    return next((c for c in so_status(core, name).get("conditions") or [] if c["type"] == ctype), {})
+
+
+def replicas(core: ServerCore, name: str) -> int:
+    return int(core.get(DEPLOYMENT, "default", name)["spec"].get("replicas") or 0)
+
+
+def hpa_exists(core: ServerCore, name: str) -> bool:
+    try:
+        core.get(HORIZONTALPODAUTOSCALER, "default", name)
+    except errors.StatusError as e:
+        assert e.code == 404
+        return False
+    return True
+
+
+def event_messages(core: ServerCore, reason: str) -> list[str]:
+    return [e["message"] for e in core.list(EVENT, "default").items if e.get("reason") == reason]
+
+
+def set_annotations(core: ServerCore, name: str, annotations: dict[str, str] | None) -> None:
+    so = core.get(SCALEDOBJECT, "default", name)
+    if annotations is None:
+        so["metadata"].pop("annotations", None)
+    else:
+        so["metadata"]["annotations"] = annotations
+    core.update(SCALEDOBJECT, so)
+
+
+def test_paused_replicas_hold_the_target_and_remove_the_hpa(
+        core: ServerCore, clock: ManualClock, start_manager: Callable[..., ControllerManager]) -> None:
+    core.store.redis.delete("paused-q")
+    core.create(DEPLOYMENT, {**worker_deployment("paused", "paused-q")})
+    start_manager("keda-operator")
+    core.create(SCALEDOBJECT, scaled_object("paused", "paused", [redis_trigger("paused-q")], minReplicaCount=1,
+                                            maxReplicaCount=10))
+    wait_for(lambda: hpa_exists(core, "keda-hpa-paused"), 20, "the HPA")
+    wait_for(lambda: replicas(core, "paused") == 1, 20, "minReplicaCount applied (inactive, below min)")
+
+    set_annotations(core, "paused", {"autoscaling.keda.sh/paused-replicas": "3"})
+    wait_for(lambda: replicas(core, "paused") == 3 and not hpa_exists(core, "keda-hpa-paused"), 20,
+             "paused-replicas applied and the HPA removed")
+    assert condition(core, "paused", "Paused") | {"lastTransitionTime": None} == {
+        "type": "Paused", "status": "True", "reason": "ScaledObjectPaused", "message": "ScaledObject is paused",
+        "lastTransitionTime": None}
+    assert so_status(core, "paused")["pausedReplicaCount"] == 3
+    core.store.redis.rpush("paused-q", *range(100))  # would activate and scale: paused holds
+    for _ in range(4):
+        clock.advance(30)
+    wait_for(lambda: condition(core, "paused", "Paused").get("status") == "True", 5, "still paused")
+    assert replicas(core, "paused") == 3 and not hpa_exists(core, "keda-hpa-paused")
+
+    set_annotations(core, "paused", None)
+    wait_for(lambda: condition(core, "paused", "Paused").get("reason") == "ScaledObjectUnpaused", 20, "unpaused")
+    wait_for(lambda: hpa_exists(core, "keda-hpa-paused"), 20, "the HPA back")
+    assert "pausedReplicaCount" not in so_status(core, "paused")
+
+
+def test_fallback_after_failure_threshold_failed_polls(
+        core: ServerCore, clock: ManualClock, start_manager: Callable[..., ControllerManager]) -> None:
+    threshold, fallback_replicas, list_length = 3, 4, 10
+    core.create(DEPLOYMENT, worker_deployment("fb", "fb-q"))
+    start_manager("keda-operator")
+    # Port 1 refuses connections: every poll fails at once.
+    core.create(SCALEDOBJECT, scaled_object(
+        "fb", "fb", [redis_trigger("fb-q", address="127.0.0.1:1")], minReplicaCount=0, maxReplicaCount=10,
+        fallback={"failureThreshold": threshold, "replicas": fallback_replicas}))
+    metric = "s0-redis-fb-q"
+
+    def failures() -> int:
+        return int((so_status(core, "fb").get("health") or {}).get(metric, {}).get("numberOfFailures") or 0)
+
+    for polls in range(1, threshold + 2):
+        wait_for(lambda n=polls: failures() == n, 20, f"failed poll {polls}")
+        if polls <= threshold:
+            assert replicas(core, "fb") == 0, f"fallback before {threshold} failures ({polls})"
+            assert condition(core, "fb", "Fallback").get("status") == "False"
+            clock.advance(30)
+    wait_for(lambda: replicas(core, "fb") == fallback_replicas, 20, "fallback replicas")
+    assert condition(core, "fb", "Fallback")["reason"] == "FallbackExists"
+    ready = condition(core, "fb", "Ready")
+    assert (ready["status"], ready["reason"], ready["message"]) == (
+        "False", "TriggerError", "Triggers defined in ScaledObject are not working correctly")
+    # The HPA reads fallback.replicas * target, so it holds fallback.replicas.
+    adapter = MetricsAdapter.build(core.store, now=clock.now)
+    values = adapter.external_values("default", metric, parse_label_selector("scaledobject.keda.sh/name=fb"))
+    assert [v.value for v in values] == [fallback_replicas * list_length]
+    wait_for(lambda: event_messages(core, "KEDAScalerFailed"), 10, "KEDAScalerFailed events")
+    assert "127.0.0.1:1" in event_messages(core, "KEDAScalerFailed")[0] or \
+        "refused" in event_messages(core, "KEDAScalerFailed")[0].lower()
+
+
+BAD_TRIGGERS = [
+    ("unknown-type", [{"type": "kafkaa", "metadata": {"topic": "t"}}], "no scaler found for type: kafkaa"),
+    ("missing-auth", [{"type": "redis", "metadata": {"listName": "q"}, "authenticationRef": {"name": "nope"}}],
+     'error getting triggerAuth: triggerauthentications.keda.sh "nope" not found'),
+    ("bad-metadata", [{"type": "prometheus", "metadata": {"serverAddress": "http://127.0.0.1:1", "query": "up"}}],
+     'error parsing prometheus metadata: missing required parameter "threshold"'),
+]
+
+
+@pytest.mark.parametrize(("name", "triggers", "message"), BAD_TRIGGERS, ids=[c[0] for c in BAD_TRIGGERS])
+def test_bad_triggers_are_a_check_failed_condition(
+        core: ServerCore, start_manager: Callable[..., ControllerManager], name: str, triggers: list[Obj],
+        message: str) -> None:
+    core.create(DEPLOYMENT, worker_deployment(name, "q"))
+    start_manager("keda-operator")
+    core.create(SCALEDOBJECT, scaled_object(name, name, triggers))
+    wait_for(lambda: condition(core, name, "Ready").get("status") == "False", 20, "Ready=False")
+    ready = condition(core, name, "Ready")
+    assert (ready["reason"], ready["message"]) == (
+        "ScaledObjectCheckFailed", "Failed to ensure HPA is correctly created for ScaledObject")
+    wait_for(lambda: message in event_messages(core, "ScaledObjectCheckFailed"), 10, "the event")
+    assert not hpa_exists(core, f"keda-hpa-{name}") and replicas(core, name) == 0
+
+
+WEBHOOK_CASES = [
+    ("other-hpa", {}, "the workload 'web' of type 'apps/v1.Deployment' is already managed by the hpa 'web'"),
+    ("min-above-max", {"minReplicaCount": 5, "maxReplicaCount": 2}, "MinReplicaCount=5 must be less than "
+                                                                     "MaxReplicaCount=2"),
+    ("idle-not-below-min", {"idleReplicaCount": 1, "minReplicaCount": 1},
+     "IdleReplicaCount=1 must be less than MinReplicaCount=1"),
+    ("duplicate-trigger-names", {"triggers": [{"type": "cron", "name": "a", "metadata": {}},
+                                              {"type": "cron", "name": "a", "metadata": {}}]},
+     'triggerName "a" is defined multiple times in the ScaledObject/ScaledJob, but it must be unique'),
+    ("no-triggers", {"triggers": []}, "no triggers defined in the ScaledObject/ScaledJob"),
+    ("fallback-cpu-only", {"triggers": [{"type": "cpu", "metricType": "Utilization", "metadata": {"value": "50"}}],
+                           "fallback": {"failureThreshold": 3, "replicas": 2}},
+     "at least one trigger (that is not cpu or memory) has to have the `AverageValue` type for the fallback to be "
+     "enabled"),
+]
+
+
+@pytest.mark.parametrize(("case", "spec", "message"), WEBHOOK_CASES, ids=[c[0] for c in WEBHOOK_CASES])
+def test_the_webhook_denies_with_upstreams_message(core: ServerCore, case: str, spec: Obj, message: str) -> None:
+    core.create(DEPLOYMENT, worker_deployment("web", "q"))
+    if case == "other-hpa":
+        core.create(HORIZONTALPODAUTOSCALER, {"metadata": {"name": "web", "namespace": "default"}, "spec": {
+            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 3,
+            "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
+                                                                                       "averageUtilization": 50}}}]}})
+    body = scaled_object("web", "web", [redis_trigger("q")])
+    body["spec"].update(spec)
+    with pytest.raises(errors.StatusError) as raised:
+        core.create(SCALEDOBJECT, body)
+    assert raised.value.code == 403
+    assert raised.value.message == f'admission webhook "vscaledobject.kb.io" denied the request: {message}'
+    assert core.list(SCALEDOBJECT, "default").items == []
+    assert [h["metadata"]["name"] for h in core.list(HORIZONTALPODAUTOSCALER, "default").items] == \
+        (["web"] if case == "other-hpa" else [])
+
+
+def test_schema_rejects_a_trigger_without_type(core: ServerCore) -> None:
+    body = scaled_object("x", "x", [{"metadata": {"listName": "q"}}])
+    with pytest.raises(errors.StatusError) as raised:
+        core.create(SCALEDOBJECT, body)
+    assert raised.value.code == 422
+    assert [c.field for c in raised.value.causes] == ["spec.triggers[0].type"]
+
+
+def test_trigger_authentication_password_reaches_the_scaler(core: ServerCore) -> None:
+    core.create(TRIGGERAUTHENTICATION, {"metadata": {"name": "ta", "namespace": "default"},
+                                        "spec": {"secretTargetRef": [{"parameter": "password", "name": "s",
+                                                                      "key": "k"}]}})
+    stored = core.get(TRIGGERAUTHENTICATION, "default", "ta")
+    assert json.dumps(stored["spec"]) == json.dumps({"secretTargetRef": [{"parameter": "password", "name": "s",
+                                                                          "key": "k"}]})
