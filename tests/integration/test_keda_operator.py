@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from emulator.api import errors
 from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, POD, SCALEDOBJECT
@@ -124,6 +125,10 @@ def test_scale_from_zero_drains_the_list_and_cools_down(
         "target": {"type": "AverageValue", "averageValue": str(LIST_LENGTH)}}}]
     assert condition(core, "worker", "Ready")["status"] == "True"
     assert condition(core, "worker", "Active")["reason"] == "ScalerActive"
+    labels = {"namespace": "default", "metric": f"s0-redis-{LIST}", "scaledObject": "worker",
+              "scaler": "redisScaler", "triggerIndex": "0", "type": "scaledobject"}
+    assert REGISTRY.get_sample_value("keda_scaler_metrics_value", labels) == ITEMS
+    assert REGISTRY.get_sample_value("keda_scaler_active", labels) == 1
 
     # The HPA's count: ceil(depth / 10) bounded by max, while more than max * 10 items wait.
     peak: list[int] = []

@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import Any
 
 import pytest
+from prometheus_client import REGISTRY
 
 from emulator.api import errors
 from emulator.api.kinds import (
@@ -89,6 +90,8 @@ def test_paused_replicas_hold_the_target_and_remove_the_hpa(
         "type": "Paused", "status": "True", "reason": "ScaledObjectPaused", "message": "ScaledObject is paused",
         "lastTransitionTime": None}
     assert so_status(core, "paused")["pausedReplicaCount"] == 3
+    assert REGISTRY.get_sample_value("keda_scaled_object_paused", {"namespace": "default",
+                                                                   "scaledObject": "paused"}) == 1
     core.store.redis.rpush("paused-q", *range(100))  # would activate and scale: paused holds
     for _ in range(4):
         clock.advance(30)
@@ -130,6 +133,13 @@ def test_fallback_after_failure_threshold_failed_polls(
     adapter = MetricsAdapter.build(core.store, now=clock.now)
     values = adapter.external_values("default", metric, parse_label_selector("scaledobject.keda.sh/name=fb"))
     assert [v.value for v in values] == [fallback_replicas * list_length]
+    labels = {"namespace": "default", "metric": metric, "scaledObject": "fb", "scaler": "redisScaler",
+              "triggerIndex": "0", "type": "scaledobject"}
+    assert (REGISTRY.get_sample_value("keda_scaler_errors_total", labels) or 0) >= threshold + 1
+    assert (REGISTRY.get_sample_value("keda_scaled_object_errors_total",
+                                      {"namespace": "default", "scaledObject": "fb"}) or 0) >= threshold + 1
+    assert REGISTRY.get_sample_value("keda_internal_scale_loop_latency_seconds",
+                                     {"namespace": "default", "type": "scaledobject", "resource": "fb"}) is not None
     wait_for(lambda: event_messages(core, "KEDAScalerFailed"), 10, "KEDAScalerFailed events")
     assert "127.0.0.1:1" in event_messages(core, "KEDAScalerFailed")[0] or \
         "refused" in event_messages(core, "KEDAScalerFailed")[0].lower()
