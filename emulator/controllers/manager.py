@@ -78,8 +78,9 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
     "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),
-    # KEDA's operator (kedacore/keda, its own Deployment upstream): ScaledObjects.
+    # KEDA's operator (kedacore/keda, its own Deployment upstream): ScaledObjects and ScaledJobs.
     "keda-operator": ControllerSpec("emulator.controllers.keda.scaledobject"),
+    "keda-scaledjob": ControllerSpec("emulator.controllers.keda.scaledjob"),
 }
 
 
