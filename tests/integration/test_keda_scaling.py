@@ -220,3 +220,73 @@ def test_trigger_authentication_password_reaches_the_scaler(core: ServerCore) ->
     stored = core.get(TRIGGERAUTHENTICATION, "default", "ta")
     assert json.dumps(stored["spec"]) == json.dumps({"secretTargetRef": [{"parameter": "password", "name": "s",
                                                                           "key": "k"}]})
+
+
+def test_idle_replicas_activation_threshold_and_hpa_config(
+        core: ServerCore, clock: ManualClock, start_manager: Callable[..., ControllerManager]) -> None:
+    """idleReplicaCount 0 with minReplicaCount 2: inactive -> idle after cooldown; active -> min (RequestScale)."""
+    redis, queue = core.store.redis, "idle-q"
+    redis.delete(queue)
+    redis.rpush(queue, *range(3))  # 3 <= activationListLength 3: not active
+    core.create(DEPLOYMENT, worker_deployment("idle", queue))
+    start_manager("keda-operator")
+    behavior = {"scaleDown": {"stabilizationWindowSeconds": 60, "policies": [
+        {"type": "Pods", "value": 1, "periodSeconds": 30}]}}
+    core.create(SCALEDOBJECT, scaled_object(
+        "idle", "idle", [redis_trigger(queue, activationListLength="3")], idleReplicaCount=0, minReplicaCount=2,
+        maxReplicaCount=8, cooldownPeriod=60,
+        advanced={"horizontalPodAutoscalerConfig": {"name": "custom-hpa", "behavior": behavior}}))
+    wait_for(lambda: hpa_exists(core, "custom-hpa"), 20, "the HPA under its configured name")
+    hpa = core.get(HORIZONTALPODAUTOSCALER, "default", "custom-hpa")
+    assert hpa["spec"]["minReplicas"] == 2 and hpa["spec"]["maxReplicas"] == 8
+    assert hpa["spec"]["behavior"]["scaleDown"]["stabilizationWindowSeconds"] == 60
+    assert hpa["spec"]["behavior"]["scaleDown"]["policies"] == behavior["scaleDown"]["policies"]
+    wait_for(lambda: condition(core, "idle", "Active").get("reason") == "ScalerNotActive", 20, "inactive")
+    assert replicas(core, "idle") == 0  # at idle: nothing to do while inactive
+
+    redis.rpush(queue, "one-more")  # 4 > 3: active -> from idle to minReplicaCount
+    clock.advance(30)
+    wait_for(lambda: replicas(core, "idle") == 2, 20, "idle -> minReplicaCount on activation")
+    redis.delete(queue)
+    clock.advance(30)  # inactive, but the last active poll was 30 s ago: cooling down
+    wait_for(lambda: condition(core, "idle", "Active").get("reason") == "ScalerNotActive", 20, "inactive again")
+    assert replicas(core, "idle") == 2
+    clock.advance(30)  # 60 s since the last active poll: not more than cooldownPeriod yet (strictly after)
+    clock.advance(30)
+    wait_for(lambda: replicas(core, "idle") == 0, 20, "back to idleReplicaCount after cooldownPeriod")
+
+
+def test_missing_scale_target_is_a_check_failed_condition(
+        core: ServerCore, start_manager: Callable[..., ControllerManager]) -> None:
+    start_manager("keda-operator")
+    core.create(SCALEDOBJECT, scaled_object("ghost", "no-such-deployment", [redis_trigger("q")]))
+    wait_for(lambda: condition(core, "ghost", "Ready").get("status") == "False", 20, "Ready=False")
+    ready = condition(core, "ghost", "Ready")
+    assert (ready["reason"], ready["message"]) == ("ScaledObjectCheckFailed",
+                                                   "ScaledObject doesn't have correct scaleTargetRef specification")
+    assert not hpa_exists(core, "keda-hpa-ghost")
+
+
+def test_deleting_the_scaled_object_removes_its_hpa_and_metrics(
+        core: ServerCore, clock: ManualClock, start_manager: Callable[..., ControllerManager]) -> None:
+    redis, queue = core.store.redis, "gone-q"
+    redis.delete(queue)
+    redis.rpush(queue, *range(20))
+    core.create(DEPLOYMENT, worker_deployment("gone", queue))
+    start_manager("keda-operator", "garbagecollector")
+    core.create(SCALEDOBJECT, scaled_object("gone", "gone", [redis_trigger(queue)], minReplicaCount=0))
+    wait_for(lambda: replicas(core, "gone") == 1 and hpa_exists(core, "keda-hpa-gone"), 20, "activated, HPA")
+    adapter = MetricsAdapter.build(core.store, now=clock.now)
+    selector = parse_label_selector("scaledobject.keda.sh/name=gone")
+    assert [v.value for v in adapter.external_values("default", f"s0-redis-{queue}", selector)] == [20.0]
+    core.delete(SCALEDOBJECT, "default", "gone")
+    wait_for(lambda: not hpa_exists(core, "keda-hpa-gone"), 20, "the HPA garbage-collected")
+
+    def forgotten() -> bool:
+        try:
+            adapter.external_values("default", f"s0-redis-{queue}", selector)
+        except errors.StatusError as e:
+            return e.code == 404
+        return False
+    wait_for(forgotten, 20, "the metric no longer served")
+    assert replicas(core, "gone") == 1  # the target is left as it is (no restoreToOriginalReplicaCount)
