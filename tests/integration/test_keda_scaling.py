@@ -23,15 +23,18 @@ from emulator.api.kinds import (
     DEPLOYMENT,
     EVENT,
     HORIZONTALPODAUTOSCALER,
+    POD,
     SCALEDOBJECT,
     TRIGGERAUTHENTICATION,
 )
 from emulator.api.selectors import parse_label_selector
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager
+from emulator.kubelet import usage as kubelet_usage
 from emulator.metricsapi.adapter import MetricsAdapter
 from emulator.server.core import ServerCore
 from tests.integration.test_keda_operator import redis_trigger, scaled_object, worker_deployment
+from tests.kubelet_standin import running_ready_status
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -290,3 +293,33 @@ def test_deleting_the_scaled_object_removes_its_hpa_and_metrics(
         return False
     wait_for(forgotten, 20, "the metric no longer served")
     assert replicas(core, "gone") == 1  # the target is left as it is (no restoreToOriginalReplicaCount)
+
+
+@pytest.mark.parametrize(("usage_m", "active"), [(80, True), (20, False)], ids=["above", "below"])
+def test_cpu_trigger_is_a_resource_metric_and_reads_metrics_k8s_io(
+        core: ServerCore, clock: ManualClock, start_manager: Callable[..., ControllerManager], usage_m: int,
+        active: bool) -> None:
+    """cpu (Utilization 50, activationValue 30) over 2 pods requesting 100m: usage/request*100 vs 30."""
+    body = worker_deployment("cpu", "unused")
+    body["spec"]["replicas"] = 2
+    core.create(DEPLOYMENT, body)
+    for i in range(2):
+        pod = {"metadata": {"name": f"cpu-{i}", "namespace": "default", "labels": {"app": "cpu"}},
+               "spec": {"nodeName": "n1", "containers": [{"name": "worker", "image": "w:1", "resources": {
+                   "requests": {"cpu": "100m"}}}]}}
+        stored = core.create(POD, pod)
+        core.update_status(POD, {**stored, "status": running_ready_status(stored, clock.now())})
+    pipe = core.store.redis.pipeline(transaction=False)
+    kubelet_usage.write_snapshot(pipe, core.store.config.prefix, timestamp=clock.now(), window=15.0, nodes={}, pods={
+        ("default", f"cpu-{i}"): [("worker", usage_m * 1_000_000, 64 * 1024**2)] for i in range(2)})
+    pipe.execute()
+    start_manager("keda-operator")
+    core.create(SCALEDOBJECT, scaled_object("cpu", "cpu", [
+        {"type": "cpu", "metricType": "Utilization", "metadata": {"value": "50", "activationValue": "30"}}],
+        minReplicaCount=1, maxReplicaCount=4))
+    wait_for(lambda: hpa_exists(core, "keda-hpa-cpu"), 20, "the HPA")
+    assert core.get(HORIZONTALPODAUTOSCALER, "default", "keda-hpa-cpu")["spec"]["metrics"] == [
+        {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization", "averageUtilization": 50}}}]
+    wait_for(lambda: condition(core, "cpu", "Active").get("status") in ("True", "False"), 20, "a poll")
+    assert condition(core, "cpu", "Active")["status"] == ("True" if active else "False")
+    assert so_status(core, "cpu")["resourceMetricNames"] == ["cpu"]
