@@ -14,7 +14,9 @@ p50 / p99 / max in cluster seconds (start of a poll minus when it was due: KEDA'
 ``keda_internal_scale_loop_latency_seconds``) and how many polls were late by more than one
 ``pollingInterval``; and the reaction at 0 -> 1: items pushed onto an idle object's list and
 the time until KEDA set its Deployment to 1 replica (cluster and wall seconds) — bounded by
-the pollingInterval, as upstream. Run: ``.venv/bin/python -m loadgen.bench_keda
+the pollingInterval, as upstream; and, on a separate small cluster with a real kubelet shard,
+items pushed -> KEDA's 0 -> 1 -> the first queue-worker pod Ready (cluster and wall seconds).
+Run: ``.venv/bin/python -m loadgen.bench_keda
 [--scaledobjects 500] [--seconds 120] [--clock-speed 1] [--with-hpa] [--json out.json]``.
 Prints numbers, asserts nothing.
 """
@@ -139,6 +141,67 @@ def run(count: int, seconds: float, speed: float, with_hpa: bool) -> dict[str, A
             redis.stop()
 
 
+def first_worker_ready(speed: float, polling: int = POLLING) -> dict[str, float]:
+    """Items pushed -> KEDA's 0 -> 1 -> the first queue-worker pod Ready, on a real kubelet shard.
+
+    One ScaledObject (redis trigger) over a Deployment of ``queue-worker`` pods; the Deployment
+    and ReplicaSet controllers create the pod, a binder plays the scheduler, an in-process kubelet
+    shard (one node) runs it. The items arrive at a random point of the polling cycle, so the
+    reaction is up to one pollingInterval plus the pod's start.
+    """
+    from emulator.api.kinds import NODE
+    from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+
+    with tempfile.TemporaryDirectory() as tmp:
+        redis = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp)))
+        redis.start()
+        try:
+            store = Store.connect(redis.url)
+            clock = SystemClock(speed)
+            core = ServerCore(store, clock)
+            core.bootstrap()
+            shard = KubeletShard(core, 0, 1, kubelet_shard_config({}, [{"name": "n", "count": 1}]), clock)
+            shard.start(timeout=60)
+            body = _deployment(0)
+            body["spec"]["template"]["metadata"]["annotations"] = {
+                "kemu.io/profile": "queue-worker", "kemu.io/queue": "ready-q", "kemu.io/startup-delay": "1s"}
+            core.create(DEPLOYMENT, body)
+            manager = ControllerManager(core, ManagerConfig(leader_elect=False, cluster_state_metrics=False,
+                                                            controllers=("deployment", "replicaset",
+                                                                         "keda-operator")))
+            manager.start()
+            assert manager.wait_active(120), "controller manager did not start"
+            so = _scaled_object(0)
+            so["spec"]["triggers"] = [{"type": "redis", "metadata": {"listName": "ready-q", "listLength": "10"}}]
+            so["spec"]["pollingInterval"] = polling
+            core.create(SCALEDOBJECT, so)
+            time.sleep(polling / speed / 3)  # the items arrive a third into a polling cycle
+            pushed_cluster, pushed_wall = clock.now(), time.monotonic()
+            store.redis.rpush("ready-q", *range(50))
+            out: dict[str, float] = {}
+            deadline = time.monotonic() + 3 * polling / speed + 60
+            while time.monotonic() < deadline and "ready_cluster_s" not in out:
+                nodes = [n["metadata"]["name"] for n in core.list(NODE).items]
+                for pod in core.list(POD, NAMESPACE).items:
+                    if nodes and not pod["spec"].get("nodeName"):
+                        core.bind(NAMESPACE, pod["metadata"]["name"], nodes[0], uid=pod["metadata"]["uid"])
+                    ready = any(c.get("type") == "Ready" and c.get("status") == "True"
+                                for c in (pod.get("status") or {}).get("conditions") or [])
+                    if ready:
+                        out["ready_cluster_s"] = clock.now() - pushed_cluster
+                        out["ready_wall_s"] = time.monotonic() - pushed_wall
+                if "scaled_cluster_s" not in out and \
+                        core.get(DEPLOYMENT, NAMESPACE, "w0")["spec"].get("replicas") == 1:
+                    out["scaled_cluster_s"] = clock.now() - pushed_cluster
+                shard.tick()
+                time.sleep(0.05)  # the kubelet's tick period here; sampling, not a test wait
+            manager.stop()
+            shard.stop()
+            return out
+        finally:
+            redis.stop()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--scaledobjects", type=int, default=500)
@@ -148,6 +211,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
     result = run(args.scaledobjects, args.seconds, args.clock_speed, args.with_hpa)
+    for key, value in first_worker_ready(args.clock_speed).items():
+        result[f"push_to_{key}"] = value
     for key, value in result.items():
         print(f"{key:36s} {value:.3f}" if isinstance(value, float) else f"{key:36s} {value}")
     if args.json:
