@@ -125,6 +125,8 @@ class _Env:
     def pod_resource_usage(self, namespace: str, name: str, resource: str, container: str
                            ) -> tuple[list[float], list[float]]:
         """Usage (cores / bytes) and requests of the ScaledObject's target's pods (metrics.k8s.io)."""
+        if self.controller.so_informer is None:  # a ScaledJob: upstream's cpu/memory scalers need a scale target
+            raise ScalerError("cpu and memory triggers need a ScaledObject's scale target")
         so = self.controller.so_informer.indexer.get_by_key(f"{namespace}/{name}")
         if so is None:
             return [], []
