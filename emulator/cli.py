@@ -63,7 +63,9 @@ class CLIError(Exception):
 
 
 def _config(args: argparse.Namespace) -> Config:
-    return Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
+    from emulator.descheduler_cli import with_descheduler
+
+    cfg = Config.load(args.config, redis_url=args.redis_url, redis_port=args.redis_port, data_dir=args.data_dir,
                        node_shards=getattr(args, "node_shards", None), api_host=getattr(args, "api_host", None),
                        api_port=getattr(args, "api_port", None), api_workers=getattr(args, "api_workers", None),
                        controller_managers=getattr(args, "controller_managers", None),
@@ -77,9 +79,12 @@ def _config(args: argparse.Namespace) -> Config:
                        api_require_token=getattr(args, "api_require_token", None),
                        api_token_file=getattr(args, "api_token_file", None),
                        api_advertise_url=getattr(args, "api_advertise_url", None),
+                       api_tls=getattr(args, "api_tls", None), users_file=getattr(args, "users", None),
+                       api_authorization_mode=getattr(args, "authorization_mode", None),
                        clock_speed=getattr(args, "clock_speed", None),
                        prometheus_url=getattr(args, "prometheus_url", None),
                        metrics_rules=getattr(args, "metrics_rules", None))
+    return with_descheduler(cfg, args)
 
 
 def _read_pools(path: str | None) -> list[dict[str, Any]] | None:
@@ -145,9 +150,16 @@ def _add_component_flags(p: argparse.ArgumentParser) -> None:
                         "this process")
     p.add_argument("--api-require-token", dest="api_require_token", action=argparse.BooleanOptionalAction,
                    help="answer 401 to requests without the bearer token (default: only when --api-host is not "
-                        "loopback); kubectl sends tokens only over TLS and kemu serves plain HTTP, so "
-                        "--no-api-require-token is how kubectl reaches a server bound to 0.0.0.0 (a wrong token is "
-                        "still refused)")
+                        "loopback); kubectl sends tokens only over TLS, so use --tls for kubectl to reach a server "
+                        "bound to 0.0.0.0 (or --no-api-require-token over plain HTTP; a wrong token is still refused)")
+    p.add_argument("--tls", dest="api_tls", action="store_true", default=None,
+                   help="serve HTTPS with a generated CA and certificate ($KEMU_HOME/pki), written into the "
+                        "kubeconfig: kubectl sends users' tokens only over TLS")
+    p.add_argument("--users", help="YAML file of users ({users: [{name: alice, groups: [team-a]}]}): each gets a "
+                                   "bearer token and a kubeconfig context named after it; RBAC decides what they "
+                                   "may do (bind them with kubectl create rolebinding ...)")
+    p.add_argument("--authorization-mode", choices=("RBAC", "AlwaysAllow"),
+                   help="how the API server authorizes requests (default RBAC)")
     p.add_argument("--api-token-file", help="bearer token file shared by API server replicas: read if it exists, "
                                             "else created; a kubeconfig is written next to it")
     p.add_argument("--api-advertise-url", help="server URL for the kubeconfig next to --api-token-file, as other "
@@ -297,12 +309,15 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
     for flag in ("config", "redis_url", "redis_port", "data_dir", "api_host", "api_port", "api_workers",
                  "controller_managers", "nodes", "node_pools", "kubelet_shards", "ray_address", "schedulers",
                  "scheduler_config", "api_token_file", "api_advertise_url", "clock_speed", "prometheus_url",
-                 "metrics_rules"):
+                 "metrics_rules", "descheduler_policy", "descheduling_interval", "users",
+                 "authorization_mode"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
     if args.controllers_on_ray:
         argv.append("--controllers-on-ray")
+    if args.api_tls:
+        argv.append("--tls")
     for flag, value in (("api-server", args.api_enabled), ("api-require-token", args.api_require_token)):
         if value is not None:
             argv.append(f"--{flag}" if value else f"--no-{flag}")
@@ -545,6 +560,30 @@ def cmd_kubeconfig(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_user_add(args: argparse.Namespace) -> int:
+    """Give a running cluster a user: a token in its Redis, a context in the kubeconfig ``kemu up`` wrote."""
+    from emulator.apiserver import kubeconfig, users
+    from emulator.cluster import ClusterState
+    from emulator.store.store import Store, StoreConfig
+
+    state = ClusterState.read()
+    if state is None:
+        raise CLIError("no detached cluster is running: start one with `kemu up --detach`")
+    prefix = Config.load(args.config).prefix
+    store = Store.connect(state.redis_url, StoreConfig(prefix=prefix))
+    try:
+        token = users.add_user(store.redis, prefix, users.UserSpec(args.name, tuple(args.group or ())))
+    except ValueError as e:
+        raise CLIError(str(e)) from None
+    path = Path(state.kubeconfig) if state.kubeconfig else kubeconfig.default_path()
+    if path.exists():
+        kubeconfig.add_user(path, args.name, token)
+        print(f"user {args.name} added; kubectl --context {args.name} (kubeconfig {path})")
+    else:
+        print(token)
+    return 0
+
+
 def cmd_dashboards(args: argparse.Namespace) -> int:
     from emulator import dashboards
 
@@ -567,6 +606,7 @@ CommandRegistration = Callable[[SubParsers], None]
 def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="kemu", description="An emulator of large Kubernetes clusters.")
     sub = parser.add_subparsers(dest="command", required=True)
+    from emulator import descheduler_cli
 
     up = sub.add_parser("up", help="run a local cluster (foreground until Ctrl-C, or --detach)")
     _add_cluster_flags(up)
@@ -578,6 +618,7 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     _add_kubelet_flags(up)
     _add_scheduler_flags(up)
     _add_component_flags(up)
+    descheduler_cli.add_up_flags(up)
     up.set_defaults(fn=cmd_up)
 
     status = sub.add_parser("status", help="report on the detached cluster")
@@ -605,6 +646,14 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     kube = sub.add_parser("kubeconfig", help="print the path of the kubeconfig `kemu up` wrote")
     kube.set_defaults(fn=cmd_kubeconfig)
 
+    user = sub.add_parser("user", help="users of the detached cluster (bearer tokens, kubeconfig contexts)")
+    user_sub = user.add_subparsers(dest="user_action", required=True)
+    add = user_sub.add_parser("add", help="create a user (or rotate its token) and add its kubeconfig context")
+    add.add_argument("name")
+    add.add_argument("--group", action="append", help="a group the user is in (repeatable)")
+    add.add_argument("--config", help="YAML config file (for its Redis key prefix)")
+    add.set_defaults(fn=cmd_user_add)
+
     dash = sub.add_parser("dashboards", help="kemu's Grafana dashboards (dashboards/*.json)")
     dash_sub = dash.add_subparsers(dest="dashboards_action", required=True)
     push = dash_sub.add_parser("push", help="create or update the dashboards in a Grafana")
@@ -615,9 +664,11 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
     push.add_argument("--password", help="basic-auth password (default: $GRAFANA_PASSWORD)")
     push.add_argument("--folder", default="kemu", help="folder to put them in, created if missing (default kemu)")
     push.set_defaults(fn=cmd_dashboards)
+
     from emulator import load_command
 
     load_command.register(sub)  # kemu load set|set-queue|get|clear (emulator/load_command.py)
+    descheduler_cli.add_command(sub)  # kemu deschedule (emulator/descheduler_cli.py)
     for register in commands:
         register(sub)
     return parser

@@ -115,6 +115,14 @@ class ClusterState:
         cls.path().unlink(missing_ok=True)
 
 
+def running_redis_url() -> str | None:
+    """The Redis of this KEMU_HOME's detached cluster while its ``kemu up`` is alive, else None."""
+    from emulator.processes import pid_alive
+
+    state = ClusterState.read()
+    return state.redis_url if state is not None and pid_alive(state.pid) else None
+
+
 DEFAULT_API_PORT = 6443  # kube-apiserver's customary secure port
 
 
@@ -207,6 +215,8 @@ class LocalCluster:
         self.api: ApiServerProcess | None = None
         self.api_url: str | None = None
         self.api_token: str | None = None
+        self.api_ca: bytes | None = None
+        self.user_tokens: dict[str, str] = {}
         self.controller_managers: list[ControllerManager] = []
         self.metrics: MetricsEndpoint | None = None
 
@@ -313,20 +323,35 @@ class LocalCluster:
         # Replicas sharing a token file accept one credential, so any of them serves any client.
         self.api_token = (kubeconfig.shared_token(Path(cfg.api_token_file)) if cfg.api_token_file
                           else kubeconfig.generate_token())
+        tls: dict[str, str] = {}
+        if cfg.api_tls:
+            from emulator.apiserver.tls import ensure_certificates
+
+            pki = Path(cfg.api_token_file).with_name("pki") if cfg.api_token_file else kemu_home() / "pki"
+            ca, cert, key = ensure_certificates(pki, [cfg.api_host])
+            tls = {"tls_cert_file": str(cert), "tls_key_file": str(key), "tls_ca_file": str(ca)}
+            self.api_ca = ca.read_bytes()
+        if cfg.users_file:
+            from emulator.apiserver import users
+
+            assert self.store is not None
+            for spec in users.read_users_file(Path(cfg.users_file)):
+                self.user_tokens[spec.name] = users.add_user(self.store.redis, cfg.prefix, spec)
         settings = ServerSettings(
             redis_url=self.redis_url, prefix=cfg.prefix, stream_cap=cfg.stream_cap, node_shards=cfg.node_shards,
             host=cfg.api_host, port=DEFAULT_API_PORT if cfg.api_port is None else cfg.api_port, workers=cfg.api_workers,
             token=self.api_token, require_token=require, clock_speed=cfg.clock_speed,
             clock_start=self.core.clock.now(), clock_wall=time.time(), metrics_rules=cfg.metrics_rules,
-            prometheus_url=cfg.prometheus_url)
+            prometheus_url=cfg.prometheus_url, authorization_mode=cfg.api_authorization_mode, **tls)
         # Without an explicit port, 6443 if it is free, else any free port: the kubeconfig says which.
         self.api = ApiServerProcess(settings, log_path=self._api_log(), fallback_to_free_port=cfg.api_port is None,
                                     on_spawn=self._recorder("apiserver", "api-server"))
         self.api.start()
-        self.api_url = kubeconfig.client_url(cfg.api_host, self.api.settings.port)
+        self.api_url = kubeconfig.client_url(cfg.api_host, self.api.settings.port, tls=cfg.api_tls)
         if cfg.api_token_file:
             # Written once the server answers, so whoever waits for the file finds a working server.
-            kubeconfig.write(self.shared_kubeconfig_path(), cfg.api_advertise_url or self.api_url, self.api_token)
+            kubeconfig.write(self.shared_kubeconfig_path(), cfg.api_advertise_url or self.api_url, self.api_token,
+                             ca_pem=self.api_ca, users=self.user_tokens)
 
     def shared_kubeconfig_path(self) -> Path:
         """The kubeconfig next to ``api_token_file`` (for clients in other processes, containers, machines)."""
@@ -339,7 +364,8 @@ class LocalCluster:
 
         if self.api_url is None or self.api_token is None:
             raise RuntimeError("the cluster runs no API server (api_enabled is off)")
-        return kubeconfig.write(path or kubeconfig.default_path(), self.api_url, self.api_token)
+        return kubeconfig.write(path or kubeconfig.default_path(), self.api_url, self.api_token, ca_pem=self.api_ca,
+                                users=self.user_tokens)
 
     def _start_controllers(self) -> None:
         """``controller_managers`` controller managers (garbage collector, disruption, ReplicaSet, Deployment ...).

@@ -58,6 +58,13 @@ class Config:
     # The server URL written into that shared kubeconfig, as other machines or containers reach the API
     # server (e.g. http://apiserver:6443 in docker-compose.yml). None: the URL this host uses.
     api_advertise_url: str | None = None
+    # Serve HTTPS with a generated CA and certificate ($KEMU_HOME/pki, emulator.apiserver.tls): kubectl sends
+    # bearer tokens (users' credentials) only over TLS.
+    api_tls: bool = False
+    # "RBAC" (upstream's authorizer, emulator.auth.rbac) or "AlwaysAllow".
+    api_authorization_mode: str = "RBAC"
+    # A YAML file of users (emulator.apiserver.users): each gets a token and a kubeconfig context.
+    users_file: str | None = None
     # Controller managers (emulator.controllers.manager) LocalCluster runs in-process; they elect one
     # leader through a Lease, the others stand by. 0 runs no controllers.
     controller_managers: int = 1
@@ -118,6 +125,8 @@ class Config:
             raise ConfigError("api_port must be a TCP port number (0 picks a free one)")
         if cfg.api_workers < 1:
             raise ConfigError("api_workers must be at least 1")
+        if cfg.api_authorization_mode not in ("RBAC", "AlwaysAllow"):
+            raise ConfigError(f"api_authorization_mode must be RBAC or AlwaysAllow, not {cfg.api_authorization_mode!r}")
         if cfg.prometheus_url is not None and not str(cfg.prometheus_url).startswith(("http://", "https://")):
             raise ConfigError(f"prometheus_url must be an http:// or https:// URL, not {cfg.prometheus_url!r}")
         if cfg.metrics_rules is not None:

@@ -35,16 +35,12 @@ def register(sub: Any) -> None:
 
 def _store(args: argparse.Namespace) -> Any:
     from emulator.cli import CLIError
-    from emulator.cluster import ClusterState
-    from emulator.processes import pid_alive
+    from emulator.cluster import running_redis_url
     from emulator.store.store import Store, StoreConfig
 
-    url = args.redis_url
+    url = args.redis_url or running_redis_url()
     if url is None:
-        state = ClusterState.read()
-        if state is None or not pid_alive(state.pid):
-            raise CLIError("no kemu cluster is running (start one with `kemu up --detach`, or give --redis-url)")
-        url = state.redis_url
+        raise CLIError("no kemu cluster is running (start one with `kemu up --detach`, or give --redis-url)")
     return Store.connect(url, StoreConfig())
 
 

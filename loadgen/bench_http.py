@@ -14,6 +14,9 @@ the benchmark flushes it) and the API server as a child process
   < 50 ms at 500 creates/s);
 * **``kubectl get pods -A``** wall time on ``--pods`` pods (100,000 for the
   issue's target; kubectl pages with ``limit=500`` and prints every row);
+* **RBAC** (``--only rbac``): creates/s with ``AlwaysAllow`` and with ``RBAC``
+  for a user bound to ``edit`` (its token on every request), and the
+  in-process cost of authentication + attributes + RBAC decision per request;
 * **watch delivery latency over HTTP**: a watcher process holds
   ``GET /api/v1/pods?watch=1`` while pods are created at ``--watch-rate``/s
   through the server core; latency is "about to write" → "watcher parsed the
@@ -29,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import multiprocessing
 import os
@@ -42,6 +46,7 @@ from typing import Any
 
 import orjson
 
+from emulator.api import errors
 from emulator.api.kinds import NAMESPACE, POD
 from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
@@ -60,8 +65,9 @@ NS = "bench"
 class Connection:
     """One keep-alive HTTP/1.1 connection; requests are sequential on it."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, token: str = "") -> None:
         self.host, self.port = host, port
+        self.auth = f"Authorization: Bearer {token}\r\n" if token else ""
         self.reader: asyncio.StreamReader | None = None
         self.writer: asyncio.StreamWriter | None = None
 
@@ -72,7 +78,7 @@ class Connection:
     async def request(self, method: str, path: str, body: bytes = b"", content_type: str = "application/json",
                       accept: str = "application/json") -> tuple[int, bytes]:
         assert self.reader is not None and self.writer is not None
-        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nAccept: {accept}\r\n"
+        head = (f"{method} {path} HTTP/1.1\r\nHost: {self.host}:{self.port}\r\nAccept: {accept}\r\n{self.auth}"
                 f"Content-Type: {content_type}\r\nContent-Length: {len(body)}\r\n\r\n")
         self.writer.write(head.encode() + body)
         status_line = await self.reader.readuntil(b"\r\n")
@@ -109,9 +115,10 @@ def _pod_body(name: str) -> bytes:
 
 
 # ----------------------------------------------------------------------------- creates/s
-def _create_client(port: int, prefix: str, n: int, connections: int, *, start: Any, out: Any) -> None:
+def _create_client(port: int, prefix: str, n: int, connections: int, *, start: Any, out: Any,
+                   token: str = "") -> None:
     async def run() -> tuple[int, int]:
-        conns = [await Connection("127.0.0.1", port).open() for _ in range(connections)]
+        conns = [await Connection("127.0.0.1", port, token).open() for _ in range(connections)]
         bodies = [_pod_body(f"{prefix}-{i}") for i in range(n)]
         start.wait()
         ok = errors = 0
@@ -134,12 +141,13 @@ def _create_client(port: int, prefix: str, n: int, connections: int, *, start: A
     out.put(asyncio.run(run()))
 
 
-def bench_creates(port: int, label: str, total: int, clients: int, connections: int) -> dict[str, Any]:
+def bench_creates(port: int, label: str, total: int, clients: int, connections: int, *,
+                  token: str = "") -> dict[str, Any]:
     ctx = multiprocessing.get_context("spawn")
     start, out = ctx.Event(), ctx.Queue()
     per = total // clients
     procs = [ctx.Process(target=_create_client, args=(port, f"{label}-c{i}", per, connections),
-                         kwargs={"start": start, "out": out}) for i in range(clients)]
+                         kwargs={"start": start, "out": out, "token": token}) for i in range(clients)]
     for p in procs:
         p.start()
     time.sleep(1.5)  # benchmark warm-up: let the client processes import and connect before the clock starts
@@ -305,6 +313,75 @@ def bench_watch(url: str, port: int, rate: int, seconds: float) -> dict[str, Any
             "p99ms": round(percentile(lat, 0.99), 2), "maxms": round(max(lat), 2)}
 
 
+# ----------------------------------------------------------------------------- RBAC
+RBAC_USER, RBAC_TOKEN, ADMIN_TOKEN = "bench-user", "bench-user-token", "bench-admin-token"
+
+
+def _bind_bench_user(url: str) -> None:
+    """A user bound to ``edit`` in the bench namespace: every request takes the full RBAC path."""
+    from emulator.api.kinds import ROLEBINDING
+    from emulator.apiserver import users
+
+    core = ServerCore(Store.connect(url))
+    users.add_user(core.store.redis, "kemu:", users.UserSpec(RBAC_USER, (), RBAC_TOKEN))
+    core.create(ROLEBINDING, {"metadata": {"name": "bench-edit", "namespace": NS},
+                              "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole",
+                                          "name": "edit"},
+                              "subjects": [{"kind": "User", "name": RBAC_USER}]})
+
+
+def bench_authorize_cost(url: str, n: int = 200_000) -> dict[str, Any]:
+    """Microseconds per request of authentication (cached token) + attributes + RBAC decision, in-process."""
+    from emulator.apiserver.auth import Authenticator, AuthMiddleware
+    from emulator.apiserver.rbacsource import load_index
+    from emulator.auth.rbac import RBACAuthorizer
+
+    core = ServerCore(Store.connect(url))
+    index, _ = load_index(core)
+    authorizer = RBACAuthorizer(index)
+    mw = AuthMiddleware(lambda *a: None, Authenticator(ADMIN_TOKEN, core.store.redis, "kemu:"),  # type: ignore[arg-type]
+                        authorizer, required=False)
+    scopes = {
+        "create pods (allowed, edit)": {"method": "POST", "path": f"/api/v1/namespaces/{NS}/pods",
+                                        "query_string": b"",
+                                        "headers": [(b"authorization", f"Bearer {RBAC_TOKEN}".encode())]},
+        "list secrets elsewhere (denied)": {"method": "GET", "path": "/api/v1/namespaces/other/secrets",
+                                            "query_string": b"limit=500",
+                                            "headers": [(b"authorization", f"Bearer {RBAC_TOKEN}".encode())]},
+    }
+    out: dict[str, Any] = {}
+    for label, scope in scopes.items():
+        def one(scope: dict[str, Any] = scope) -> None:
+            user = mw.authenticate(scope)
+            assert user is not None
+            with contextlib.suppress(errors.StatusError):  # the denied case: building the 403 is part of the cost
+                mw.authorize(scope, mw.impersonate(scope, user))
+        one()
+        t = time.perf_counter()
+        for _ in range(n):
+            one()
+        out[label] = round((time.perf_counter() - t) / n * 1e6, 2)
+    return {"microsecondsPerRequest": out}
+
+
+def bench_rbac(url: str, creates: int, clients: int, connections: int) -> dict[str, Any]:
+    """HTTP pod creates/s with the authorizer off (AlwaysAllow) and on (RBAC, a user bound to edit)."""
+    out: dict[str, Any] = {}
+    for mode, token in (("AlwaysAllow", ""), ("RBAC", RBAC_TOKEN)):
+        _reset(url)
+        _bind_bench_user(url)
+        server = ApiServerProcess(ServerSettings(redis_url=url, port=0, workers=1, token=ADMIN_TOKEN,
+                                                 authorization_mode=mode))
+        server.start()
+        try:
+            out[mode] = bench_creates(server.settings.port, f"rbac-{mode.lower()}", creates, clients, connections,
+                                      token=token)
+        finally:
+            server.stop()
+    out["authorization"] = bench_authorize_cost(url)
+    return out
+
+
 # ----------------------------------------------------------------------------- driver
 def _reset(url: str) -> None:
     core = ServerCore(Store.connect(url))
@@ -327,6 +404,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--watch-rate", type=int, default=1000)
     ap.add_argument("--watch-seconds", type=float, default=5.0)
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--only", choices=("all", "rbac"), default="all",
+                    help="rbac: only creates/s with RBAC off vs on and the per-request authorization cost")
     args = ap.parse_args(argv)
 
     results: dict[str, Any] = {}
@@ -338,6 +417,12 @@ def main(argv: list[str] | None = None) -> int:
             redis_server = EmbeddedRedis(RedisServerConfig(data_dir=tmp / "redis"))
             url = redis_server.start()
         try:
+            if args.only == "rbac":
+                results["rbac"] = bench_rbac(url, args.creates, args.clients, args.connections)
+                print(json.dumps({"rbac": results["rbac"]}, indent=2), flush=True)
+                if args.json:
+                    Path(args.json).write_text(json.dumps(results, indent=2))
+                return 0
             creates: dict[str, Any] = {}
             for workers in (1, args.workers):
                 _reset(url)

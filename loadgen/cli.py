@@ -31,7 +31,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         cfg = replace(cfg, api_port=0)
     # The injected runners: under `kemu` (actors/cli.py) kubelet shards and schedulers are Ray actors.
     options = RunOptions(seed=args.seed, output=args.output, report=args.report, attach=args.attach,
-                         driver=args.driver, processes=args.driver_processes, kubeconfig=args.kubeconfig)
+                         driver=args.driver, processes=args.driver_processes, kubeconfig=args.kubeconfig,
+                         compare=args.compare)
     return run_scenario(Path(args.scenario), cfg, options,
                         kubelets=getattr(args, "kubelets", None), schedulers=getattr(args, "scheduler_runner", None))
 
@@ -49,6 +50,8 @@ def register(sub: cli.SubParsers) -> None:
                                                           "kemu up) instead of starting one")
     run.add_argument("--driver", choices=("store", "http", "null"), help="override the scenario's driver.kind")
     run.add_argument("--driver-processes", type=int, help="override the scenario's driver.processes")
+    run.add_argument("--compare", action="store_true", help="run every variant of the scenario's `compare` "
+                                                             "section on the same seed and print them side by side")
     run.add_argument("--kubeconfig", help="with --attach: the API server (and token) for kubectl and the http "
                                           "driver")
     run.set_defaults(fn=cmd_run)

@@ -61,6 +61,8 @@ class PodDraw:
     priority_class: str | None = None
     extended: tuple[tuple[str, str], ...] = ()  # (resource, quantity): GPU shares
     load_target: str = ""
+    annotations: tuple[tuple[str, str], ...] = ()  # the template's, on every pod
+    node_selector: tuple[tuple[str, str], ...] = ()
 
     def manifest(self, name: str, namespace: str, phase: str) -> dict[str, Any]:
         requests = {"cpu": self.cpu, "memory": self.memory, **dict(self.extended)}
@@ -69,11 +71,14 @@ class PodDraw:
             container["resources"]["limits"] = dict(self.extended)
         meta: dict[str, Any] = {"name": name, "namespace": namespace,
                                 "labels": {"app": "loadgen", PHASE_LABEL: phase}}
-        if self.profile:
-            meta["annotations"] = {PROFILE_ANNOTATION: self.profile}
+        if self.profile or self.annotations:
+            meta["annotations"] = {**({PROFILE_ANNOTATION: self.profile} if self.profile else {}),
+                                   **dict(self.annotations)}
         if self.load_target:
             meta.setdefault("annotations", {})[LOAD_TARGET_ANNOTATION] = self.load_target
         spec: dict[str, Any] = {"containers": [container]}
+        if self.node_selector:
+            spec["nodeSelector"] = dict(self.node_selector)
         if self.priority_class:
             spec["priorityClassName"] = self.priority_class
         return {"metadata": meta, "spec": spec}
@@ -210,7 +215,8 @@ def draw(t: TemplateSpec, s: Scenario, rng: random.Random) -> PodDraw:
     else:
         priority = None
     extended = ((trace.GPU_MILLI_RESOURCE, gpu),) if gpu and gpu != "0" else ()
-    return PodDraw(cpu, memory, profile, priority, extended, t.load_target)  # load_target: no draw
+    return PodDraw(cpu, memory, profile, priority, extended, t.load_target,  # load_target: no draw
+                   t.annotations, t.node_selector)
 
 
 def arrival_times(count: int, rate: float, arrival: str, rng: random.Random) -> list[float]:

@@ -68,6 +68,8 @@ class RunSeries:
     node_cpu: dict[str, float]  # node name -> requested CPU / allocatable CPU at the end (0..1+)
     node_memory: dict[str, float]  # node name -> requested memory / allocatable memory at the end
     phases: list[tuple[str, float, float]] = field(default_factory=list)  # (name, start, end) to shade on time plots
+    # Node utilization samples (loadgen.utilization): (t, cpu p50, p90, max, memory p50, p90, max).
+    utilization: list[tuple[float, ...]] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------- JSON
@@ -121,6 +123,10 @@ def write_report(summary: dict[str, Any], series: RunSeries, path: Path) -> Path
         _section("throughput", "Throughput over time",
                  _figure_or_none(_throughput(data), "Pods created, bound and Ready per second; the dashed line "
                                  "(right axis) is the backlog: pods created but not yet bound.")),
+        _section("node-utilization", "Node utilization",
+                 _figure_or_none(utilization_figure([("", series.utilization)]),
+                                 "Measured CPU utilization across nodes (kubelet usage / capacity), sampled every "
+                                 "few seconds: the p50, p90 and max over the nodes.")),
         _section("node-allocation", "Node allocation",
                  _figure_or_none(_allocation_heatmap(series), "One cell per node (in name order, row by row); "
                                  "colour: requests / allocatable at the end of the run. Red: over 100%.")
@@ -581,6 +587,25 @@ def _throughput(data: _Arrays) -> Figure | None:
     ax2.spines["top"].set_visible(False)
     lines = ax.get_legend_handles_labels()[0] + ax2.get_legend_handles_labels()[0]
     _legend_above(ax, handles=lines)
+    return fig
+
+
+def utilization_figure(runs: Sequence[tuple[str, Sequence[Sequence[float]]]]) -> Figure | None:
+    """CPU utilization p50/p90/max across nodes over time, one colour per run (label "" for a single run)."""
+    runs = [(label, np.asarray(rows, dtype=float)) for label, rows in runs if len(rows)]
+    if not runs:
+        return None
+    fig = _new_figure(11, 3.6)
+    ax = fig.add_subplot(1, 1, 1)
+    for k, (label, a) in enumerate(runs):
+        colour = PHASE_COLOURS[k % len(PHASE_COLOURS)]
+        prefix = f"{label} " if label else ""
+        for column, style, name in ((3, "-", "max"), (2, "--", "p90"), (1, ":", "p50")):
+            ax.plot(a[:, 0], a[:, column] * 100, style, color=colour, lw=1.4, label=f"{prefix}{name}")
+    ax.set_xlabel("seconds since the start")
+    ax.set_ylabel("node CPU utilization (%)")
+    _style(ax)
+    _legend_above(ax)
     return fig
 
 

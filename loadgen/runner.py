@@ -157,6 +157,7 @@ def cluster_config(cfg: Config, scenario: Scenario) -> Config:
                    scheduler_config=(str(scenario.resolve(scenario.schedulers.config))
                                      if scenario.schedulers.config else cfg.scheduler_config),
                    controller_managers=cfg.controller_managers if scenario.controllers else 0,
+                   controller_manager={**cfg.controller_manager, **scenario.controller_manager},
                    clock_speed=scenario.clock_speed,
                    # The kubelets' usage draws follow the scenario's seed too: a run repeats.
                    kubelet={"seed": scenario.seed, **cfg.kubelet})
@@ -173,6 +174,7 @@ class RunOptions:
     driver: str | None = None  # override the scenario's driver.kind
     processes: int | None = None  # override driver.processes
     kubeconfig: str | None = None  # attach + http: where the API server and token are
+    compare: bool = False  # run every `compare` variant of the scenario (loadgen.compare)
 
 
 def run_scenario(path: Path, cfg: Config, options: RunOptions | None = None, *,
@@ -184,6 +186,14 @@ def run_scenario(path: Path, cfg: Config, options: RunOptions | None = None, *,
     entry point passes Ray-actor runners; ``emulator`` cannot import Ray).
     """
     opts = options or RunOptions()
+    if opts.compare:
+        if opts.attach:
+            print("kemu: error: kemu run --compare starts a fresh cluster per variant: it cannot --attach",
+                  file=sys.stderr)
+            return 1
+        from loadgen.compare import run_compare
+
+        return run_compare(path, cfg, opts, kubelets=kubelets, schedulers=schedulers)
     try:
         scenario = Scenario.load(path)
         if opts.seed is not None:
@@ -266,6 +276,9 @@ def _add_scheduler_stats(summary: dict[str, Any], stats: list[dict[str, Any]]) -
         q: max((s[f"attempt_{q}_ms"] for s in stats if s[f"attempt_{q}_ms"] is not None), default=None)
         for q in ("p50", "p90", "p99")}
     summary["scheduling"]["preemptions"] = sum(s["preemptions"] or 0 for s in stats)
+    from loadgen.compare import merge_effectiveness
+
+    summary["effectiveness"] = merge_effectiveness(stats)
 
 
 def _read_kubeconfig(path: str | None) -> tuple[str, str]:
@@ -304,6 +317,9 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     recorder = WatchRecorder(core, core.store.current_rv())
     watcher = threading.Thread(target=recorder.run, name="pod-watcher", daemon=True)
     watcher.start()
+    from loadgen.utilization import UtilizationSampler
+
+    sampler = UtilizationSampler(core).start()
     d = scenario.driver
     results: Counter[str] = Counter()
     failures: Counter[str] = Counter()
@@ -356,6 +372,7 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     else:
         settled = recorder.wait(lambda: len(recorder.pods) >= expected, scenario.settle_timeout)
     settle_s = time.perf_counter() - t_settle
+    sampler.stop()
     recorder.stop.set()
     watcher.join()
     endpoint.stop()
@@ -401,13 +418,24 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
                        "settled": settled, "settleSeconds": round(settle_s, 2)},
         "podStartupMs": _quantiles_ms(startup, (0.5, 0.99)),
         **_events_and_failures(core, listed.items),
+        "nodeUtilization": sampler.summary(),
+        "podsPerPool": _pods_per_pool(listed.items, nodes),
         "load": {k: {"points": len(v), "min": min(x for _, x in v), "max": max(x for _, x in v),
                      "last": v[-1][1]} for k, v in loads.items()},
         "watch": {"received": len(recorder.pods), "duplicates": recorder.duplicates,
                   "outOfOrder": recorder.out_of_order, "complete": watch_complete},
         "list": {"items": len(listed.items), "resourceVersion": listed.resource_version},
     }
-    return summary, _series(times, t_start, listed.items, nodes, plan)
+    series = _series(times, t_start, listed.items, nodes, plan)
+    series.utilization = list(sampler.samples)
+    return summary, series
+
+
+def _pods_per_pool(pods: list[dict[str, Any]], nodes: list[dict[str, Any]]) -> dict[str, int]:
+    """Bound pods per node pool (label ``kemu.io/node-pool``): where the scheduler put the load."""
+    pool_of = {n["metadata"]["name"]: (n["metadata"].get("labels") or {}).get("kemu.io/node-pool", "") for n in nodes}
+    return dict(sorted(Counter(pool_of.get(p["spec"]["nodeName"], "") for p in pods
+                               if p["spec"].get("nodeName")).items()))
 
 
 def _series(times: list[PodTimes], t_start: float, pods: list[dict[str, Any]], nodes: list[dict[str, Any]],
@@ -504,6 +532,8 @@ def _scheduler_stats(cluster: LocalCluster) -> list[dict[str, Any]]:
                                      "preemptions", "attempt_p50_ms", "attempt_p90_ms", "attempt_p99_ms")}
         # Of the binds this replica tried, the fraction another replica's bind beat (assume/forget).
         row["conflictFraction"] = round(s["conflicts"] / max(1, s["scheduled"] + s["conflicts"]), 4)
+        if s.get("effectiveness"):
+            row["effectiveness"] = s["effectiveness"]  # per profile (emulator.scheduler.effectiveness)
         out.append(row)
     return out
 
@@ -529,6 +559,10 @@ def _show_with_kubectl(kubeconfig: Path, pods: int) -> dict[str, Any]:
 
 def _fmt(q: dict[str, float | None]) -> str:
     return ", ".join(f"{k} {'-' if v is None else f'{v:,.0f}'} ms" for k, v in q.items())
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1%}"
 
 
 def _print_summary(s: dict[str, Any]) -> None:
@@ -559,6 +593,15 @@ def _print_summary(s: dict[str, Any]) -> None:
               f"{sched['scheduled']} bound, {sched['conflicts']} bind conflicts "
               f"({sched['conflictFraction']:.1%}), {sched['unschedulable']} unschedulable, "
               f"{sched['preemptions']} preemptions")
+    for profile, e in (s.get("effectiveness") or {}).items():
+        print(f"  effectiveness {profile}: {e['effective_dynamic_schedule_count']:g} of {e['total_schedule_count']} "
+              f"binds effective ({_pct(e['effective_schedule_ratio'])}); chosen nodes' utilization cpu "
+              f"{_pct(e['cpu_utilization_total_avg'])}, memory {_pct(e['memory_utilization_total_avg'])}")
+    u = s.get("nodeUtilization") or {}
+    if u.get("samples"):
+        print(f"  utilization   cpu p50/p90/max {_pct(u['cpu']['p50'])}/{_pct(u['cpu']['p90'])}/"
+              f"{_pct(u['cpu']['max'])} (worst {_pct(u['cpu']['worstMax'])}), memory {_pct(u['memory']['p50'])}/"
+              f"{_pct(u['memory']['p90'])}/{_pct(u['memory']['max'])}, mean over {u['samples']} samples")
     print(f"  kubelets      OOM kills {s['oomKills']['events']} (events), {s['oomKills']['containersOOMKilled']} "
           f"containers OOMKilled; evictions {s['evictions']['events']} (events), "
           f"{s['evictions']['podsEvicted']} pods evicted")

@@ -97,6 +97,9 @@ class TemplateSpec:
     gpu_milli: tuple[str, ...] = ()  # alibabacloud.com/gpu-milli requests drawn per pod (openb's GPU sharing)
     priority: str = ""  # a PriorityClass name; "" draws from the scenario's priority mix
     load_target: str = ""  # the pods serve this load target's requests (kemu.io/load-target); "": none
+    # Set on every pod of the template, not drawn: usage overrides (kemu.io/cpu: "3") and a nodeSelector.
+    annotations: tuple[tuple[str, str], ...] = ()
+    node_selector: tuple[tuple[str, str], ...] = ()
 
 
 # -- phases ----------------------------------------------------------------------------------------------------
@@ -192,6 +195,8 @@ class Scenario:
     cluster: ClusterSpec = ClusterSpec()
     schedulers: SchedulersSpec = SchedulersSpec()
     controllers: bool = True
+    controller_manager: dict[str, Any] = field(default_factory=dict)  # ManagerConfig settings (kemu's config)
+    compare: dict[str, dict[str, Any]] = field(default_factory=dict)  # variant -> overrides, for --compare
     driver: DriverSpec = DriverSpec()
     namespaces: int = 1
     priorities: tuple[PriorityClassSpec, ...] = ()
@@ -230,6 +235,8 @@ class Scenario:
                                                                          "cluster.trace_nodes")}),
             schedulers=_section(SchedulersSpec, data.get("schedulers") or {}, "schedulers"),
             controllers=_bool(data.get("controllers", True), "controllers"),
+            controller_manager=dict(_mapping(data.get("controller_manager") or {}, "controller_manager")),
+            compare=_compare(data.get("compare")),
             driver=_section(DriverSpec, data.get("driver") or {}, "driver"),
             namespaces=_int(data.get("namespaces", 1), "namespaces"),
             priorities=_priorities(data.get("priorities") or []),
@@ -243,6 +250,19 @@ class Scenario:
         return scenario
 
     # -- derived -------------------------------------------------------------------------------------------------
+
+    def variant(self, name: str) -> Scenario:
+        """The scenario as compare variant ``name`` runs it: its sections replaced, name suffixed."""
+        from dataclasses import replace
+
+        overrides = self.compare[name]
+        out = replace(self, name=f"{self.name}-{name}")
+        if "schedulers" in overrides:
+            out = replace(out, schedulers=_section(SchedulersSpec, overrides["schedulers"] or {},
+                                                   f"compare.{name}.schedulers"))
+        if "controller_manager" in overrides:
+            out = replace(out, controller_manager=dict(overrides["controller_manager"] or {}))
+        return out
 
     def node_pools(self) -> list[dict[str, Any]]:
         """Every node pool of the cluster: the shorthand pool, ``node_pools``, and the trace's node shapes."""
@@ -383,9 +403,29 @@ def _phases(items: Any) -> tuple[Phase, ...]:
 def _templates(data: Any) -> dict[str, TemplateSpec]:
     if data is None:
         return {"default": TemplateSpec()}
-    out = {str(name): _section(TemplateSpec, raw or {}, f"templates.{name}")
-           for name, raw in _mapping(data, "templates").items()}
+    out = {}
+    for name, given in _mapping(data, "templates").items():
+        raw = dict(_mapping(given or {}, f"templates.{name}"))
+        extra = {key: tuple((str(k), str(v)) for k, v in _mapping(raw.pop(key), f"templates.{name}.{key}").items())
+                 for key in ("annotations", "node_selector") if key in raw}
+        out[str(name)] = _section(TemplateSpec, raw, f"templates.{name}", extra=extra)
     out.setdefault("default", TemplateSpec())
+    return out
+
+
+COMPARE_KEYS = {"schedulers", "controller_manager"}
+
+
+def _compare(data: Any) -> dict[str, dict[str, Any]]:
+    """``compare``: variant name -> the sections it overrides (``schedulers``, ``controller_manager``)."""
+    out: dict[str, dict[str, Any]] = {}
+    for name, given in _mapping(data or {}, "compare").items():
+        raw = dict(_mapping(given or {}, f"compare.{name}"))
+        _no_unknown(raw, COMPARE_KEYS, f"compare.{name}")
+        if "schedulers" in raw:
+            _section(SchedulersSpec, raw["schedulers"] or {}, f"compare.{name}.schedulers")
+        _mapping(raw.get("controller_manager") or {}, f"compare.{name}.controller_manager")
+        out[str(name)] = raw
     return out
 
 

@@ -146,7 +146,9 @@ NAMESPACE = register(Kind("", "v1", "Namespace", "namespaces", False, ("status",
                           selectable_fields=("status.phase",)))
 NODE = register(Kind("", "v1", "Node", "nodes", False, ("status", "proxy"), ("no",),
                      selectable_fields=("spec.unschedulable",)))
-POD = register(Kind("", "v1", "Pod", "pods", True, ("status", "binding", "eviction", "log"), ("po",), ("all",),
+# exec/attach/portforward/proxy are routed so they answer "not emulated" instead of 404.
+POD = register(Kind("", "v1", "Pod", "pods", True, ("status", "binding", "eviction", "log", "exec", "attach",
+                                                   "portforward", "proxy"), ("po",), ("all",),
                     selectable_fields=_POD_FIELDS))
 EVENT = register(Kind("", "v1", "Event", "events", True, (), ("ev",),
                       selectable_fields=("involvedObject.kind", "involvedObject.name", "involvedObject.namespace",
@@ -165,6 +167,14 @@ PERSISTENTVOLUMECLAIM = register(Kind("", "v1", "PersistentVolumeClaim", "persis
                                       ("pvc",)))
 STORAGECLASS = register(Kind("storage.k8s.io", "v1", "StorageClass", "storageclasses", False, (), ("sc",)))
 JOB = register(Kind("batch", "v1", "Job", "jobs", True, ("status",), (), ("all",)))
+SECRET = register(Kind("", "v1", "Secret", "secrets", True, selectable_fields=("type",)))
+SERVICEACCOUNT = register(Kind("", "v1", "ServiceAccount", "serviceaccounts", True, (), ("sa",)))
+SERVICE = register(Kind("", "v1", "Service", "services", True, ("status", "proxy"), ("svc",), ("all",)))
+ENDPOINTS = register(Kind("", "v1", "Endpoints", "endpoints", True, (), ("ep",)))
+ENDPOINTSLICE = register(Kind("discovery.k8s.io", "v1", "EndpointSlice", "endpointslices", True))
+STATEFULSET = register(Kind("apps", "v1", "StatefulSet", "statefulsets", True, ("status", "scale"), ("sts",), ("all",)))
+CONTROLLERREVISION = register(Kind("apps", "v1", "ControllerRevision", "controllerrevisions", True))
+CRONJOB = register(Kind("batch", "v1", "CronJob", "cronjobs", True, ("status",), ("cj",), ("all",)))
 RESOURCEQUOTA = register(Kind("", "v1", "ResourceQuota", "resourcequotas", True, ("status",), ("quota",)))
 HORIZONTALPODAUTOSCALER = register(Kind("autoscaling", "v2", "HorizontalPodAutoscaler", "horizontalpodautoscalers",
                                         True, ("status",), ("hpa",), ("all",)))
@@ -180,6 +190,26 @@ HORIZONTALPODAUTOSCALER_V1 = _hpa_v1()
 # A custom resource upstream (kubernetes/autoscaler's CRD); kemu serves it like a built-in kind.
 VERTICALPODAUTOSCALER = register(Kind("autoscaling.k8s.io", "v1", "VerticalPodAutoscaler", "verticalpodautoscalers",
                                       True, ("status",), ("vpa",), custom_resource=True))
+
+# rbac.authorization.k8s.io/v1 (upstream pkg/apis/rbac): no short names, as upstream.
+_RBAC = "rbac.authorization.k8s.io"
+ROLE = register(Kind(_RBAC, "v1", "Role", "roles", True))
+CLUSTERROLE = register(Kind(_RBAC, "v1", "ClusterRole", "clusterroles", False))
+ROLEBINDING = register(Kind(_RBAC, "v1", "RoleBinding", "rolebindings", True))
+CLUSTERROLEBINDING = register(Kind(_RBAC, "v1", "ClusterRoleBinding", "clusterrolebindings", False))
+# Reviews are create-only and never stored: the API server answers them (emulator.apiserver.reviews).
+SELFSUBJECTACCESSREVIEW = register(Kind("authorization.k8s.io", "v1", "SelfSubjectAccessReview",
+                                        "selfsubjectaccessreviews", False, verbs=("create",)))
+SELFSUBJECTRULESREVIEW = register(Kind("authorization.k8s.io", "v1", "SelfSubjectRulesReview",
+                                       "selfsubjectrulesreviews", False, verbs=("create",)))
+SUBJECTACCESSREVIEW = register(Kind("authorization.k8s.io", "v1", "SubjectAccessReview", "subjectaccessreviews",
+                                    False, verbs=("create",)))
+LOCALSUBJECTACCESSREVIEW = register(Kind("authorization.k8s.io", "v1", "LocalSubjectAccessReview",
+                                         "localsubjectaccessreviews", True, verbs=("create",)))
+SELFSUBJECTREVIEW = register(Kind("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
+                                  verbs=("create",)))
+REVIEW_GROUPS = frozenset({"authorization.k8s.io", "authentication.k8s.io"})
+
 # KEDA's custom resources (kedacore/keda config/crd): the operator in emulator/controllers/keda.
 SCALEDOBJECT = register(Kind("keda.sh", "v1alpha1", "ScaledObject", "scaledobjects", True, ("status",), ("so",),
                              custom_resource=True))

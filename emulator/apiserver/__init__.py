@@ -18,11 +18,18 @@ Layout (each module's docstring says more):
 * :mod:`.tables` — ``meta.k8s.io/v1 Table`` output with upstream's printer
   columns, as data per kind.
 * :mod:`.discovery` — ``/version``, ``/api``, ``/apis``, aggregated discovery
-  and a minimal OpenAPI v3 document, all generated from the kind registry.
+  and the OpenAPI v2/v3 documents, all generated from the kind registry;
+  :mod:`.openapi` makes their schemas from the protobuf field table (and
+  checks ``fieldValidation``), :mod:`.openapi_proto` encodes v2 as protobuf.
 * :mod:`.content` — content negotiation: request bodies (JSON, YAML for
   apply), ``Accept`` headers (JSON, Table, PartialObjectMetadata, YAML).
-* :mod:`.auth` / :mod:`.kubeconfig` — bearer-token access and the kubeconfig
-  ``kemu up`` writes.
+* :mod:`.auth` — authentication (bearer tokens; users in :mod:`.users`),
+  impersonation and RBAC authorization (:mod:`emulator.auth`) of every
+  request; :mod:`.rbacsource` keeps the authorizer current with the store;
+  :mod:`.reviews` answers access reviews and "who am I", and the
+  exec/attach/port-forward/proxy "not emulated" Status.
+* :mod:`.kubeconfig` / :mod:`.tls` — the kubeconfig ``kemu up`` writes (a
+  context per user) and the generated CA and serving certificate.
 * :mod:`.app` — the FastAPI application factory; :mod:`.process` runs it
   (uvicorn, one or several worker processes); ``python -m emulator.apiserver``.
 """

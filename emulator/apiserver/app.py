@@ -35,15 +35,21 @@ from starlette.requests import Request
 from starlette.responses import Response, StreamingResponse
 
 from emulator.api import errors
+from emulator.api.kinds import REVIEW_GROUPS
 from emulator.api.selectors import parse_field_selector, parse_label_selector
-from emulator.apiserver import aggregated, content, discovery, routing
+from emulator.apiserver import aggregated, content, discovery, reviews, routing
 from emulator.apiserver import metrics as apimetrics
-from emulator.apiserver.auth import TokenAuth
-from emulator.apiserver.handlers import Call, Handlers, Result, query_bool, query_int
+from emulator.apiserver.auth import USER_KEY, Authenticator, AuthMiddleware
+from emulator.apiserver.calls import Call, Result, query_bool, query_int
+from emulator.apiserver.handlers import Handlers
+from emulator.apiserver.rbacsource import RBACSource
 from emulator.apiserver.settings import ServerSettings, is_loopback
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
+from emulator.auth.rbac import RBACAuthorizer
+from emulator.auth.user import ADMIN
 from emulator.metrics import SD_PATH, discover, process_instance, serve_and_register
 from emulator.server.core import ServerCore
+from emulator.server.services import ensure_kubernetes_service
 from emulator.store.store import Store, StoreConfig, parse_resource_version
 
 log = logging.getLogger("kemu.apiserver")
@@ -78,6 +84,8 @@ class ApiServer:
         self.core = core
         self.handlers = Handlers(core)
         self.watches = WatchSource(core.store, settings.redis_url, bookmark_interval=settings.bookmark_interval)
+        self.authorizer = RBACAuthorizer() if settings.authorization_mode == "RBAC" else None
+        self.rbac = RBACSource(core, self.watches, self.authorizer) if self.authorizer is not None else None
 
     # ------------------------------------------------------------------ bodies
     @staticmethod
@@ -95,9 +103,13 @@ class ApiServer:
 
     def respond(self, call: Call, result: Result) -> Response:
         if result.encoded is not None:
-            return Response(result.encoded, result.status, media_type=result.content_type or "application/json")
-        body, ctype = content.encode(result.body, call.wanted)
-        return Response(body, result.status, media_type=result.content_type or ctype)
+            response = Response(result.encoded, result.status, media_type=result.content_type or "application/json")
+        else:
+            body, ctype = content.encode(result.body, call.wanted)
+            response = Response(body, result.status, media_type=result.content_type or ctype)
+        for text in result.warnings:
+            response.headers.append("Warning", f"299 - {orjson.dumps(text).decode()}")
+        return response
 
     # ------------------------------------------------------------------ resources
     async def resource(self, request: Request) -> Response:
@@ -128,8 +140,13 @@ class ApiServer:
             query = request.query_params
             info = routing.parse(request.method, path, query.get("watch"))
             wanted = content.negotiate(request.headers.get("accept") or "")
+            if info.subresource in reviews.NOT_EMULATED:
+                raise reviews.not_emulated(info)
             body = b"" if request.method == "GET" else await self.read_body(request)
             call = Call(info, query, request.headers, body, wanted)
+            if info.group in REVIEW_GROUPS:
+                user = request.scope.get(USER_KEY) or ADMIN
+                return self.respond(call, reviews.handle(call, user, self.authorizer)), info
             if info.verb == "watch":
                 return await self.watch(call), info
             if info.verb in _THREADED_VERBS:
@@ -225,7 +242,7 @@ def _aggregated_bytes(legacy: bool, version: str) -> bytes:
 
 
 def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
-    """Build the ASGI application (the FastAPI app wrapped in token auth)."""
+    """Build the ASGI application (the FastAPI app inside the authentication/authorization middleware)."""
     server = ApiServer(settings, core)
     aggregated.configure_metrics(settings.metrics_rules, settings.prometheus_url, server.core.clock.now)
 
@@ -241,7 +258,16 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
         if own_target:
             endpoint = await run_in_threadpool(serve_and_register, server.core.store.redis,
                                                process_instance("apiserver"), "apiserver", prefix=settings.prefix)
+        if server.rbac is not None:
+            await run_in_threadpool(server.core.bootstrap_rbac)
+            await server.rbac.start()
+        try:
+            await run_in_threadpool(ensure_kubernetes_service, server.core, settings.host, settings.port)
+        except errors.StatusError as e:  # the API still serves; `kubectl cluster-info` lacks its Service
+            log.warning("could not reconcile the default kubernetes Service: %s", e.message)
         yield
+        if server.rbac is not None:
+            await server.rbac.stop()
         if endpoint is not None:
             endpoint.stop()
         await server.watches.close()
@@ -272,8 +298,12 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
             return Response(f"[-]redis failed: {e}\nreadyz check failed".encode(), 500, media_type="text/plain")
         return Response(b"ok", 200, media_type="text/plain")
 
-    async def openapi_v2(_: Request) -> Response:
-        return status_response(errors.StatusError(404, "NotFound", "kemu serves OpenAPI v3 only (/openapi/v3)"))
+    async def openapi_v2(request: Request) -> Response:
+        accept = request.headers.get("accept") or "*/*"
+        if "protobuf" in accept and "json" not in accept:  # client-go's discovery.OpenAPISchema
+            # Served as octet-stream like kube-openapi: Go cannot parse the "@" of the media type it asked for.
+            return server._cached(request, discovery.openapi_v2_protobuf(), "application/octet-stream")
+        return server._cached(request, discovery.openapi_v2_bytes(), "application/json")
 
     async def openapi_v3_index(request: Request) -> Response:
         return server._cached(request, discovery.openapi_v3_index(), "application/json")
@@ -326,7 +356,8 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
         return status_response(errors.method_not_allowed(
             f"the server does not allow this method on the requested resource: {request.method}"))
 
-    return TokenAuth(app, settings.token, settings.require_token)
+    authn = Authenticator(settings.token, server.core.store.redis, settings.prefix)
+    return AuthMiddleware(app, authn, server.authorizer, settings.require_token)
 
 
 def app_from_env() -> Any:

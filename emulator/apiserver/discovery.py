@@ -25,9 +25,10 @@ as bytes, so a new kind appears everywhere with no code here.
   ``application/strategic-merge-patch+json`` in their request bodies: kubectl
   then computes client-side-apply patches from its compiled-in Go types (which
   know every merge key) instead of from kemu's schema-less documents.
-  Schemas are open objects: ``kubectl explain`` has nothing to explain
-  (documented simplification). ``/openapi/v2`` answers 404 as a server without
-  it would; kubectl falls back gracefully.
+  Schemas come from :mod:`.openapi` (generated from the protobuf field
+  table), so ``kubectl explain pod.spec.containers`` walks real fields.
+* OpenAPI v2: ``/openapi/v2`` is one Swagger 2.0 document with the same
+  schemas, as JSON or, for client-go, as gnostic protobuf (:mod:`.openapi_proto`).
 
 Subresources served by :mod:`emulator.apiserver.handlers` are described in
 :data:`SUBRESOURCES` (verbs and the kind they answer with).
@@ -43,6 +44,7 @@ import orjson
 
 from emulator.api.kinds import Kind, served_kinds
 from emulator.api.types import Obj
+from emulator.apiserver import openapi, openapi_proto
 from emulator.apiserver.aggregated import AGGREGATED
 
 KUBE_MAJOR, KUBE_MINOR = "1", "32"
@@ -203,8 +205,7 @@ def _gv_path(group: str, version: str) -> str:
 
 
 def _schema_name(k: Kind) -> str:
-    group = k.group.split(".", 1)[0] if k.group else "core"
-    return f"io.k8s.api.{group}.{k.version}.{k.kind}"
+    return openapi.kind_definition_name(k)
 
 
 _QUERY = ("dryRun", "fieldManager", "fieldValidation")
@@ -233,13 +234,13 @@ def openapi_v3_document(group: str, version: str) -> Obj | None:
         return None
     prefix = "/" + _gv_path(group, version)
     paths: Obj = {}
-    schemas: Obj = {}
+    schemas: Obj = openapi.definitions(kinds, "#/components/schemas/")
     for k in kinds:
         ref = f"#/components/schemas/{_schema_name(k)}"
-        schemas[_schema_name(k)] = {
-            "type": "object", "description": f"{k.kind} (kemu serves it without a detailed schema)",
-            "x-kubernetes-group-version-kind": [{"group": k.group, "version": k.version, "kind": k.kind}],
-            "x-kubernetes-preserve-unknown-fields": True}
+        if "create" in k.verbs and len(k.verbs) == 1:  # reviews: POST only
+            scope = f"{prefix}/namespaces/{{namespace}}/{k.plural}" if k.namespaced else f"{prefix}/{k.plural}"
+            paths[scope] = {"post": _operation(k, "create", "post", ref, body=True)}
+            continue
         scope = f"{prefix}/namespaces/{{namespace}}/{k.plural}" if k.namespaced else f"{prefix}/{k.plural}"
         paths[scope] = {"get": _operation(k, "list", "list", ref),
                         "post": _operation(k, "create", "post", ref, body=True)}
@@ -270,6 +271,55 @@ def openapi_v3_index() -> bytes:
             digest = hashlib.sha512(body).hexdigest()[:64].upper()
             paths[_gv_path(group, v)] = {"serverRelativeURL": f"/openapi/v3/{_gv_path(group, v)}?hash={digest}"}
     return orjson.dumps({"paths": paths})
+
+
+# ----------------------------------------------------------------------------- OpenAPI v2
+def _v2_operation(k: Kind, verb: str, action: str, ref: str, *, body: bool = False, patch: bool = False) -> Obj:
+    op: Obj = {"operationId": f"{verb}{k.kind}", "tags": [k.group or "core"], "x-kubernetes-action": action,
+               "x-kubernetes-group-version-kind": {"group": k.group, "version": k.version, "kind": k.kind},
+               "produces": ["application/json", "application/yaml"],
+               "responses": {"200": {"description": "OK", "schema": {"$ref": ref}}}}
+    if body or patch:
+        params: list[Obj] = [{"name": "body", "in": "body", "required": True,
+                              "schema": {"type": "object"} if patch else {"$ref": ref}}]
+        params += [{"name": n, "in": "query", "type": "string", "uniqueItems": True}
+                   for n in (*_QUERY, *(("force",) if patch else ()))]
+        op["parameters"] = params
+        if patch:  # no strategic-merge-patch+json, for the reason in the module docstring
+            op["consumes"] = ["application/json-patch+json", "application/merge-patch+json",
+                              "application/apply-patch+yaml"]
+    return op
+
+
+def openapi_v2_document() -> Obj:
+    """One Swagger 2.0 document for every group version (``/openapi/v2``), schemas from :mod:`.openapi`."""
+    kinds = openapi.served_kinds()
+    paths: Obj = {}
+    for k in kinds:
+        ref = f"#/definitions/{_schema_name(k)}"
+        prefix = "/" + _gv_path(k.group, k.version)
+        scope = f"{prefix}/namespaces/{{namespace}}/{k.plural}" if k.namespaced else f"{prefix}/{k.plural}"
+        if k.verbs == ("create",):
+            paths[scope] = {"post": _v2_operation(k, "create", "post", ref, body=True)}
+            continue
+        paths[scope] = {"get": _v2_operation(k, "list", "list", ref),
+                        "post": _v2_operation(k, "create", "post", ref, body=True)}
+        paths[f"{scope}/{{name}}"] = {"get": _v2_operation(k, "read", "get", ref),
+                                      "put": _v2_operation(k, "replace", "put", ref, body=True),
+                                      "patch": _v2_operation(k, "patch", "patch", ref, patch=True),
+                                      "delete": _v2_operation(k, "delete", "delete", ref)}
+    return {"swagger": "2.0", "info": {"title": "Kubernetes (kemu)", "version": GIT_VERSION}, "paths": paths,
+            "definitions": openapi.definitions(kinds, "#/definitions/")}
+
+
+@lru_cache(maxsize=1)
+def openapi_v2_bytes() -> bytes:
+    return orjson.dumps(openapi_v2_document())
+
+
+@lru_cache(maxsize=1)
+def openapi_v2_protobuf() -> bytes:
+    return openapi_proto.document(openapi_v2_document())
 
 
 def etag(body: bytes) -> str:

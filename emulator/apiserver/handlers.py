@@ -11,10 +11,11 @@ What comes from where upstream (``staging/src/k8s.io/apiserver/pkg/endpoints/han
 
 * create (``create.go``): the body's namespace must match the URL's (400),
   cluster-scoped objects lose a namespace they carry, ``dryRun=All`` stores
-  nothing, 201 Created. ``fieldValidation`` is accepted and its values
-  checked; kemu validates the fields it knows (its validators) whatever the
-  directive, and unknown fields are kept, not reported (no Go types to check
-  them against).
+  nothing, 201 Created. ``fieldValidation`` (create and update): fields the
+  kind's schema (:mod:`.openapi`, from the protobuf field table) does not
+  have are a 400 ``strict decoding error`` under ``Strict``, a ``Warning``
+  header under ``Warn`` (the default) and nothing under ``Ignore``; they are
+  kept, where upstream's decoder drops them.
 * update (``update.go``): the name and namespace in the body must match the
   URL (400); with ``metadata.resourceVersion`` the write is conditional (409
   when stale), without it it is unconditional.
@@ -52,9 +53,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-import unicodedata
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import orjson
@@ -65,7 +64,19 @@ from emulator.api.meta import resource_version
 from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
 from emulator.apiserver import content, patch, tables, versions
-from emulator.apiserver.content import Wanted
+from emulator.apiserver.calls import (
+    DRY_RUN_VALUES,
+    Call,
+    Result,
+    check_field_validation,
+    dry_run,
+    field_manager,
+    options_invalid,
+    query_bool,
+    query_int,
+    query_list,
+    unknown_field_warnings,
+)
 from emulator.apiserver.discovery import SUBRESOURCES
 from emulator.apiserver.routing import RequestInfo
 from emulator.clock import rfc3339
@@ -76,103 +87,9 @@ from emulator.server.validation import validate
 # Server-owned metadata a client's update or patch cannot change (rest.BeforeUpdate).
 _SERVER_META = ("uid", "creationTimestamp", "generation", "deletionTimestamp", "deletionGracePeriodSeconds")
 _PATCH_ATTEMPTS = 16
-_FIELD_MANAGER_MAX = 128
-_DRY_RUN_VALUES = ("All",)
-_FIELD_VALIDATION_VALUES = ("Ignore", "Warn", "Strict")
 _PROPAGATION_POLICIES = ("Orphan", "Background", "Foreground")
 
 
-@dataclass
-class Call:
-    """One API request as the handlers see it."""
-
-    info: RequestInfo
-    query: Mapping[str, str]
-    headers: Mapping[str, str]
-    body: bytes
-    wanted: Wanted
-
-    @property
-    def kind(self) -> Kind:
-        return self.info.kind
-
-
-@dataclass
-class Result:
-    """What a handler answers: a JSON-able body (or raw bytes), its status code, optional content type."""
-
-    body: Any
-    status: int = 200
-    content_type: str | None = None
-    encoded: bytes | None = None
-
-
-# ----------------------------------------------------------------------------- query parameters
-def query_bool(call: Call, name: str) -> bool:
-    value = call.query.get(name)
-    if value is None or value == "":
-        return False
-    if value.lower() in ("true", "1"):
-        return True
-    if value.lower() in ("false", "0"):
-        return False
-    raise errors.bad_request(f'invalid boolean value "{value}" for parameter {name}')
-
-
-def query_int(call: Call, name: str) -> int | None:
-    value = call.query.get(name)
-    if value is None or value == "":
-        return None
-    try:
-        return int(value)
-    except ValueError:
-        raise errors.bad_request(f'invalid integer value "{value}" for parameter {name}') from None
-
-
-def _options_invalid(options_kind: str, field: str, value: Any, supported: tuple[str, ...]) -> errors.StatusError:
-    allowed = ", ".join(f'"{s}"' for s in supported)
-    cause = errors.Cause(field, f'Unsupported value: "{value}": supported values: {allowed}', "FieldValueNotSupported")
-    return errors.invalid(options_kind, "", [cause], "meta.k8s.io")
-
-
-def dry_run(call: Call, options_kind: str) -> bool:
-    values = [v for v in _query_list(call, "dryRun") if v]
-    for v in values:
-        if v not in _DRY_RUN_VALUES:
-            raise _options_invalid(options_kind, "dryRun", v, _DRY_RUN_VALUES)
-    return bool(values)
-
-
-def _query_list(call: Call, name: str) -> list[str]:
-    getlist = getattr(call.query, "getlist", None)
-    if getlist is not None:
-        return list(getlist(name))
-    value = call.query.get(name)
-    return [] if value is None else [value]
-
-
-def check_field_validation(call: Call, options_kind: str) -> None:
-    value = call.query.get("fieldValidation")
-    if value and value not in _FIELD_VALIDATION_VALUES:
-        raise _options_invalid(options_kind, "fieldValidation", value, _FIELD_VALIDATION_VALUES)
-
-
-def field_manager(call: Call, required: bool = False) -> str:
-    """``fieldManager``, else the User-Agent before its first ``/`` (upstream ``managerOrUserAgent``)."""
-    manager = call.query.get("fieldManager") or ""
-    if manager:
-        if len(manager) > _FIELD_MANAGER_MAX:
-            raise errors.invalid("PatchOptions", "", [errors.Cause("fieldManager", "Too long: may not be more than "
-                                                                   "128 bytes", "FieldValueTooLong")], "meta.k8s.io")
-        return manager
-    if required:
-        return ""
-    agent = (call.headers.get("user-agent") or "").split("/", 1)[0]
-    printable = "".join(ch for ch in agent if unicodedata.category(ch)[0] not in ("C", "Z") or ch == " ")
-    return printable[:_FIELD_MANAGER_MAX]
-
-
-# ----------------------------------------------------------------------------- helpers
 def _meta(obj: Obj) -> Obj:
     meta = obj.get("metadata")
     if meta is None:
@@ -325,12 +242,14 @@ class Handlers:
                                             f"/{'api' if not kind.group else 'apis/' + kind.group}/{kind.version}"
                                             f"/namespaces/NAMESPACE/{kind.plural}")
         obj = _require_object(content.decode_object(call.body, call.headers.get("content-type"), kind.kind), kind)
-        check_field_validation(call, "CreateOptions")
+        warnings = unknown_field_warnings(call, "CreateOptions", kind, obj)
         dry = dry_run(call, "CreateOptions")
         _check_namespace(kind, obj, info.namespace)
         obj = self._track_create(kind, obj, field_manager(call))
         created = self.core.create(kind, obj, dry_run=dry)
-        return self.render(call, created, 201)
+        result = self.render(call, created, 201)
+        result.warnings = warnings
+        return result
 
     def _track_create(self, kind: Kind, obj: Obj, manager: str) -> Obj:
         if not manager:
@@ -350,7 +269,7 @@ class Handlers:
         if info.subresource not in ("", "status", "finalize"):
             raise errors.method_not_allowed(f"PUT is not allowed on {kind.plural}/{info.subresource}")
         obj = _require_object(content.decode_object(call.body, call.headers.get("content-type"), kind.kind), kind)
-        check_field_validation(call, "UpdateOptions")
+        warnings = unknown_field_warnings(call, "UpdateOptions", kind, obj) if not info.subresource else ()
         dry = dry_run(call, "UpdateOptions")
         _check_name(obj, info.name)
         _check_namespace(kind, obj, info.namespace)
@@ -362,7 +281,9 @@ class Handlers:
                 new["metadata"] = {**_meta(obj), "resourceVersion": resource_version(current)}
             return new, bool(pinned)
 
-        return self._read_modify_write(call, dry, replacement)
+        result = self._read_modify_write(call, dry, replacement)
+        result.warnings = warnings
+        return result
 
     def _read_modify_write(self, call: Call, dry: bool, make: Callable[[Obj], tuple[Obj, bool]]) -> Result:
         """The write loop PUT and PATCH share: read, build the new object, record field ownership, store.
@@ -542,8 +463,8 @@ class Handlers:
             opts["propagationPolicy"] = call.query["propagationPolicy"]
         if call.query.get("orphanDependents"):
             opts["orphanDependents"] = query_bool(call, "orphanDependents")
-        if _query_list(call, "dryRun"):
-            opts["dryRun"] = _query_list(call, "dryRun")
+        if query_list(call, "dryRun"):
+            opts["dryRun"] = query_list(call, "dryRun")
         return opts
 
     def _delete_one(self, kind: Kind, namespace: str | None, name: str, opts: Obj, dry: bool) -> tuple[Obj, bool]:
@@ -553,7 +474,7 @@ class Handlers:
             raise errors.bad_request("gracePeriodSeconds must be an integer")
         policy = opts.get("propagationPolicy")
         if policy is not None and policy not in _PROPAGATION_POLICIES:
-            raise _options_invalid("DeleteOptions", "propagationPolicy", policy, _PROPAGATION_POLICIES)
+            raise options_invalid("DeleteOptions", "propagationPolicy", policy, _PROPAGATION_POLICIES)
         pre = opts.get("preconditions") or {}
         if not isinstance(pre, dict):
             raise errors.bad_request("preconditions must be an object")
@@ -592,8 +513,8 @@ class Handlers:
         opts = self._delete_options(call)
         dry = bool(opts.get("dryRun"))
         for v in opts.get("dryRun") or []:
-            if v not in _DRY_RUN_VALUES:
-                raise _options_invalid("DeleteOptions", "dryRun", v, _DRY_RUN_VALUES)
+            if v not in DRY_RUN_VALUES:
+                raise options_invalid("DeleteOptions", "dryRun", v, DRY_RUN_VALUES)
         obj, gone = self._delete_one(kind, info.namespace, info.name, opts, dry)
         if not gone or kind is kinds.POD:
             return self.render(call, obj)

@@ -25,6 +25,7 @@ import contextlib
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import threading
@@ -77,7 +78,8 @@ class _Server(uvicorn.Server):
 def _config(settings: ServerSettings) -> uvicorn.Config:
     return uvicorn.Config(_APP, factory=True, host=settings.host, port=settings.port, loop="uvloop",
                           http="httptools", lifespan="on", log_level=settings.log_level, access_log=False,
-                          timeout_graceful_shutdown=5, timeout_keep_alive=30, backlog=_BACKLOG)
+                          timeout_graceful_shutdown=5, timeout_keep_alive=30, backlog=_BACKLOG,
+                          ssl_certfile=settings.tls_cert_file, ssl_keyfile=settings.tls_key_file)
 
 
 def serve(settings: ServerSettings, sock: socket.socket | None = None) -> int:
@@ -154,7 +156,8 @@ class ApiServerProcess:
     @property
     def url(self) -> str:
         host = "127.0.0.1" if self.settings.host in ("0.0.0.0", "") else self.settings.host
-        return f"http://{host}:{self.settings.port}"
+        scheme = "https" if self.settings.tls_cert_file else "http"
+        return f"{scheme}://{host}:{self.settings.port}"
 
     def start(self, timeout: float = 30.0) -> str:
         try:
@@ -184,6 +187,7 @@ class ApiServerProcess:
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout
         headers = {"Authorization": f"Bearer {self.settings.token}"} if self.settings.token else {}
+        context = ssl.create_default_context(cafile=self.settings.tls_ca_file) if self.settings.tls_cert_file else None
         while time.monotonic() < deadline:
             assert self.proc is not None
             if self.proc.poll() is not None:
@@ -191,7 +195,7 @@ class ApiServerProcess:
                                      + (f"; see {self.log_path}" if self.log_path else ""))
             try:
                 with urllib.request.urlopen(urllib.request.Request(self.url + "/readyz", headers=headers),
-                                            timeout=1.0) as r:
+                                            timeout=1.0, context=context) as r:
                     if r.status == 200:
                         return
             except (urllib.error.URLError, ConnectionError, TimeoutError, OSError):

@@ -338,7 +338,9 @@ def _fields_v1(v: dict[str, bytes], path: str) -> Any:
 
 _CONVERTERS: dict[str, Callable[[Any, str], Any]] = {
     "Time": _time, "MicroTime": _micro_time, "Quantity": _quantity, "IntOrString": _int_or_string,
-    "FieldsV1": _fields_v1,
+    "FieldsV1": _fields_v1, "RawExtension": _fields_v1,  # both hold raw JSON, which is their JSON form
+    # authentication/v1 ExtraValue: a repeated string in protobuf, a plain list in JSON.
+    "ExtraValue": lambda v, path: v.get("items") or [],
 }
 
 MESSAGES: dict[str, Message] = _load(SCHEMA)

@@ -4,7 +4,7 @@ Upstream these are the ``generated.proto`` files beside each group's ``types.go`
 :data:`SCHEMA` maps each message name to a compact field list written from the field
 numbers, types and JSON names of the upstream messages (``k8s.io/api`` ``core/v1``,
 ``apps/v1``, ``policy/v1``, ``scheduling/v1``, ``coordination/v1``, ``node/v1``,
-``autoscaling/v1`` and ``storage/v1`` ``generated.proto`` + ``types.go``; apimachinery
+``autoscaling/v1``, ``discovery/v1`` and ``storage/v1`` ``generated.proto`` + ``types.go``; apimachinery
 ``pkg/apis/meta/v1``, ``pkg/api/resource``, ``pkg/util/intstr``; all at v0.32, the API level
 kemu emulates). It covers every message reachable from the kinds kemu serves and the subresource bodies it takes
 (Binding, Eviction, Scale, DeleteOptions). One entry per message, fields in Go struct order
@@ -32,7 +32,8 @@ SCHEMA: dict[str, str] = {
     "Unknown": "1 typeMeta TypeMeta, 2 raw raw!, 3 contentEncoding str, 4 contentType str",
     "TypeMeta": "1 apiVersion str, 2 kind str",
     # Messages with a non-object JSON form, converted by protobuf._CONVERTERS: meta/v1 Time and MicroTime
-    # (a Timestamp), resource.Quantity (pkg/api/resource), intstr.IntOrString, meta/v1 FieldsV1.
+    # (a Timestamp), resource.Quantity (pkg/api/resource), intstr.IntOrString, meta/v1 FieldsV1 and
+    # runtime.RawExtension (both raw JSON).
     "Time": "1 seconds i64!, 2 nanos i32!",
     "MicroTime": "1 seconds i64!, 2 nanos i32!",
     "Quantity": "1 string str!",
@@ -386,18 +387,73 @@ SCHEMA: dict[str, str] = {
         "8 nodePublishSecretRef SecretReference, 9 controllerExpandSecretRef SecretReference, "
         "10 nodeExpandSecretRef SecretReference"),
     "SecretReference": "1 name str, 2 namespace str",
-    # batch/v1 (api batch/v1/generated.proto; pod failure / success policies not modelled)
+    # core/v1: secrets, service accounts, services and endpoints
+    "Secret": "1 metadata ObjectMeta, 5 immutable bool!, 2 data {bytes}, 4 stringData {str}, 3 type str",
+    "ServiceAccount": (
+        "1 metadata ObjectMeta, 2 secrets []ObjectReference, 3 imagePullSecrets []LocalObjectReference, "
+        "4 automountServiceAccountToken bool!"),
+    "Service": "1 metadata ObjectMeta, 2 spec ServiceSpec, 3 status ServiceStatus",
+    "ServiceSpec": (
+        "1 ports []ServicePort, 2 selector {str}, 3 clusterIP str, 18 clusterIPs []str, 4 type str, "
+        "5 externalIPs []str, 7 sessionAffinity str, 8 loadBalancerIP str, 9 loadBalancerSourceRanges []str, "
+        "10 externalName str, 11 externalTrafficPolicy str, 12 healthCheckNodePort i32, "
+        "13 publishNotReadyAddresses bool, 14 sessionAffinityConfig SessionAffinityConfig, 19 ipFamilies []str, "
+        "17 ipFamilyPolicy str!, 20 allocateLoadBalancerNodePorts bool!, 21 loadBalancerClass str!, "
+        "22 internalTrafficPolicy str!, 23 trafficDistribution str!"),
+    "ServicePort": (
+        "1 name str, 2 protocol str, 6 appProtocol str!, 3 port i32!, 4 targetPort IntOrString, 5 nodePort i32"),
+    "ServiceStatus": "1 loadBalancer LoadBalancerStatus, 2 conditions []Condition",
+    "LoadBalancerStatus": "1 ingress []LoadBalancerIngress",
+    "LoadBalancerIngress": "1 ip str, 2 hostname str, 3 ipMode str!, 4 ports []PortStatus",
+    "PortStatus": "1 port i32!, 2 protocol str!, 3 error str!",
+    "SessionAffinityConfig": "1 clientIP ClientIPConfig",
+    "ClientIPConfig": "1 timeoutSeconds i32!",
+    "Endpoints": "1 metadata ObjectMeta, 2 subsets []EndpointSubset",
+    "EndpointSubset": "1 addresses []EndpointAddress, 2 notReadyAddresses []EndpointAddress, 3 ports []EndpointPort",
+    "EndpointAddress": "1 ip str!, 3 hostname str, 4 nodeName str!, 2 targetRef ObjectReference",
+    "EndpointPort": "1 name str, 2 port i32!, 3 protocol str, 4 appProtocol str!",
+    # discovery/v1 (api discovery/v1/generated.proto); its EndpointPort is SliceEndpointPort here
+    "EndpointSlice": (
+        "1 metadata ObjectMeta, 4 addressType str!, 2 endpoints []SliceEndpoint, 3 ports []SliceEndpointPort"),
+    "SliceEndpoint": (
+        "1 addresses []str, 2 conditions EndpointConditions, 3 hostname str!, 4 targetRef ObjectReference, "
+        "5 deprecatedTopology {str}, 6 nodeName str!, 7 zone str!, 8 hints EndpointHints"),
+    "EndpointConditions": "1 ready bool!, 2 serving bool!, 3 terminating bool!",
+    "EndpointHints": "1 forZones []ForZone, 2 forNodes []ForNode",
+    "ForZone": "1 name str!",
+    "ForNode": "1 name str!",
+    "SliceEndpointPort": "1 name str!, 2 protocol str!, 3 port i32!, 4 appProtocol str!",
+    # batch/v1 (api batch/v1/generated.proto). Every field is listed, the policies kemu's Job controller does not
+    # model too: the table is also the OpenAPI schema, and fieldValidation=Strict must accept real manifests.
     "Job": "1 metadata ObjectMeta, 2 spec JobSpec, 3 status JobStatus",
     "JobSpec": (
         "1 parallelism i32!, 2 completions i32!, 3 activeDeadlineSeconds i64!, 4 selector LabelSelector, "
         "5 manualSelector bool!, 6 template PodTemplateSpec, 7 backoffLimit i32!, 8 ttlSecondsAfterFinished i32!, "
-        "9 completionMode str!, 10 suspend bool!, 12 backoffLimitPerIndex i32!, 13 maxFailedIndexes i32!, "
+        "9 completionMode str!, 10 suspend bool!, 11 podFailurePolicy PodFailurePolicy, "
+        "16 successPolicy SuccessPolicy, 12 backoffLimitPerIndex i32!, 13 maxFailedIndexes i32!, "
         "14 podReplacementPolicy str!, 15 managedBy str!"),
+    "PodFailurePolicy": "1 rules []PodFailurePolicyRule",
+    "PodFailurePolicyRule": (
+        "1 action str!, 2 onExitCodes PodFailurePolicyOnExitCodesRequirement, "
+        "3 onPodConditions []PodFailurePolicyOnPodConditionsPattern"),
+    "PodFailurePolicyOnExitCodesRequirement": "1 containerName str!, 2 operator str!, 3 values []i32",
+    "PodFailurePolicyOnPodConditionsPattern": "1 type str!, 2 status str!",
+    "SuccessPolicy": "1 rules []SuccessPolicyRule",
+    "SuccessPolicyRule": "1 succeededIndexes str!, 2 succeededCount i32!",
+    "UncountedTerminatedPods": "1 succeeded []str, 2 failed []str",
     "JobStatus": (
         "1 conditions []JobCondition, 2 startTime Time, 3 completionTime Time, 4 active i32, 5 succeeded i32, "
-        "6 failed i32, 7 completedIndexes str, 9 ready i32!, 10 failedIndexes str!, 11 terminating i32!"),
+        "6 failed i32, 7 completedIndexes str, 9 ready i32!, 10 failedIndexes str!, 11 terminating i32!, "
+        "8 uncountedTerminatedPods UncountedTerminatedPods"),
     "JobCondition": (
         "1 type str!, 2 status str!, 3 lastProbeTime Time, 4 lastTransitionTime Time, 5 reason str, 6 message str"),
+    "CronJob": "1 metadata ObjectMeta, 2 spec CronJobSpec, 3 status CronJobStatus",
+    "CronJobSpec": (
+        "1 schedule str!, 8 timeZone str!, 2 startingDeadlineSeconds i64!, 3 concurrencyPolicy str, "
+        "4 suspend bool!, 5 jobTemplate JobTemplateSpec, 6 successfulJobsHistoryLimit i32!, "
+        "7 failedJobsHistoryLimit i32!"),
+    "CronJobStatus": "1 active []ObjectReference, 4 lastScheduleTime Time, 5 lastSuccessfulTime Time",
+    "JobTemplateSpec": "1 metadata ObjectMeta, 2 spec JobSpec",
     # apps/v1 (api apps/v1/generated.proto)
     "Deployment": "1 metadata ObjectMeta, 2 spec DeploymentSpec, 3 status DeploymentStatus",
     "ReplicaSet": "1 metadata ObjectMeta, 2 spec ReplicaSetSpec, 3 status ReplicaSetStatus",
@@ -428,6 +484,24 @@ SCHEMA: dict[str, str] = {
     "DaemonSetCondition": "1 type str!, 2 status str!, 3 lastTransitionTime Time, 4 reason str, 5 message str",
     "RollingUpdateDeployment": "1 maxUnavailable IntOrString, 2 maxSurge IntOrString",
     "RollingUpdateDaemonSet": "1 maxUnavailable IntOrString, 2 maxSurge IntOrString",
+    "ControllerRevision": "1 metadata ObjectMeta, 2 data RawExtension, 3 revision i64!",
+    "RawExtension": "1 Raw raw!",
+    "StatefulSet": "1 metadata ObjectMeta, 2 spec StatefulSetSpec, 3 status StatefulSetStatus",
+    "StatefulSetSpec": (
+        "1 replicas i32!, 2 selector LabelSelector, 3 template PodTemplateSpec, "
+        "4 volumeClaimTemplates []PersistentVolumeClaim, 5 serviceName str, 6 podManagementPolicy str, "
+        "7 updateStrategy StatefulSetUpdateStrategy, 8 revisionHistoryLimit i32!, 9 minReadySeconds i32, "
+        "10 persistentVolumeClaimRetentionPolicy StatefulSetPersistentVolumeClaimRetentionPolicy, "
+        "11 ordinals StatefulSetOrdinals"),
+    "StatefulSetStatus": (
+        "1 observedGeneration i64, 2 replicas i32!, 3 readyReplicas i32, 4 currentReplicas i32, "
+        "5 updatedReplicas i32, 6 currentRevision str, 7 updateRevision str, 9 collisionCount i32!, "
+        "10 conditions []StatefulSetCondition, 11 availableReplicas i32!"),
+    "StatefulSetUpdateStrategy": "1 type str, 2 rollingUpdate RollingUpdateStatefulSetStrategy",
+    "RollingUpdateStatefulSetStrategy": "1 partition i32!, 2 maxUnavailable IntOrString",
+    "StatefulSetPersistentVolumeClaimRetentionPolicy": "1 whenDeleted str, 2 whenScaled str",
+    "StatefulSetOrdinals": "1 start i32!",
+    "StatefulSetCondition": "1 type str!, 2 status str!, 3 lastTransitionTime Time, 4 reason str, 5 message str",
     # policy/v1
     "PodDisruptionBudget": "1 metadata ObjectMeta, 2 spec PodDisruptionBudgetSpec, 3 status PodDisruptionBudgetStatus",
     "PodDisruptionBudgetSpec": (
@@ -466,6 +540,47 @@ SCHEMA: dict[str, str] = {
     "StorageClass": (
         "1 metadata ObjectMeta, 2 provisioner str!, 3 parameters {str}, 4 reclaimPolicy str!, 5 mountOptions []str, "
         "6 allowVolumeExpansion bool!, 7 volumeBindingMode str!, 8 allowedTopologies []TopologySelectorTerm"),
+    # rbac/v1 (api rbac/v1/generated.proto): kubectl create role/rolebinding/clusterrole send these
+    "Role": "1 metadata ObjectMeta, 2 rules []PolicyRule",
+    "ClusterRole": "1 metadata ObjectMeta, 2 rules []PolicyRule, 3 aggregationRule AggregationRule",
+    "RoleBinding": "1 metadata ObjectMeta, 2 subjects []Subject, 3 roleRef RoleRef",
+    "ClusterRoleBinding": "1 metadata ObjectMeta, 2 subjects []Subject, 3 roleRef RoleRef",
+    "PolicyRule": "1 verbs []str, 2 apiGroups []str, 3 resources []str, 4 resourceNames []str, 5 nonResourceURLs []str",
+    "AggregationRule": "1 clusterRoleSelectors []LabelSelector",
+    "Subject": "1 kind str!, 2 apiGroup str, 3 name str!, 4 namespace str",
+    "RoleRef": "1 apiGroup str!, 2 kind str!, 3 name str!",
+    # authorization/v1 (api authorization/v1/generated.proto): kubectl auth can-i
+    "SelfSubjectAccessReview": (
+        "1 metadata ObjectMeta, 2 spec SelfSubjectAccessReviewSpec, 3 status SubjectAccessReviewStatus"),
+    "SelfSubjectAccessReviewSpec": (
+        "1 resourceAttributes ResourceAttributes, 2 nonResourceAttributes NonResourceAttributes"),
+    "SubjectAccessReview": "1 metadata ObjectMeta, 2 spec SubjectAccessReviewSpec, 3 status SubjectAccessReviewStatus",
+    "LocalSubjectAccessReview": (
+        "1 metadata ObjectMeta, 2 spec SubjectAccessReviewSpec, 3 status SubjectAccessReviewStatus"),
+    "SubjectAccessReviewSpec": (
+        "1 resourceAttributes ResourceAttributes, 2 nonResourceAttributes NonResourceAttributes, 3 user str, "
+        "4 groups []str, 5 extra {ExtraValue}, 6 uid str"),
+    "ResourceAttributes": (
+        "1 namespace str, 2 verb str, 3 group str, 4 version str, 5 resource str, 6 subresource str, 7 name str, "
+        "8 fieldSelector FieldSelectorAttributes, 9 labelSelector LabelSelectorAttributes"),
+    "FieldSelectorAttributes": "1 rawSelector str, 2 requirements []FieldSelectorRequirement",
+    "FieldSelectorRequirement": "1 key str!, 2 operator str!, 3 values []str",
+    "LabelSelectorAttributes": "1 rawSelector str, 2 requirements []LabelSelectorRequirement",
+    "NonResourceAttributes": "1 path str, 2 verb str",
+    "SubjectAccessReviewStatus": "1 allowed bool!, 4 denied bool, 2 reason str, 3 evaluationError str",
+    "SelfSubjectRulesReview": (
+        "1 metadata ObjectMeta, 2 spec SelfSubjectRulesReviewSpec, 3 status SubjectRulesReviewStatus"),
+    "SelfSubjectRulesReviewSpec": "1 namespace str",
+    "SubjectRulesReviewStatus": (
+        "1 resourceRules []ResourceRule, 2 nonResourceRules []NonResourceRule, 3 incomplete bool!, "
+        "4 evaluationError str"),
+    "ResourceRule": "1 verbs []str, 2 apiGroups []str, 3 resources []str, 4 resourceNames []str",
+    "NonResourceRule": "1 verbs []str, 2 nonResourceURLs []str",
+    # authentication/v1: kubectl auth whoami. ExtraValue is a JSON list (protobuf._CONVERTERS).
+    "SelfSubjectReview": "1 metadata ObjectMeta, 2 status SelfSubjectReviewStatus",
+    "SelfSubjectReviewStatus": "1 userInfo UserInfo",
+    "UserInfo": "1 username str, 2 uid str, 3 groups []str, 4 extra {ExtraValue}",
+    "ExtraValue": "1 items []str",
 }
 
 # The kinds a body may carry, each with the apiVersion its message is for. "" accepts any:
@@ -476,6 +591,15 @@ TOP_LEVEL: dict[str, str] = {
     "PodDisruptionBudget": "policy/v1", "Eviction": "policy/v1", "PriorityClass": "scheduling.k8s.io/v1",
     "Lease": "coordination.k8s.io/v1", "RuntimeClass": "node.k8s.io/v1", "Scale": "autoscaling/v1",
     "PersistentVolume": "v1", "PersistentVolumeClaim": "v1", "StorageClass": "storage.k8s.io/v1",
-    "ResourceQuota": "v1", "HorizontalPodAutoscaler": "autoscaling/v1",
+    "HorizontalPodAutoscaler": "autoscaling/v1",
+    "Secret": "v1", "ServiceAccount": "v1", "Service": "v1", "Endpoints": "v1",
+    "EndpointSlice": "discovery.k8s.io/v1", "StatefulSet": "apps/v1", "ControllerRevision": "apps/v1",
+    "CronJob": "batch/v1",
+    "ResourceQuota": "v1",
+    "Role": "rbac.authorization.k8s.io/v1", "ClusterRole": "rbac.authorization.k8s.io/v1",
+    "RoleBinding": "rbac.authorization.k8s.io/v1", "ClusterRoleBinding": "rbac.authorization.k8s.io/v1",
+    "SelfSubjectAccessReview": "authorization.k8s.io/v1", "SubjectAccessReview": "authorization.k8s.io/v1",
+    "LocalSubjectAccessReview": "authorization.k8s.io/v1", "SelfSubjectRulesReview": "authorization.k8s.io/v1",
+    "SelfSubjectReview": "authentication.k8s.io/v1",
     "DeleteOptions": "",
 }

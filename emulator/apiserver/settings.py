@@ -44,6 +44,13 @@ class ServerSettings:
     token: str = ""
     # Whether a request without the token gets 401; kemu turns it on for non-loopback binds.
     require_token: bool = False
+    # "RBAC" (every request authorized by roles and bindings, emulator.auth.rbac) or "AlwaysAllow".
+    authorization_mode: str = "RBAC"
+    # Serve HTTPS with this certificate and key (PEM files; emulator.apiserver.tls makes them); None: plain HTTP.
+    tls_cert_file: str | None = None
+    tls_key_file: str | None = None
+    # The CA that signed tls_cert_file: what kemu's own clients (readiness checks, kubeconfigs) trust.
+    tls_ca_file: str | None = None
     clock_speed: float = 1.0
     clock_start: float | None = None
     clock_wall: float | None = None

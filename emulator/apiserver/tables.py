@@ -623,6 +623,45 @@ PRINTERS: dict[str, Printer] = {
         lambda o, now: [_name(o), (o.get("metadata") or {}).get("creationTimestamp")]),
 }
 
+# pkg/printers/internalversion/printers.go: roles print NAME, CREATED AT; bindings their role and, wide, subjects.
+_ROLE_PRINTER = Printer((NAME, Column("Created At", "date", _AGE_DOC)),
+                        lambda o, now: [_name(o), (o.get("metadata") or {}).get("creationTimestamp")])
+
+
+def _subjects(binding: Obj) -> tuple[str, str, str]:
+    users, groups, sas = [], [], []
+    for s in binding.get("subjects") or ():
+        kind = s.get("kind") if isinstance(s, dict) else None
+        if kind == "User":
+            users.append(s.get("name") or "")
+        elif kind == "Group":
+            groups.append(s.get("name") or "")
+        elif kind == "ServiceAccount":
+            sas.append(f"{s.get('namespace') or ''}:{s.get('name') or ''}")
+    return ", ".join(users), ", ".join(groups), ", ".join(sas)
+
+
+def _binding_cells(b: Obj, now: float) -> list[Cell]:
+    ref = b.get("roleRef") or {}
+    return [_name(b), f"{ref.get('kind', '')}/{ref.get('name', '')}", age(b, now), *_subjects(b)]
+
+
+_BINDING_PRINTER = Printer((
+    NAME,
+    Column("Role", description="RoleRef can reference a Role in the current namespace or a ClusterRole in the global "
+                               "namespace."),
+    AGE,
+    Column("Users", priority=1, description="Users in the roleBinding"),
+    Column("Groups", priority=1, description="Groups in the roleBinding"),
+    Column("ServiceAccounts", priority=1, description="ServiceAccounts in the roleBinding"),
+), _binding_cells)
+PRINTERS.update({
+    "roles.rbac.authorization.k8s.io": _ROLE_PRINTER,
+    "clusterroles.rbac.authorization.k8s.io": _ROLE_PRINTER,
+    "rolebindings.rbac.authorization.k8s.io": _BINDING_PRINTER,
+    "clusterrolebindings.rbac.authorization.k8s.io": _BINDING_PRINTER,
+})
+
 DEFAULT_PRINTER = Printer((NAME, AGE), lambda o, now: [_name(o), age(o, now)])
 
 SCALE_PRINTER = Printer((
@@ -674,3 +713,10 @@ def table(printer: Printer, objs: Iterable[Obj], now: float, *, include_object: 
         out["columnDefinitions"] = printer.definitions()
     out["rows"] = rows
     return out
+
+
+# The Service, endpoint, Secret/ServiceAccount, StatefulSet, Job and CronJob printers live beside this
+# module; imported last because they are built from the helpers above.
+from emulator.apiserver.tables_workloads import WORKLOAD_PRINTERS  # noqa: E402
+
+PRINTERS.update(WORKLOAD_PRINTERS)

@@ -74,6 +74,10 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     "taint-eviction-controller": ControllerSpec("emulator.controllers.tainteviction"),
     "namespace": ControllerSpec("emulator.controllers.namespace"),
     "resourcequota": ControllerSpec("emulator.controllers.resourcequota"),
+    "endpointslice": ControllerSpec("emulator.controllers.endpointslice"),
+    "endpoints": ControllerSpec("emulator.controllers.endpoints"),
+    "statefulset": ControllerSpec("emulator.controllers.statefulset"),
+    "cronjob": ControllerSpec("emulator.controllers.cronjob"),
     "horizontalpodautoscaling": ControllerSpec("emulator.controllers.podautoscaler.horizontal"),
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
@@ -81,6 +85,10 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     # KEDA's operator (kedacore/keda, its own Deployment upstream): ScaledObjects and ScaledJobs.
     "keda-operator": ControllerSpec("emulator.controllers.keda.scaledobject"),
     "keda-scaledjob": ControllerSpec("emulator.controllers.keda.scaledjob"),
+    # Not kube-controller-manager's: kubernetes-sigs/descheduler, on only with a policy (kemu up --descheduler-policy).
+    "descheduler": ControllerSpec("emulator.descheduler.controller", enabled_by_default=False),
+    # Load-aware scheduling (crane-scheduler's annotator): opt in with --controllers=*,node-annotator.
+    "node-annotator": ControllerSpec("emulator.controllers.nodeannotator", enabled_by_default=False),
 }
 
 

@@ -13,8 +13,10 @@ Where a profile comes from, highest precedence first:
 1. a per-container annotation ``kemu.io/<field>.<container-name>``
    (``kemu.io/memory.app: "leak(64Mi, 1Mi/s)"``);
 2. a pod-wide annotation ``kemu.io/<field>`` (``kemu.io/cpu: "sine(200m, 800m, 60s)"``);
-3. the profile named by ``kemu.io/profile`` (or the caller's default, e.g. from
-   config or the node), its ``containers.<name>`` section first;
+3. the profile named by ``kemu.io/profile``, else the profile whose ``default-for``
+   lists the kind of the pod's controller (``batch`` for Job pods, so a Job's pods
+   finish), else the caller's default (config or the node); its
+   ``containers.<name>`` section first;
 4. built-in defaults: no startup delay, run forever, exit code 0, zero CPU,
    memory and storage, one pid.
 
@@ -142,6 +144,8 @@ class Profile:
     containers: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     description: str = ""
     source: str = ""
+    # Owner kinds (a pod's controller reference: "Job") whose pods follow this profile unless told otherwise.
+    default_for: tuple[str, ...] = ()
 
     @classmethod
     def from_mapping(cls, data: Mapping[str, Any], source: str) -> Profile:
@@ -152,8 +156,11 @@ class Profile:
             raise ProfileError(f"'name' must be a lowercase DNS label, got {name!r}", source)
         fields: dict[str, Any] = {}
         containers: dict[str, dict[str, Any]] = {}
+        default_for = data.get("default-for") or []
+        if not isinstance(default_for, list) or not all(isinstance(k, str) for k in default_for):
+            raise ProfileError("'default-for' is a list of owner kinds (Job, ...)", source)
         for key, value in data.items():
-            if key in ("name", "description"):
+            if key in ("name", "description", "default-for"):
                 continue
             if key == "containers":
                 if not isinstance(value, Mapping):
@@ -166,7 +173,7 @@ class Profile:
                     }
                 continue
             fields[key] = parse_field(key, value, f"{source}: {key}")
-        return cls(name, fields, containers, str(data.get("description") or ""), source)
+        return cls(name, fields, containers, str(data.get("description") or ""), source, tuple(default_for))
 
     @classmethod
     def from_file(cls, path: Path) -> Profile:
@@ -245,6 +252,7 @@ class ProfileLibrary:
 
     def __init__(self, profiles: Iterable[Profile] = (), default: str = "default") -> None:
         self._profiles: dict[str, Profile] = {}
+        self._by_owner: dict[str, str] = {}
         for profile in profiles:
             self.add(profile)
         self.default = default
@@ -265,6 +273,7 @@ class ProfileLibrary:
 
     def add(self, profile: Profile) -> None:
         self._profiles[profile.name] = profile
+        self._by_owner = {kind: p.name for p in self._profiles.values() for kind in p.default_for}
 
     def names(self) -> list[str]:
         return sorted(self._profiles)
@@ -287,7 +296,9 @@ class ProfileLibrary:
         annotations: Mapping[str, str] = metadata.get("annotations") or {}
         uid = str(metadata.get("uid") or f"{metadata.get('namespace', '')}/{metadata.get('name', '')}")
 
-        profile_name = annotations.get(PROFILE_ANNOTATION) or default or self.default
+        owner = next((ref.get("kind") for ref in metadata.get("ownerReferences") or () if ref.get("controller")), None)
+        profile_name = (annotations.get(PROFILE_ANNOTATION) or (self._by_owner.get(owner) if owner else None)
+                        or default or self.default)
         profile = self.get(profile_name, f"annotation {PROFILE_ANNOTATION}")
 
         containers = [c for c in spec.get("initContainers") or () if c.get("restartPolicy") == "Always"]

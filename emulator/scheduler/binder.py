@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from emulator.api.errors import StatusError
 from emulator.clock import Clock
-from emulator.scheduler import metrics
+from emulator.scheduler import effectiveness, metrics
 from emulator.scheduler.api_writer import ApiWriter, pod_event
 from emulator.scheduler.cache import Cache, PodState
 from emulator.scheduler.framework.interface import Code, CycleState, Status, is_success
@@ -83,6 +83,7 @@ class BindingCycle:
     cache: Cache
     api: ApiWriter
     stats: SchedulerStats
+    effectiveness: dict[str, effectiveness.Effectiveness]
     recent_outcomes: list[BindOutcome]
     _stats_lock: threading.Lock
     _stop: threading.Event
@@ -267,6 +268,7 @@ class BindingCycle:
         self._child(metrics.SCHEDULING_ATTEMPT_DURATION, "scheduled", profile, self.name).observe(attempt)
         self._child(metrics.POD_SCHEDULING_SLI_DURATION, metrics.attempts_label(qp.attempts), self.name).observe(sli)
         self._child(metrics.POD_SCHEDULING_ATTEMPTS, self.name).observe(qp.attempts)
+        self.effectiveness[profile].observe(task.state.get(effectiveness.SAMPLE_KEY))
         with self._stats_lock:
             self.stats.attempts += 1
             self.stats.scheduled += 1

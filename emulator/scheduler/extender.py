@@ -22,13 +22,13 @@ any callable object.
 from __future__ import annotations
 
 import copy
-import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 import numpy as np
+import orjson
 
 from emulator.api.pods import is_extended_resource
 from emulator.scheduler.framework.interface import (
@@ -225,28 +225,42 @@ class HTTPExtender:
     def _send(self, verb: str, args: Any) -> Any:
         url = self.config.url_prefix.rstrip("/") + "/" + verb
         try:
-            status, body = self.transport.post(url, json.dumps(args).encode(), self.config.http_timeout)
+            status, body = self.transport.post(url, orjson.dumps(args), self.config.http_timeout)
         except Exception as exc:
             raise ExtenderError(f"{verb} with extender at URL {url}: {exc}") from exc
         if status != 200:
             raise ExtenderError(f"failed {verb} with extender at URL {url}, code {status}")
         try:
-            return json.loads(body or b"null")
+            return orjson.loads(body or b"null")
         except ValueError as exc:
             raise ExtenderError(f"{verb} with extender at URL {url}: invalid JSON answer: {exc}") from exc
 
-    def _node_args(self, pod: PodInfo, nodes: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    def _node_args(self, pod: PodInfo, nodes: Callable[[], Sequence[Mapping[str, Any]]],
+                   names: Sequence[str]) -> dict[str, Any]:
         if self.config.node_cache_capable:
-            return {"Pod": _pod_json(pod), "NodeNames": [(n.get("metadata") or {}).get("name") or "" for n in nodes]}
-        return {"Pod": _pod_json(pod), "Nodes": {"metadata": {}, "items": list(nodes)}}
+            return {"Pod": _pod_json(pod), "NodeNames": list(names)}
+        return {"Pod": _pod_json(pod), "Nodes": {"metadata": {}, "items": list(nodes())}}
 
-    def filter(self, pod: PodInfo, nodes: Sequence[Mapping[str, Any]]
-               ) -> tuple[list[str], dict[str, str], dict[str, str]]:
-        """(names that pass, failed name -> message, failed-and-unresolvable name -> message)."""
-        names = [(n.get("metadata") or {}).get("name") or "" for n in nodes]
+    @staticmethod
+    def _lazy(nodes: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]],
+              names: Sequence[str] | None) -> tuple[Callable[[], Sequence[Mapping[str, Any]]], Sequence[str]]:
+        """(node objects on demand, names): a nodeCacheCapable call needs only the names."""
+        get = nodes if callable(nodes) else (lambda: nodes)
+        if names is None:
+            names = [(n.get("metadata") or {}).get("name") or "" for n in get()]
+        return get, names
+
+    def filter(self, pod: PodInfo, nodes: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]],
+               names: Sequence[str] | None = None) -> tuple[list[str], dict[str, str], dict[str, str]]:
+        """(names that pass, failed name -> message, failed-and-unresolvable name -> message).
+
+        ``nodes`` may be a function returning them (called only when the extender wants whole
+        nodes); ``names`` are their names when the caller has them already.
+        """
+        get, names = self._lazy(nodes, names)
         if not self.config.filter_verb:
-            return names, {}, {}
-        result = self._send(self.config.filter_verb, self._node_args(pod, nodes))
+            return list(names), {}, {}
+        result = self._send(self.config.filter_verb, self._node_args(pod, get, names))
         error = _field(result, "Error")
         if error:
             raise ExtenderError(str(error))
@@ -259,24 +273,33 @@ class HTTPExtender:
         elif returned_nodes is not None:
             passed = [str(((item or {}).get("metadata") or {}).get("name") or "")
                       for item in _field(returned_nodes, "items") or ()]
-        for name in passed:
-            if name not in known:
-                raise ExtenderError(f'extender "{self.name}" claims a filtered node "{name}" which is not found '
-                                    "in the input node list")
+        if not known.issuperset(passed):
+            name = next(n for n in passed if n not in known)
+            raise ExtenderError(f'extender "{self.name}" claims a filtered node "{name}" which is not found '
+                                "in the input node list")
         failed = {str(k): str(v) for k, v in (_field(result, "FailedNodes") or {}).items()}
         unresolvable = {str(k): str(v) for k, v in (_field(result, "FailedAndUnresolvableNodes") or {}).items()}
         return passed, failed, unresolvable
 
-    def prioritize(self, pod: PodInfo, nodes: Sequence[Mapping[str, Any]]) -> tuple[dict[str, int], int]:
+    def prioritize(self, pod: PodInfo,
+                   nodes: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]],
+                   names: Sequence[str] | None = None) -> tuple[dict[str, int], int]:
         """(host -> score 0..10, weight); without a prioritize verb every node scores 0 with weight 0."""
+        get, names = self._lazy(nodes, names)
         if not self.config.prioritize_verb:
-            return {(n.get("metadata") or {}).get("name") or "": 0 for n in nodes}, 0
-        result = self._send(self.config.prioritize_verb, self._node_args(pod, nodes))
+            return dict.fromkeys(names, 0), 0
+        result = self._send(self.config.prioritize_verb, self._node_args(pod, get, names))
         scores: dict[str, int] = {}
         for entry in result or ():
-            host = _field(entry, "Host")
+            if not isinstance(entry, dict):
+                continue
+            # Go's field names first (what extenders send), then the case-insensitive match.
+            host = entry.get("Host")
+            if host is None:
+                host = _field(entry, "Host")
             if host is not None:
-                scores[str(host)] = int(_field(entry, "Score") or 0)
+                score = entry.get("Score")
+                scores[str(host)] = int((score if score is not None else _field(entry, "Score")) or 0)
         return scores, self.config.weight
 
     def bind(self, pod: PodInfo, node_name: str) -> None:
@@ -330,10 +353,11 @@ class ExtenderPlugin:
         self.filtered_out_reason = f"node(s) were filtered out by extender {extender.name}"
 
     # -- Filter -------------------------------------------------------------------------------------------------
-    def _verdict(self, pod: PodInfo, names: Sequence[str], nodes: Sequence[Mapping[str, Any]]
+    def _verdict(self, pod: PodInfo, names: Sequence[str],
+                 nodes: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]]
                  ) -> tuple[set[str], dict[str, tuple[Code, str]]] | Status:
         try:
-            passed, failed, unresolvable = self.extender.filter(pod, nodes)
+            passed, failed, unresolvable = self.extender.filter(pod, nodes, names)
         except ExtenderError as exc:
             if self.extender.is_ignorable():
                 return set(names), {}
@@ -359,10 +383,12 @@ class ExtenderPlugin:
         if not self.extender.config.filter_verb or not self.extender.is_interested(pod):
             return all_pass(n)
         names = snapshot.node_names
-        verdict = self._verdict(pod, names, [snapshot.node(i) for i in range(n)])
+        verdict = self._verdict(pod, names, lambda: [snapshot.node(i) for i in range(n)])
         if isinstance(verdict, Status):
             return verdict
         passed, statuses = verdict
+        if not statuses and len(passed) == n:
+            return all_pass(n)  # every (distinct) node name came back
         ok = np.fromiter((name in passed and name not in statuses for name in names), dtype=bool, count=n)
         if ok.all():
             return all_pass(n)
@@ -378,25 +404,25 @@ class ExtenderPlugin:
         return FilterVerdict(ok, tuple(rejections))
 
     # -- Score --------------------------------------------------------------------------------------------------
-    def _scores(self, pod: PodInfo, names: Sequence[str], nodes: Sequence[Mapping[str, Any]]) -> np.ndarray:
-        out = np.zeros(len(names), dtype=np.int64)
+    def _scores(self, pod: PodInfo, names: Sequence[str],
+                nodes: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]]) -> np.ndarray:
         if not self.extender.config.prioritize_verb or not self.extender.is_interested(pod):
-            return out
+            return np.zeros(len(names), dtype=np.int64)
         try:
-            scores, _ = self.extender.prioritize(pod, nodes)
+            scores, _ = self.extender.prioritize(pod, nodes, names)
         except ExtenderError:
-            return out  # prioritization errors are ignored: the other plugins decide
+            return np.zeros(len(names), dtype=np.int64)  # prioritization errors are ignored: the others decide
         scale = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
-        for t, name in enumerate(names):
-            out[t] = scores.get(name, 0) * scale
-        return out
+        return np.fromiter((scores.get(name, 0) for name in names), dtype=np.int64, count=len(names)) * scale
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
         return int(self._scores(pod, [node.name], [node.node])[0]), None
 
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        names = [snapshot.node_names[i] for i in nodes.tolist()]
-        return self._scores(pod, names, [snapshot.node(i) for i in nodes.tolist()])
+        indices = nodes.tolist()
+        all_names = snapshot.node_names
+        names = [all_names[i] for i in indices]
+        return self._scores(pod, names, lambda: [snapshot.node(i) for i in indices])
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> Status | None:
         np.clip(scores, 0, MAX_NODE_SCORE, out=scores)  # an extender answering outside 0..10

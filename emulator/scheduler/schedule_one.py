@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from emulator.scheduler import metrics
+from emulator.scheduler import effectiveness, metrics
 from emulator.scheduler.api_writer import ApiWriter
 from emulator.scheduler.binder import BindTask
 from emulator.scheduler.cache import Cache
@@ -105,6 +105,8 @@ class SchedulingCycle:
                 result = e
             if isinstance(result, ScheduleResult):
                 self.cache.assume(info, result.node)
+                # What the chosen node and all nodes looked like now; counted once the bind succeeds.
+                state.write(effectiveness.SAMPLE_KEY, effectiveness.sample(snapshot, result.node))
         with self._stats_lock:
             self.stats.busy_seconds += time.perf_counter() - start
         if isinstance(result, FitError):

@@ -108,6 +108,7 @@ from emulator.scheduler.api_writer import ApiWriter
 from emulator.scheduler.binder import BIND_BATCH_INLINE, BindingCycle, BindOutcome, BindTask
 from emulator.scheduler.cache import DEFAULT_ASSUMED_POD_TTL, Cache, CacheDiff, compare_with_store
 from emulator.scheduler.config import SchedulerConfiguration, build_frameworks, default_configuration
+from emulator.scheduler.effectiveness import Effectiveness
 from emulator.scheduler.eventhandlers import LISTER_RESOURCES, EventHandlers, Handler, InformerLister, InformerSource
 from emulator.scheduler.extender import Transport
 from emulator.scheduler.framework.interface import Status
@@ -238,6 +239,8 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
             plugin_events=self._plugin_events(), name=self.name)
         self.cache = Cache(clock=self.clock, assumed_ttl=self.options.assumed_pod_ttl, on_expired=self._expired)
         self.stats = SchedulerStats()
+        # Load-aware placement quality per profile (kemu_scheduler_effective_schedule_ratio ...).
+        self.effectiveness = {name: Effectiveness(self.name, name) for name in self.frameworks}
         self.recent_outcomes: list[BindOutcome] = []
         self._stats_lock = threading.Lock()
         self._stop = threading.Event()
@@ -399,6 +402,7 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
         if self.started_at is not None:
             out["uptime_seconds"] = time.perf_counter() - self.started_at
         out["process_cpu_seconds"] = time.process_time()  # the whole process's, shared with its other threads
+        out["effectiveness"] = {name: e.summary() for name, e in self.effectiveness.items()}
         return out
 
     def check_consistency(self) -> CacheDiff:

@@ -97,6 +97,7 @@ class TimedFramework(Framework):
     def __init__(self, *args: Any, scheduler: Scheduler, **kwargs: Any) -> None:
         # Plugins read cluster objects through ``handle.listers`` while they are constructed, so it comes first.
         self.listers = scheduler.listers
+        self.clock = scheduler.clock  # the cluster clock, for plugins reading time-stamped data (LoadAware)
         super().__init__(*args, **kwargs)
         self._scheduler = scheduler
         self._metric_name = scheduler.name

@@ -23,12 +23,14 @@ from typing import Any
 import orjson
 
 from emulator.api import errors, pods
-from emulator.api.kinds import NAMESPACE, POD, PRIORITYCLASS, Kind
+from emulator.api.kinds import CLUSTERROLE, CLUSTERROLEBINDING, NAMESPACE, POD, PRIORITYCLASS, SERVICE, Kind
 from emulator.api.meta import without_owner_references
 from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 from emulator.api.types import Obj
+from emulator.auth import bootstrap as rbac_bootstrap
 from emulator.clock import Clock, SystemClock, parse_rfc3339, rfc3339
 from emulator.server import admission, defaults
+from emulator.server.services import Allocators
 from emulator.server.validation import validate
 from emulator.store.store import ListResult, Store, Watch, object_key
 
@@ -87,6 +89,8 @@ class ServerCore:
         self.store = store
         self.clock = clock or SystemClock()
         self.plugins = plugins
+        # The Service registry's ClusterIP and NodePort allocators (emulator.server.services).
+        self.allocators = Allocators(store)
 
     # ---------------------------------------------------------------- create
     def _prepare_create(self, kind: Kind, body: Any, lookup: admission.Lookup, dry_run: bool = False) -> Obj:
@@ -95,6 +99,8 @@ class ServerCore:
         defaults.default_metadata(kind, obj, self.clock.now())
         defaults.apply_defaults(kind, obj)
         validate(kind, obj)
+        if kind is SERVICE and not dry_run:
+            self.allocators.allocate(obj)
         if kind is POD:
             lookup.prefetch(obj["metadata"]["namespace"])
         admission.admit(admission.Attributes(kind, "CREATE", obj, dry_run=dry_run), lookup, self.plugins)
@@ -173,6 +179,8 @@ class ServerCore:
                 new = {**current, "spec": {**(current.get("spec") or {}), "finalizers": finalizers}}
             else:
                 new = self._merge_update(kind, obj, current)
+                if kind is SERVICE:
+                    self.allocators.keep_allocated(new, current)
                 validate(kind, new, current)
                 admission.admit(admission.Attributes(kind, "UPDATE", new, current), admission.Lookup(self.store),
                                 self.plugins)
@@ -307,8 +315,11 @@ class ServerCore:
             plan = self._deletion_plan(kind, current, grace_period_seconds, propagation_policy, orphan_dependents)
             try:
                 if plan is _DELETE_NOW:
-                    return self.store.delete(kind, namespace, name, expected_rv=meta["resourceVersion"],
-                                             uid=pre_uid)
+                    deleted = self.store.delete(kind, namespace, name, expected_rv=meta["resourceVersion"],
+                                                uid=pre_uid)
+                    if kind is SERVICE:
+                        self.allocators.release(deleted)
+                    return deleted
                 if plan is None:
                     return current
                 assert isinstance(plan, dict)
@@ -514,13 +525,21 @@ class ServerCore:
 
     # ------------------------------------------------------------- bootstrap
     def bootstrap(self) -> None:
-        """Create what a fresh kube-apiserver creates: system namespaces and built-in PriorityClasses."""
+        """Create what a fresh kube-apiserver creates: system namespaces, built-in PriorityClasses, the
+        bootstrap RBAC policy (roles kept if they exist: upstream reconciles them, kemu never overwrites)."""
         for ns in SYSTEM_NAMESPACES:
             self._ensure(NAMESPACE, {"metadata": {"name": ns}})
         for pc_name, value in admission.SYSTEM_PRIORITY_CLASSES.items():
             self._ensure(PRIORITYCLASS, {"metadata": {"name": pc_name}, "value": value,
                                          "description": "Used for system critical pods that must run in the "
                                                         "cluster, but can be moved to another node if necessary."})
+        self.bootstrap_rbac()
+
+    def bootstrap_rbac(self) -> None:
+        for role in rbac_bootstrap.cluster_roles():
+            self._ensure(CLUSTERROLE, role)
+        for binding in rbac_bootstrap.cluster_role_bindings():
+            self._ensure(CLUSTERROLEBINDING, binding)
 
     def _ensure(self, kind: Kind, body: Obj) -> None:
         try:

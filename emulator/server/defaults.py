@@ -10,6 +10,7 @@ core hands them a private copy of the request body.
 
 from __future__ import annotations
 
+import base64
 import secrets
 import uuid
 from collections.abc import Callable
@@ -187,6 +188,86 @@ def _storage_class(obj: Obj) -> None:
     obj.setdefault("volumeBindingMode", "Immediate")
 
 
+def _secret(obj: Obj) -> None:
+    """``type: Opaque``, and ``stringData`` written into ``data`` base64-encoded (it wins on a shared key).
+
+    Upstream converts core/v1 Secret to the internal type that way
+    (``pkg/apis/core/v1/conversion.go`` ``Convert_v1_Secret_To_core_Secret``); stringData is never stored.
+    """
+    obj.setdefault("type", "Opaque")
+    string_data = obj.pop("stringData", None)
+    if string_data:
+        data = obj.get("data") or {}
+        for key, value in string_data.items():
+            data[key] = base64.b64encode(str(value).encode()).decode()
+        obj["data"] = data
+
+
+def _service(obj: Obj) -> None:
+    """``SetDefaults_Service`` (pkg/apis/core/v1/defaults.go): type, affinity, port protocols and targetPorts."""
+    spec = obj.setdefault("spec", {})
+    stype = spec.setdefault("type", "ClusterIP")
+    if stype != "ExternalName":
+        spec.setdefault("sessionAffinity", "None")
+        spec.setdefault("internalTrafficPolicy", "Cluster")
+    if stype in ("NodePort", "LoadBalancer"):
+        spec.setdefault("externalTrafficPolicy", "Cluster")
+    if stype == "LoadBalancer":
+        spec.setdefault("allocateLoadBalancerNodePorts", True)
+    if spec.get("sessionAffinity") == "ClientIP":
+        spec.setdefault("sessionAffinityConfig", {}).setdefault("clientIP", {}).setdefault("timeoutSeconds", 10800)
+    for port in spec.get("ports") or []:
+        port.setdefault("protocol", "TCP")
+        if port.get("targetPort") in (None, 0, ""):
+            port["targetPort"] = port.get("port")
+    obj.setdefault("status", {}).setdefault("loadBalancer", {})
+
+
+def _endpoint_ports(ports: list[Obj] | None) -> None:
+    for port in ports or []:
+        port.setdefault("protocol", "TCP")
+
+
+def _endpoints(obj: Obj) -> None:
+    for subset in obj.get("subsets") or []:
+        _endpoint_ports(subset.get("ports"))
+
+
+def _endpoint_slice(obj: Obj) -> None:
+    """``SetDefaults_EndpointPort`` (pkg/apis/discovery/v1/defaults.go): name "" and protocol TCP."""
+    for port in obj.get("ports") or []:
+        port.setdefault("name", "")
+        port.setdefault("protocol", "TCP")
+
+
+def _stateful_set(obj: Obj) -> None:
+    """``SetDefaults_StatefulSet`` (pkg/apis/apps/v1/defaults.go)."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("replicas", 1)
+    spec.setdefault("podManagementPolicy", "OrderedReady")
+    strategy = spec.setdefault("updateStrategy", {})
+    strategy.setdefault("type", "RollingUpdate")
+    if strategy["type"] == "RollingUpdate":
+        strategy.setdefault("rollingUpdate", {}).setdefault("partition", 0)
+    spec.setdefault("revisionHistoryLimit", 10)
+    retention = spec.setdefault("persistentVolumeClaimRetentionPolicy", {})
+    retention.setdefault("whenDeleted", "Retain")
+    retention.setdefault("whenScaled", "Retain")
+    for claim in spec.get("volumeClaimTemplates") or []:
+        claim.setdefault("spec", {}).setdefault("volumeMode", "Filesystem")
+        claim.setdefault("status", {}).setdefault("phase", "Pending")
+    _template(obj)
+
+
+def _cron_job(obj: Obj) -> None:
+    """``SetDefaults_CronJob`` (pkg/apis/batch/v1/defaults.go); the job template's pod spec as any template's."""
+    spec = obj.setdefault("spec", {})
+    spec.setdefault("concurrencyPolicy", "Allow")
+    spec.setdefault("suspend", False)
+    spec.setdefault("successfulJobsHistoryLimit", 3)
+    spec.setdefault("failedJobsHistoryLimit", 1)
+    job_spec = spec.setdefault("jobTemplate", {}).setdefault("spec", {})
+    default_pod_spec(job_spec.setdefault("template", {}).setdefault("spec", {}))
 # pkg/apis/autoscaling/v2/defaults.go: the scale-up rules (max of 4 pods and 100 % per 15 s, no window)
 # and scale-down rules (100 % per 15 s; the window stays unset: the controller's
 # --horizontal-pod-autoscaler-downscale-stabilization, 300 s, applies).
@@ -220,6 +301,16 @@ def _horizontal_pod_autoscaler(obj: Obj) -> None:
         behavior["scaleDown"] = _hpa_rules(behavior.get("scaleDown"), _HPA_SCALE_DOWN_RULES)
 
 
+def _rbac_binding(obj: Obj) -> None:
+    # pkg/apis/rbac/v1/defaults.go: roleRef and User/Group subjects default to the RBAC group.
+    ref = obj.get("roleRef")
+    if isinstance(ref, dict) and not ref.get("apiGroup"):
+        ref["apiGroup"] = "rbac.authorization.k8s.io"
+    for s in obj.get("subjects") or ():
+        if isinstance(s, dict) and not s.get("apiGroup") and s.get("kind") in ("User", "Group"):
+            s["apiGroup"] = "rbac.authorization.k8s.io"
+
+
 DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "pods": _pod,
     "namespaces": _namespace,
@@ -232,7 +323,15 @@ DEFAULTERS: dict[str, Callable[[Obj], None]] = {
     "persistentvolumes": _persistent_volume,
     "persistentvolumeclaims": _persistent_volume_claim,
     "storageclasses.storage.k8s.io": _storage_class,
+    "secrets": _secret,
+    "services": _service,
+    "endpoints": _endpoints,
+    "endpointslices.discovery.k8s.io": _endpoint_slice,
+    "statefulsets.apps": _stateful_set,
+    "cronjobs.batch": _cron_job,
     "horizontalpodautoscalers.autoscaling": _horizontal_pod_autoscaler,
+    "rolebindings.rbac.authorization.k8s.io": _rbac_binding,
+    "clusterrolebindings.rbac.authorization.k8s.io": _rbac_binding,
 }
 
 

@@ -75,3 +75,34 @@ def test_kemu_up_beyond_loopback_requires_the_token(kemu_env: dict[str, str]) ->
 def test_kubeconfig_without_a_cluster_is_a_clear_error(kemu_env: dict[str, str]) -> None:
     result = kemu(kemu_env, "kubeconfig")
     assert result.returncode == 1 and "no kubeconfig" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_kemu_up_tls_users_and_user_add(kemu_env: dict[str, str], tmp_path: Path) -> None:
+    """``--tls --users``: HTTPS with the CA in the kubeconfig, one context per user, RBAC decides;
+    ``kemu user add`` adds a user to the running cluster."""
+    users_file = tmp_path / "users.yaml"
+    users_file.write_text("users:\n- {name: alice, groups: [team-a]}\n")
+    up = kemu(kemu_env, "up", "--detach", "--api-port", "0", "--tls", "--users", str(users_file))
+    assert up.returncode == 0, up.stderr
+    assert re.search(r"Kubernetes API at https://127\.0\.0\.1:\d+", up.stdout), up.stdout
+    path = kemu(kemu_env, "kubeconfig").stdout.strip()
+    doc = yaml.safe_load(Path(path).read_text())
+    assert doc["clusters"][0]["cluster"]["certificate-authority-data"]
+    assert [c["name"] for c in doc["contexts"]] == ["kemu", "alice"]
+    env = {**kemu_env, "KUBECONFIG": path}
+
+    def kubectl(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([KUBECTL, *args], env=env, capture_output=True, text=True, timeout=60, check=False)
+
+    assert kubectl("create", "namespace", "team-a").returncode == 0
+    assert kubectl("create", "rolebinding", "v", "-n", "team-a", "--clusterrole=view", "--group=team-a").returncode == 0
+    assert kubectl("--context", "alice", "auth", "whoami", "-o", "jsonpath={.status.userInfo.username}").stdout == \
+        "alice"
+    denied = kubectl("--context", "alice", "get", "pods", "-n", "default")
+    assert ('pods is forbidden: User "alice" cannot list resource "pods" in API group "" in the namespace '
+            '"default"') in denied.stderr
+    added = kemu(kemu_env, "user", "add", "bob", "--group", "team-a")
+    assert added.returncode == 0, added.stderr
+    assert kubectl("--context", "bob", "auth", "whoami", "-o", "jsonpath={.status.userInfo.groups}").stdout == \
+        '["team-a","system:authenticated"]'
+    assert kubectl("--context", "bob", "auth", "can-i", "list", "pods", "-n", "team-a").stdout.strip() == "yes"

@@ -347,12 +347,14 @@ def test_last_revision_is_the_second_highest() -> None:
 @pytest.mark.parametrize(("selection", "expected"), [
     (("*",), ["garbagecollector", "disruption", "replicaset", "deployment", "job", "ttl-after-finished",
               "daemonset", "nodelifecycle", "taint-eviction-controller", "namespace", "resourcequota",
-              "horizontalpodautoscaling", "vpa-recommender", "vpa-updater", "keda-operator", "keda-scaledjob"]),
+              "endpointslice", "endpoints", "statefulset", "cronjob", "horizontalpodautoscaling", "vpa-recommender",
+              "vpa-updater", "keda-operator", "keda-scaledjob"]),
     (("*", "-garbagecollector", "-nodelifecycle"), ["disruption", "replicaset", "deployment", "job",
                                                     "ttl-after-finished", "daemonset", "taint-eviction-controller",
-                                                    "namespace", "resourcequota", "horizontalpodautoscaling",
-                                                    "vpa-recommender", "vpa-updater", "keda-operator",
-                                                    "keda-scaledjob"]),
+                                                    "namespace", "resourcequota", "endpointslice",
+                                                    "endpoints", "statefulset", "cronjob",
+                                                    "horizontalpodautoscaling", "vpa-recommender", "vpa-updater",
+                                                    "keda-operator", "keda-scaledjob"]),
     (("replicaset",), ["replicaset"]),
     (("deployment", "replicaset"), ["replicaset", "deployment"]),
 ])

@@ -7,7 +7,8 @@ NodeResourcesBalancedAllocation, NodeAffinity, TaintToleration,
 ImageLocality, PodTopologySpread, InterPodAffinity, VolumeBinding,
 VolumeZone, DefaultPreemption. The example research plugins of
 :mod:`.examples` (GPUBinPack) are registered too, so a configuration can
-enable them by name; they are in no default profile.
+enable them by name; they are in no default profile. So is :mod:`.load_aware`
+(LoadAware, the dynamic scheduler on the node annotator's load annotations).
 
 Shared modules (not plugins): :mod:`.helper` (score normalisation, Go
 integer division), :mod:`.resource_allocation` (resource scorers),
@@ -26,6 +27,7 @@ from emulator.scheduler.plugins import (
     default_preemption,
     image_locality,
     inter_pod_affinity,
+    load_aware,
     node_affinity,
     node_name,
     node_ports,
@@ -49,5 +51,5 @@ def in_tree_factories() -> dict[str, Callable[..., Any]]:
     modules = (priority_sort, scheduling_gates, node_unschedulable, node_name, node_ports, node_resources_fit,
                node_resources_balanced_allocation, node_affinity, taint_toleration, image_locality,
                pod_topology_spread, inter_pod_affinity, volume_binding, volume_zone, default_preemption,
-               gpu_binpack)
+               gpu_binpack, load_aware)
     return {module.NAME: module.new for module in modules}

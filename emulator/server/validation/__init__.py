@@ -38,6 +38,13 @@ Design
   ``persistentvolumeclaims``          node affinity; a claim's spec is frozen once created
   ``storageclasses.storage.k8s.io``   provisioner, policies, allowed topologies; mostly immutable
   ``verticalpodautoscalers...``       update mode, minReplicas, container policies (min <= max)
+  ``secrets``, ``serviceaccounts``,   keys and base64 data, per-type keys; ports, types, selector,
+  ``services``, ``endpoints``         ClusterIP immutable; subsets (module :mod:`.services`)
+  ``endpointslices.discovery...``     addressType (immutable), endpoint and address limits, ports
+  ``statefulsets.apps``               workload checks, policies, partition; most of spec frozen
+  ``cronjobs.batch``                  schedule (:mod:`emulator.api.cron`), timeZone, policies, template
+  ``roles/clusterroles.rbac...``      rules: verbs; resource xor non-resource (cluster only)
+  ``(cluster)rolebindings.rbac...``   roleRef kind/group/name, immutable; subjects by kind
   ``*.keda.sh``                       the KEDA CRDs' schemas: required fields, trigger types, enums
   ``events``, ``leases...``           ObjectMeta only
   ==================================  ===========================================================
@@ -75,11 +82,14 @@ from emulator.server.validation import (  # noqa: F401 (imported for their @regi
     batch,
     coordination,
     core,
+    discovery,
     keda,
     node,
     pods,
     policy,
+    rbac,
     scheduling,
+    services,
     storage,
     vpa,
 )

@@ -137,3 +137,51 @@ def _validate_daemon_set(obj: Obj, old: Obj | None, causes: list[Cause]) -> None
                     required(causes, path + ".maxUnavailable", "cannot be 0 when maxSurge is 0")
         elif stype != "OnDelete":
             not_supported(causes, "spec.updateStrategy", stype, ("RollingUpdate", "OnDelete"))
+
+
+# pkg/apis/apps/validation ValidateStatefulSetUpdate: the only spec fields an update may change.
+_STATEFULSET_MUTABLE = ("replicas", "ordinals", "template", "updateStrategy", "persistentVolumeClaimRetentionPolicy",
+                        "minReadySeconds", "revisionHistoryLimit")
+
+
+@register("statefulsets.apps")
+def _validate_stateful_set(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    """``ValidateStatefulSet``: the workload checks, policies, strategy, claim templates; most of spec frozen."""
+    spec = dict_at(causes, "spec", obj.get("spec"))
+    _check_workload(causes, spec, old, "statefulset")
+    policy = spec.get("podManagementPolicy", "OrderedReady")
+    if policy not in ("OrderedReady", "Parallel"):
+        not_supported(causes, "spec.podManagementPolicy", policy, ("OrderedReady", "Parallel"))
+    strategy = dict_at(causes, "spec.updateStrategy", spec.get("updateStrategy"))
+    stype = strategy.get("type", "RollingUpdate")
+    if stype == "OnDelete":
+        if strategy.get("rollingUpdate") is not None:
+            invalid(causes, "spec.updateStrategy.rollingUpdate", strategy["rollingUpdate"],
+                    "only allowed for updateStrategy 'RollingUpdate'")
+    elif stype == "RollingUpdate":
+        ru = dict_at(causes, "spec.updateStrategy.rollingUpdate", strategy.get("rollingUpdate"))
+        if ru.get("partition") is not None:
+            check_nonnegative(causes, "spec.updateStrategy.rollingUpdate.partition", ru["partition"])
+        if ru.get("maxUnavailable") is not None:
+            path = "spec.updateStrategy.rollingUpdate.maxUnavailable"
+            if check_positive_int_or_percent(causes, path, ru["maxUnavailable"]) == 0:
+                invalid(causes, path, ru["maxUnavailable"], "must be greater than 0")
+    else:
+        not_supported(causes, "spec.updateStrategy.type", stype, ("OnDelete", "RollingUpdate"))
+    retention = dict_at(causes, "spec.persistentVolumeClaimRetentionPolicy",
+                        spec.get("persistentVolumeClaimRetentionPolicy"))
+    for name in ("whenDeleted", "whenScaled"):
+        if retention.get(name, "Retain") not in ("Retain", "Delete"):
+            not_supported(causes, f"spec.persistentVolumeClaimRetentionPolicy.{name}", retention[name],
+                          ("Retain", "Delete"))
+    for i, claim in enumerate(spec.get("volumeClaimTemplates") or []):
+        name = ((claim or {}).get("metadata") or {}).get("name")
+        if not name:
+            required(causes, f"spec.volumeClaimTemplates[{i}].metadata.name")
+    if old is not None:
+        ospec = old.get("spec") or {}
+        frozen = {k: v for k, v in spec.items() if k not in _STATEFULSET_MUTABLE}
+        if frozen != {k: v for k, v in ospec.items() if k not in _STATEFULSET_MUTABLE}:
+            forbidden(causes, "spec", "updates to statefulset spec for fields other than 'replicas', 'ordinals', "
+                      "'template', 'updateStrategy', 'revisionHistoryLimit', 'persistentVolumeClaimRetentionPolicy' "
+                      "and 'minReadySeconds' are forbidden")

@@ -41,6 +41,17 @@ STANDARD_FINALIZERS = frozenset({"kubernetes", "orphan", "foregroundDeletion"})
 
 # Resources whose names are DNS-1123 labels; every other kind here uses DNS-1123 subdomains.
 _LABEL_NAMED = frozenset({"namespaces"})
+# RBAC objects are named by path segments (upstream ValidateRBACName): "system:discovery" is a valid name.
+_PATH_SEGMENT_NAMED = frozenset({"roles.rbac.authorization.k8s.io", "clusterroles.rbac.authorization.k8s.io",
+                                 "rolebindings.rbac.authorization.k8s.io",
+                                 "clusterrolebindings.rbac.authorization.k8s.io"})
+
+
+def path_segment_name_errors(name: str) -> list[str]:
+    """Upstream ``path.IsValidPathSegmentName``."""
+    if name in (".", ".."):
+        return [f"may not be '{name}'"]
+    return [f"may not contain '{c}'" for c in ("/", "%") if c in name]
 
 
 def _check_finalizers(causes: list[Cause], path: str, finalizers: Any) -> None:
@@ -86,6 +97,8 @@ def _check_owner_references(causes: list[Cause], path: str, refs: Any) -> None:
 
 def check_object_meta(kind: Kind, meta: Obj, causes: list[Cause]) -> None:
     name_errors = dns1123_label_errors if kind.resource in _LABEL_NAMED else dns1123_subdomain_errors
+    if kind.resource in _PATH_SEGMENT_NAMED:
+        name_errors = path_segment_name_errors
     name = meta.get("name") or ""
     generate = meta.get("generateName") or ""
     if generate:

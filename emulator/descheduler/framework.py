@@ -1,0 +1,462 @@
+"""The descheduling framework: extension points, the handle plugins get, profiles (upstream ``pkg/framework``).
+
+* Extension points (``pkg/framework/types``): a *deschedule* plugin looks at
+  each node and evicts pods that violate something there (taints, affinity,
+  age ...); a *balance* plugin looks across nodes and evicts to even them out
+  (duplicates, utilization, topology spread); *filter* and *preEvictionFilter*
+  plugins (evictors, :class:`EvictorPlugin`) say whether a pod may be evicted
+  at all — the first when a plugin lists candidates, the second just before
+  the eviction. Deschedule and balance return a :class:`Status` (None: fine).
+* :class:`ClusterSnapshot` — what one descheduling pass sees: nodes, pods by
+  node (upstream ``GetPodsAssignedToNodeFunc`` over the pod informer's node
+  index), priority classes, namespaces, PDBs, and actual usage from
+  ``metrics.k8s.io`` when a plugin asks for it. A snapshot does not change
+  during a pass, so it memoises what plugins ask again and again: one walk
+  over the pods builds the running pods per node, what they request, a label
+  index per namespace and small indexes of the pods with node affinity,
+  required anti-affinity, spread constraints, restarts or phase Failed; NodeFit
+  facts (taints, allocatable, parsed affinity) are computed once per node or pod.
+* :class:`Handle` — the snapshot, the clock and the profile's
+  :class:`ProfileEvictor` (the evictors' filters in front of the shared
+  :class:`~emulator.descheduler.evictions.PodEvictor`; filter verdicts are
+  memoised per pod for the pass).
+* :class:`RunningProfile` — a profile's plugins built from the policy
+  (``profile.go``): ``run_deschedule`` and ``run_balance`` call each enabled
+  plugin in order, timing it (``descheduler_descheduler_strategy_duration_seconds``).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, runtime_checkable
+
+from emulator.api.labels import LabelSelector
+from emulator.api.nodeaffinity import RequiredNodeAffinity
+from emulator.api.taints import Taint, node_taints
+from emulator.api.types import Obj
+from emulator.clock import Clock
+from emulator.descheduler import utils
+from emulator.descheduler.api import Namespaces, Profile, plugin_module
+from emulator.descheduler.evictions import (
+    EvictionError,
+    EvictionLimitError,
+    EvictionNodeLimitError,
+    EvictionTotalLimitError,
+    EvictOptions,
+    PodEvictor,
+)
+from emulator.descheduler.metrics import STRATEGY_DURATION
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Status:
+    """``frameworktypes.Status``: None or a Status without ``err`` means success."""
+
+    err: str = ""
+
+
+@runtime_checkable
+class DeschedulePlugin(Protocol):
+    name: str
+
+    def deschedule(self, nodes: Sequence[Obj]) -> Status | None: ...
+
+
+@runtime_checkable
+class BalancePlugin(Protocol):
+    name: str
+
+    def balance(self, nodes: Sequence[Obj]) -> Status | None: ...
+
+
+@runtime_checkable
+class EvictorPlugin(Protocol):
+    name: str
+
+    def filter(self, pod: Obj) -> bool: ...
+
+    def pre_eviction_filter(self, pod: Obj) -> bool: ...
+
+
+# Usage of one node or pod from metrics.k8s.io: {"cpu": millicores, "memory": bytes}.
+Usage = dict[str, int]
+
+
+@dataclass
+class ClusterSnapshot:
+    """The cluster as one pass sees it. ``pods_by_node`` holds every pod assigned to a node, terminal ones too."""
+
+    nodes: list[Obj]
+    pods_by_node: dict[str, list[Obj]]
+    priority_classes: Mapping[str, int] = field(default_factory=dict)
+    namespaces: Mapping[str, Obj] = field(default_factory=dict)
+    pdbs: list[Obj] = field(default_factory=list)
+    # Actual usage (metrics.k8s.io): loaded on first use by the callables below.
+    node_usage_source: Callable[[], dict[str, Usage]] | None = None
+    pod_usage_source: Callable[[], dict[tuple[str, str], Usage]] | None = None
+    _node_usage: dict[str, Usage] | None = None
+    _pod_usage: dict[tuple[str, str], Usage] | None = None
+    _caches: dict[str, dict[Any, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def build(cls, nodes: Iterable[Obj], pods: Iterable[Obj], **kwargs: Any) -> ClusterSnapshot:
+        by_node: dict[str, list[Obj]] = {}
+        for pod in pods:
+            node = pod["spec"].get("nodeName")
+            if node:
+                by_node.setdefault(node, []).append(pod)
+        return cls(list(nodes), by_node, **kwargs)
+
+    def pods_on(self, node: str) -> list[Obj]:
+        """Every pod assigned to ``node`` (``ListAllPodsOnANode`` without a filter)."""
+        return self.pods_by_node.get(node, [])
+
+    def active_pods_on(self, node: str) -> list[Obj]:
+        """``ListPodsOnANode``: Succeeded and Failed pods do not occupy the node."""
+        return self._indexed()["active"].get(node, [])
+
+    def all_pods(self) -> Iterable[Obj]:
+        for pods in self.pods_by_node.values():
+            yield from pods
+
+    def having(self, feature: str) -> dict[str, list[Obj]]:
+        """node -> its pods with ``feature``, in node order.
+
+        ``nodeAffinity``, ``podAntiAffinity`` (required terms), ``topologySpread`` and ``restarts``
+        (some container restarted) index running pods; ``failed`` the Failed ones. Plugins look at
+        these few pods instead of every pod of the cluster, as informer indexes let upstream do.
+        """
+        return self._indexed()[feature]
+
+    def by_first_owner(self) -> dict[str, list[Obj]]:
+        """Running pods by the uid (else name) of their first ownerReference, in node order."""
+        return self._indexed()["owner"]
+
+    def multi_owned(self) -> list[Obj]:
+        """Running pods with more than one ownerReference."""
+        return self._indexed()["multiOwned"]
+
+    def _indexed(self) -> dict[str, Any]:
+        """One walk over every pod builds every per-pass index (a pass must not walk 100,000 pods per plugin):
+        running pods per node, the feature indexes, first owners, each namespace's label index, and what
+        each node's running pods request."""
+        indexes = self._caches.get("indexes")
+        if indexes is not None:
+            return indexes
+        active: dict[str, list[Obj]] = {}
+        features: tuple[dict[str, list[Obj]], ...] = ({}, {}, {}, {})  # by the _F_* bits, in order
+        failed: dict[str, list[Obj]] = {}
+        owners: dict[str, list[Obj]] = {}
+        multi_owned: list[Obj] = []
+        labels: dict[str, dict[Any, list[Obj]]] = {}
+        requested: dict[str, dict[str, int]] = {}
+        bits = tuple(enumerate((_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED)))
+        for node, pods in self.pods_by_node.items():
+            running: list[Obj] = []
+            total: dict[str, int] = {"pods": 0}
+            for pod in pods:
+                _, phase, requests, flags, first, several_owners, ns, label_items = _facts(pod)
+                if phase == "Failed":
+                    failed.setdefault(node, []).append(pod)
+                    continue
+                if phase == "Succeeded":
+                    continue
+                running.append(pod)
+                total["pods"] += 1
+                for name, amount in requests:
+                    total[name] = total.get(name, 0) + amount
+                if flags:
+                    for i, bit in bits:
+                        if flags & bit:
+                            features[i].setdefault(node, []).append(pod)
+                if first is not None:
+                    if several_owners:
+                        multi_owned.append(pod)
+                    bucket = owners.get(first)
+                    if bucket is None:
+                        owners[first] = [pod]
+                    else:
+                        bucket.append(pod)
+                index = labels.get(ns)
+                if index is None:
+                    index = labels[ns] = {None: []}
+                index[None].append(pod)
+                for item in label_items:
+                    bucket = index.get(item)
+                    if bucket is None:
+                        index[item] = [pod]
+                    else:
+                        bucket.append(pod)
+            active[node] = running
+            requested[node] = total
+        node_aff, anti, spread, restarted = features
+        indexes = self._caches["indexes"] = {
+            "active": active, "nodeAffinity": node_aff, "podAntiAffinity": anti, "topologySpread": spread,
+            "restarts": restarted, "failed": failed, "owner": owners, "multiOwned": multi_owned, "labels": labels,
+            "requested": requested}
+        return indexes
+
+    # -- memoised facts (a snapshot does not change during a pass) -------------------------------------
+    def _cache(self, name: str) -> dict[Any, Any]:
+        cache = self._caches.get(name)
+        if cache is None:
+            cache = self._caches[name] = {}
+        return cache
+
+    def node_taints(self, node: Obj) -> tuple[Taint, ...]:
+        cache = self._cache("taints")
+        name = node["metadata"]["name"]
+        if name not in cache:
+            cache[name] = node_taints(node)
+        return cache[name]
+
+    def allocatable(self, node: Obj) -> dict[str, int]:
+        cache = self._cache("allocatable")
+        name = node["metadata"]["name"]
+        if name not in cache:
+            cache[name] = utils.allocatable(node)
+        return cache[name]
+
+    def requested(self, node: str) -> dict[str, int]:
+        """What the node's running pods request (``pods``: how many there are)."""
+        return self._indexed()["requested"].get(node) or {"pods": 0}
+
+    def required_affinity(self, pod: Obj) -> RequiredNodeAffinity:
+        cache = self._cache("affinity")
+        key = id(pod)
+        if key not in cache:
+            cache[key] = utils.required_affinity(pod)
+        return cache[key]
+
+    def matches_node_selector(self, pod: Obj, node: Obj) -> bool:
+        """``PodMatchNodeSelector``: nodeSelector and required node affinity."""
+        spec = pod["spec"]
+        if not spec.get("nodeSelector") and not (spec.get("affinity") or {}).get("nodeAffinity"):
+            return True
+        return self.required_affinity(pod).matches(node["metadata"].get("labels") or {}, node["metadata"]["name"])
+
+    def pod_fits_node(self, pod: Obj, node: Obj) -> bool:
+        """``NodeFit``: NoSchedule taints tolerated, node selector / affinity, schedulable, resources."""
+        if not utils.tolerates_taints(pod, self.node_taints(node)):
+            return False
+        if not self.matches_node_selector(pod, node) or utils.is_unschedulable(node):
+            return False
+        alloc = self.allocatable(node)
+        used = self.requested(node["metadata"]["name"])
+        if used.get("pods", 0) + 1 > alloc.get("pods", 110):
+            return False
+        return all(not amount or used.get(name, 0) + amount <= alloc.get(name, 0)
+                   for name, amount in utils.requests_of(pod).items())
+
+    def pod_fits_any_other_node(self, pod: Obj, nodes: Iterable[Obj]) -> bool:
+        """``PodFitsAnyOtherNode``: some node other than the pod's own passes :meth:`pod_fits_node`."""
+        current = pod["spec"].get("nodeName")
+        return any(n["metadata"]["name"] != current and self.pod_fits_node(pod, n) for n in nodes)
+
+    def pod_fits_any_node(self, pod: Obj, nodes: Iterable[Obj]) -> bool:
+        return any(self.pod_fits_node(pod, n) for n in nodes)
+
+    def select(self, namespace: str, selector: LabelSelector) -> list[Obj]:
+        """The running pods of ``namespace`` (on nodes) that ``selector`` matches, through a label index."""
+        indexes = self._indexed()["labels"]
+        index = indexes.get(namespace) or {None: []}
+        candidates = index[None]
+        for key, _, _ in selector.requirements:
+            value = selector.exact(key)
+            if value is not None:
+                narrowed = index.get((key, value), [])
+                if len(narrowed) < len(candidates):
+                    candidates = narrowed
+        return [p for p in candidates if selector.matches(p["metadata"].get("labels"))]
+
+    def node_usage(self) -> dict[str, Usage]:
+        if self._node_usage is None:
+            self._node_usage = self.node_usage_source() if self.node_usage_source else {}
+        return self._node_usage
+
+    def pod_usage(self) -> dict[tuple[str, str], Usage]:
+        if self._pod_usage is None:
+            self._pod_usage = self.pod_usage_source() if self.pod_usage_source else {}
+        return self._pod_usage
+
+
+_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED = 1, 2, 4, 8
+# What one walk needs to know of a pod, by uid: (resourceVersion, phase, requests, feature bits, first owner,
+# several owners, namespace, labels). A pod's facts cannot change under one resourceVersion, and the informer
+# hands the controller the same pods pass after pass, so most passes compute none.
+Facts = tuple[Any, Any, tuple[tuple[str, int], ...], int, str | None, bool, str, tuple[tuple[str, str], ...]]
+_facts_cache: dict[str, Facts] = {}
+_FACTS_CACHE_MAX = 500_000
+
+
+def _facts(pod: Obj) -> Facts:
+    meta = pod["metadata"]
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if uid and rv:
+        cached = _facts_cache.get(uid)
+        if cached is not None and cached[0] == rv:
+            return cached
+    status, spec = pod.get("status") or {}, pod["spec"]
+    flags = 0
+    affinity = spec.get("affinity")
+    if affinity:
+        if affinity.get("nodeAffinity"):
+            flags |= _F_NODE_AFFINITY
+        if (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
+            flags |= _F_ANTI_AFFINITY
+    if spec.get("topologySpreadConstraints"):
+        flags |= _F_SPREAD
+    if _restarted(status.get("containerStatuses")) or _restarted(status.get("initContainerStatuses")):
+        flags |= _F_RESTARTED
+    refs = meta.get("ownerReferences")
+    first = (refs[0].get("uid") or refs[0].get("name") or "") if refs else None
+    facts: Facts = (rv, status.get("phase"), tuple(utils.requests_of(pod).items()), flags, first,
+                    bool(refs) and len(refs) > 1, meta.get("namespace") or "",
+                    tuple((meta.get("labels") or {}).items()))
+    if uid and rv:
+        if len(_facts_cache) >= _FACTS_CACHE_MAX:
+            _facts_cache.clear()
+        _facts_cache[uid] = facts
+    return facts
+
+
+def _restarted(statuses: list[Obj] | None) -> bool:
+    if statuses:
+        for c in statuses:
+            if c.get("restartCount"):
+                return True
+    return False
+
+
+class ProfileEvictor:
+    """``evictorImpl``: the profile's filter and preEvictionFilter plugins in front of the shared PodEvictor."""
+
+    def __init__(self, profile: str, pod_evictor: PodEvictor, filters: Sequence[EvictorPlugin],
+                 pre_eviction_filters: Sequence[EvictorPlugin]) -> None:
+        self.profile = profile
+        self.pod_evictor = pod_evictor
+        self.filters = list(filters)
+        self.pre_eviction_filters = list(pre_eviction_filters)
+        # Verdicts by id(pod): the snapshot's pod objects live for the whole pass, so ids stay unique.
+        self._filtered: dict[int, bool] = {}
+        self._pre_filtered: dict[int, bool] = {}
+
+    def filter(self, pod: Obj) -> bool:
+        """Every filter plugin accepts ``pod`` (memoised per pod for the pass: plugins ask about the same pods)."""
+        key = id(pod)
+        verdict = self._filtered.get(key)
+        if verdict is None:
+            verdict = self._filtered[key] = all(f.filter(pod) for f in self.filters)
+        return verdict
+
+    def pre_eviction_filter(self, pod: Obj) -> bool:
+        key = id(pod)
+        verdict = self._pre_filtered.get(key)
+        if verdict is None:
+            verdict = self._pre_filtered[key] = all(f.pre_eviction_filter(pod) for f in self.pre_eviction_filters)
+        return verdict
+
+    def evict(self, pod: Obj, strategy: str) -> None:
+        """Evict (raises limit errors and :class:`EvictionError`, as upstream's ``Evict`` returns them)."""
+        self.pod_evictor.evict_pod(pod, EvictOptions(strategy=strategy, profile=self.profile))
+
+    def node_limit_reached(self, node: str) -> bool:
+        limit = self.pod_evictor.max_per_node
+        return limit is not None and self.pod_evictor.node_evicted(node) >= limit
+
+
+@dataclass
+class Handle:
+    """What a plugin is built with (``frameworktypes.Handle``)."""
+
+    snapshot: ClusterSnapshot
+    clock: Clock
+    evictor: ProfileEvictor
+    all_nodes: list[Obj] = field(default_factory=list)  # ready nodes the pass considers (NodeFit looks at these)
+
+
+def pod_filter(handle: Handle, *, namespaces: Namespaces | None = None, label_selector: Any = None,
+               pre_eviction: bool = True) -> Callable[[Obj], bool]:
+    """``podutil.NewOptions().WithFilter(...).WithNamespaces(...).WithLabelSelector(...)``."""
+    evictor = handle.evictor
+
+    def accept(pod: Obj) -> bool:
+        if namespaces is not None and not namespaces.allows(pod["metadata"].get("namespace") or ""):
+            return False
+        if label_selector is not None and not label_selector.matches(pod["metadata"].get("labels")):
+            return False
+        if not evictor.filter(pod):
+            return False
+        return not pre_eviction or evictor.pre_eviction_filter(pod)
+
+    return accept
+
+
+def evict_each(handle: Handle, pods: Iterable[Obj], strategy: str) -> bool:
+    """Evict ``pods`` of one node in order; False when the total limit stops the whole plugin.
+
+    A per-node limit ends this node; a namespace limit or a refused eviction (429 ...) is logged
+    and the next pod tried — the switch every upstream deschedule plugin has.
+    """
+    for pod in pods:
+        try:
+            handle.evictor.evict(pod, strategy)
+        except EvictionTotalLimitError:
+            return False
+        except EvictionNodeLimitError:
+            return True
+        except (EvictionLimitError, EvictionError):
+            continue
+    return True
+
+
+class RunningProfile:
+    """One policy profile's plugins, instantiated for one pass (upstream ``profile.NewProfile``)."""
+
+    def __init__(self, profile: Profile, snapshot: ClusterSnapshot, clock: Clock, pod_evictor: PodEvictor,
+                 nodes: list[Obj]) -> None:
+        self.name = profile.name
+        built: dict[str, Any] = {}
+        evictor = ProfileEvictor(profile.name, pod_evictor, [], [])
+        self.handle = Handle(snapshot, clock, evictor, nodes)
+
+        def plugin(name: str) -> Any:
+            if name not in built:
+                module = plugin_module(name, f"profiles[{profile.name}]")
+                built[name] = module.new(profile.args_of(name), self.handle)
+            return built[name]
+
+        # Evictors first: other plugins capture the evictor's filters when they are built.
+        evictor.filters.extend(plugin(n) for n in profile.plugins.get("filter", ()))
+        evictor.pre_eviction_filters.extend(plugin(n) for n in profile.plugins.get("preEvictionFilter", ()))
+        self.deschedule_plugins = [plugin(n) for n in profile.plugins.get("deschedule", ())]
+        self.balance_plugins = [plugin(n) for n in profile.plugins.get("balance", ())]
+
+    def _run(self, plugins: list[Any], point: str, nodes: Sequence[Obj]) -> list[str]:
+        errors: list[str] = []
+        pod_evictor = self.handle.evictor.pod_evictor
+        for pl in plugins:
+            before = pod_evictor.total
+            started = time.perf_counter()
+            try:
+                status = getattr(pl, point)(nodes)
+            except Exception as e:  # one broken plugin must not stop the others
+                log.exception("descheduler: plugin %s failed", pl.name)
+                status = Status(str(e))
+            STRATEGY_DURATION.labels(pl.name, self.name).observe(time.perf_counter() - started)
+            if status is not None and status.err:
+                errors.append(f"plugin {pl.name!r} finished with error: {status.err}")
+            log.debug("descheduler: profile %s %s %s evicted %d pods", self.name, point, pl.name,
+                      pod_evictor.total - before)
+        return errors
+
+    def run_deschedule(self, nodes: Sequence[Obj]) -> list[str]:
+        return self._run(self.deschedule_plugins, "deschedule", nodes)
+
+    def run_balance(self, nodes: Sequence[Obj]) -> list[str]:
+        return self._run(self.balance_plugins, "balance", nodes)

@@ -1,0 +1,1 @@
+"""DefaultEvictor: every rule about which pods may be evicted (upstream ``plugins/defaultevictor``)."""

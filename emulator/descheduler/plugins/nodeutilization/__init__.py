@@ -1,0 +1,1 @@
+"""LowNodeUtilization and HighNodeUtilization, sharing one classification (upstream ``plugins/nodeutilization``)."""

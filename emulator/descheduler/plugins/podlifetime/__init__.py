@@ -1,0 +1,1 @@
+"""PodLifeTime (upstream ``plugins/podlifetime``)."""

@@ -1,0 +1,1 @@
+"""RemoveDuplicates (upstream ``plugins/removeduplicates``)."""

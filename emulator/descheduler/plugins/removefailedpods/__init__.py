@@ -1,0 +1,1 @@
+"""RemoveFailedPods (upstream ``plugins/removefailedpods``)."""

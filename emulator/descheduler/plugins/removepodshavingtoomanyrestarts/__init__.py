@@ -1,0 +1,1 @@
+"""RemovePodsHavingTooManyRestarts (upstream ``plugins/removepodshavingtoomanyrestarts``)."""

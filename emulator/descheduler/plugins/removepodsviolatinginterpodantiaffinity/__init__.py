@@ -1,0 +1,1 @@
+"""RemovePodsViolatingInterPodAntiAffinity (upstream ``plugins/removepodsviolatinginterpodantiaffinity``)."""

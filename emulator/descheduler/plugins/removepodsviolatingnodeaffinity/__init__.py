@@ -1,0 +1,1 @@
+"""RemovePodsViolatingNodeAffinity (upstream ``plugins/removepodsviolatingnodeaffinity``)."""

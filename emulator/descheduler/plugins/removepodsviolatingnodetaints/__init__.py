@@ -1,0 +1,1 @@
+"""RemovePodsViolatingNodeTaints (upstream ``plugins/removepodsviolatingnodetaints``)."""

@@ -1,0 +1,1 @@
+"""RemovePodsViolatingTopologySpreadConstraint (upstream ``plugins/removepodsviolatingtopologyspreadconstraint``)."""

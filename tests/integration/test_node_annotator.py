@@ -1,0 +1,179 @@
+"""The node annotator against real Redis: its usage history, and a real kubelet shard on a ManualClock.
+
+Expected windows are worked out here from the definitions (crane's recording rules): ``avg_5m`` the mean of
+the samples of the last 5 minutes, ``max_avg_1h`` the largest ``avg_5m`` of the 5-minute buckets started
+within the hour, ``max_avg_1d`` of the hour buckets within the day. Utilization is usage / capacity.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import numpy as np
+import pytest
+import redis
+
+from emulator.api.kinds import NODE, POD
+from emulator.clock import ManualClock
+from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.kubelet.shard import KubeletShard
+from emulator.loadaware.history import RedisHistory
+from emulator.loadaware.policy import HOT_VALUE, METRICS, parse_value
+from emulator.server.core import ServerCore
+from tests.integration.test_kubelet_shard import is_ready, pod, run_until, shards, start_shard, step  # noqa: F401
+
+pytestmark = pytest.mark.integration
+
+T0 = 1_700_000_000.0 - 1_700_000_000.0 % 86400  # a day boundary, so the buckets below start where we say
+
+
+@pytest.fixture
+def history(redis_url: str) -> Iterator[RedisHistory]:
+    client = redis.Redis.from_url(redis_url)
+    prefix = "test-la:"
+    yield RedisHistory(client, prefix)
+    for key in client.scan_iter(match=prefix + "*"):
+        client.delete(key)
+    client.close()
+
+
+def record(h: RedisHistory, at: float, names: list[str], cpu: list[float], mem: list[float]) -> dict[str, list]:
+    out = h.record(T0 + at, names, np.array(cpu, dtype=float), np.array(mem, dtype=float))
+    return {m: [None if np.isnan(v) else round(float(v), 4) for v in out[m]] for m in METRICS}
+
+
+def test_windows_from_the_history(history: RedisHistory) -> None:
+    names = ["a", "b"]
+    # Three samples 60 s apart within one 5-minute bucket: avg = mean, the maxima = that avg.
+    record(history, 0, names, [0.2, 0.5], [0.1, 0.1])
+    record(history, 60, names, [0.4, 0.5], [0.3, 0.1])
+    got = record(history, 120, names, [0.6, float("nan")], [0.5, 0.1])
+    assert got["cpu_usage_avg_5m"] == [0.4, 0.5]  # b's NaN sample (no fresh usage) is skipped
+    assert got["mem_usage_avg_5m"] == [0.3, 0.1]
+    assert got["cpu_usage_max_avg_1h"] == [0.4, 0.5]  # the bucket's max avg: 0.2, 0.3, 0.4 -> 0.4
+    # 10 minutes later (a new bucket), load has dropped: the 5m avg is only the new sample (older ones > 5m),
+    # the 1h max still remembers the first bucket's 0.4 (a's) and 0.5 (b's).
+    got = record(history, 720, names, [0.1, 0.1], [0.2, 0.2])
+    assert got["cpu_usage_avg_5m"] == [0.1, 0.1]
+    assert got["cpu_usage_max_avg_1h"] == [0.4, 0.5]
+    assert got["mem_usage_max_avg_1h"] == [0.3, 0.2]
+    # Two hours on, the first buckets are out of the hour but still in the day.
+    got = record(history, 7200 + 720, names, [0.05, 0.05], [0.05, 0.05])
+    assert got["cpu_usage_max_avg_1h"] == [0.05, 0.05]
+    assert got["cpu_usage_max_avg_1d"] == [0.4, 0.5]
+    # A day and more later everything old is gone.
+    got = record(history, 86400 + 7200 + 720, names, [0.3, 0.3], [0.3, 0.3])
+    assert got["cpu_usage_max_avg_1d"] == [0.3, 0.3]
+
+
+def test_history_follows_nodes_added_and_removed(history: RedisHistory) -> None:
+    record(history, 0, ["a", "b"], [0.2, 0.8], [0.2, 0.8])
+    # "b" went away, "c" came: a keeps its history, c has only its own sample.
+    got = record(history, 60, ["a", "c"], [0.4, 0.6], [0.4, 0.6])
+    assert got["cpu_usage_avg_5m"] == [0.3, 0.6]
+    assert got["cpu_usage_max_avg_1h"] == [0.3, 0.6]
+
+
+@pytest.fixture
+def manager(env: tuple[ServerCore, ManualClock]) -> Iterator[list[ControllerManager]]:
+    started: list[ControllerManager] = []
+    yield started
+    for m in started:
+        m.stop()
+
+
+def annotations(core: ServerCore, node: str) -> dict[str, str]:
+    return core.get(NODE, None, node)["metadata"].get("annotations") or {}
+
+
+def test_annotator_writes_kubelet_usage_and_hot_values(env: tuple[ServerCore, ManualClock],
+                                                       shards: list[KubeletShard],  # noqa: F811
+                                                       manager: list[ControllerManager]) -> None:
+    core, clock = env
+    shard = start_shard(core, clock, shards, [{"name": "n", "count": 2,
+                                                "capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}],
+                        metrics_window=15)
+    step(shard, clock)
+    # 2 of 8 cores and 8 GiB of 32 on n-00000: 0.25 and 0.25; n-00001 idle.
+    core.create(POD, pod(core, "busy", node="n-00000", annotations={"kemu.io/cpu": "2", "kemu.io/memory": "8Gi"}))
+    run_until(shard, clock, lambda: is_ready(core, "busy"), 10)
+    for _ in range(32):  # two full metrics windows since the pod started
+        step(shard, clock)
+    m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("node-annotator",),
+                                              options={"node_annotator_period": 30}), clock=clock).start()
+    manager.append(m)
+    assert m.wait_active(20)
+    annotator = m.controllers()["node-annotator"]
+
+    def wait_pass(passes: int) -> None:
+        run_until(shard, clock, lambda: annotator.passes >= passes, 120, seconds=5)
+
+    wait_pass(1)
+    busy, idle = annotations(core, "n-00000"), annotations(core, "n-00001")
+    for metric in METRICS:
+        value, stamp = parse_value(busy[metric])
+        assert value == pytest.approx(0.25, abs=0.01), metric
+        assert clock.now() - 30 <= stamp <= clock.now()
+        assert parse_value(idle[metric])[0] == pytest.approx(0.0, abs=0.01)
+    assert busy[HOT_VALUE].startswith("0,")
+    assert annotator.last_written == 2
+
+    # Steady usage: the next pass has nothing due (no window moved 0.005, nothing half-way to stale).
+    wait_pass(annotator.passes + 1)
+    assert annotator.last_written == 0
+    assert annotations(core, "n-00000") == busy
+
+    # Five pods bound to n-00001 now: 1m rule 5 // 2 = 2, 5m rule 5 // 5 = 1, 30m rule 0 -> hot value 3.
+    core.create_many(POD, [pod(core, f"burst-{i}", node="n-00001") for i in range(5)])
+    done = annotator.passes
+    wait_pass(done + 1)
+    assert annotations(core, "n-00001")[HOT_VALUE].split(",")[0] == "3"
+    assert annotator.last_written == 1  # only the node whose hot value changed
+    # Past the minute and past five minutes the rules let go of them.
+    run_until(shard, clock, lambda: annotations(core, "n-00001")[HOT_VALUE].split(",")[0] == "0", 400, seconds=5)
+    assert clock.now() - T0 > 300
+
+
+def test_windows_from_a_prometheus_query_api() -> None:
+    """--prometheus-url: one instant query per window over Prometheus's HTTP API, answers matched by node."""
+    import json
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from urllib.parse import parse_qs, urlparse
+
+    from emulator.loadaware.history import PROMQL, PrometheusSource
+
+    asked: list[str] = []
+
+    class Prometheus(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            url = urlparse(self.path)
+            query = parse_qs(url.query)["query"][0]
+            asked.append(query)
+            # A value per metric that says which query it answers, for two of the three nodes.
+            value = str(0.1 * (list(PROMQL.values()).index(query) + 1))
+            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+                {"metric": {"node": n}, "value": [1.7e9, value]} for n in ("a", "c", "not-ours")]}}).encode()
+            self.send_response(200 if url.path == "/api/v1/query" else 404)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Prometheus)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        source = PrometheusSource(f"http://127.0.0.1:{server.server_address[1]}/")
+        got = source.windows(["a", "b", "c"])
+        source.close()
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert asked == list(PROMQL.values())
+    assert "max_over_time(avg_over_time(" in PROMQL["cpu_usage_max_avg_1h"] and "[1h:5m]" in PROMQL[
+        "cpu_usage_max_avg_1h"]
+    for k, metric in enumerate(METRICS):
+        a, b, c = got[metric].tolist()
+        assert a == pytest.approx(0.1 * (k + 1)) and c == a and np.isnan(b), metric
