@@ -11,7 +11,7 @@ condition with upstream's message, and nothing else changes.
 
 from __future__ import annotations
 
-import json
+import base64
 from collections.abc import Callable
 from typing import Any
 
@@ -25,6 +25,7 @@ from emulator.api.kinds import (
     HORIZONTALPODAUTOSCALER,
     POD,
     SCALEDOBJECT,
+    SECRET,
     TRIGGERAUTHENTICATION,
 )
 from emulator.api.selectors import parse_label_selector
@@ -216,15 +217,6 @@ def test_schema_rejects_a_trigger_without_type(core: ServerCore) -> None:
     assert [c.field for c in raised.value.causes] == ["spec.triggers[0].type"]
 
 
-def test_trigger_authentication_password_reaches_the_scaler(core: ServerCore) -> None:
-    core.create(TRIGGERAUTHENTICATION, {"metadata": {"name": "ta", "namespace": "default"},
-                                        "spec": {"secretTargetRef": [{"parameter": "password", "name": "s",
-                                                                      "key": "k"}]}})
-    stored = core.get(TRIGGERAUTHENTICATION, "default", "ta")
-    assert json.dumps(stored["spec"]) == json.dumps({"secretTargetRef": [{"parameter": "password", "name": "s",
-                                                                          "key": "k"}]})
-
-
 def test_idle_replicas_activation_threshold_and_hpa_config(
         core: ServerCore, clock: ManualClock, start_manager: Callable[..., ControllerManager]) -> None:
     """idleReplicaCount 0 with minReplicaCount 2: inactive -> idle after cooldown; active -> min (RequestScale)."""
@@ -323,3 +315,28 @@ def test_cpu_trigger_is_a_resource_metric_and_reads_metrics_k8s_io(
     wait_for(lambda: condition(core, "cpu", "Active").get("status") in ("True", "False"), 20, "a poll")
     assert condition(core, "cpu", "Active")["status"] == ("True" if active else "False")
     assert so_status(core, "cpu")["resourceMetricNames"] == ["cpu"]
+
+
+@pytest.mark.parametrize(("password", "ready"), [("s3cret", "True"), ("wrong", "False")], ids=["right", "wrong"])
+def test_trigger_authentication_reads_a_secret(
+        core: ServerCore, start_manager: Callable[..., ControllerManager], password: str, ready: str) -> None:
+    """secretTargetRef: username and password from a Secret reach the redis scaler (an ACL user on the real Redis)."""
+    redis, queue = core.store.redis, f"auth-q-{password}"
+    redis.execute_command("ACL", "SETUSER", "keda-op", "on", ">s3cret", "~*", "+@all")
+    redis.delete(queue)
+    redis.rpush(queue, *range(12))
+    core.create(SECRET, {"metadata": {"name": "redis-creds", "namespace": "default"}, "data": {
+        "user": base64.b64encode(b"keda-op").decode(), "pass": base64.b64encode(password.encode()).decode()}})
+    core.create(TRIGGERAUTHENTICATION, {"metadata": {"name": "redis-auth", "namespace": "default"}, "spec": {
+        "secretTargetRef": [{"parameter": "username", "name": "redis-creds", "key": "user"},
+                            {"parameter": "password", "name": "redis-creds", "key": "pass"}]}})
+    core.create(DEPLOYMENT, worker_deployment("auth", queue))
+    start_manager("keda-operator")
+    kwargs = redis.connection_pool.connection_kwargs
+    trigger = redis_trigger(queue, address=f"{kwargs['host']}:{kwargs['port']}")
+    trigger["authenticationRef"] = {"name": "redis-auth"}
+    core.create(SCALEDOBJECT, scaled_object("auth", "auth", [trigger], minReplicaCount=0))
+    wait_for(lambda: condition(core, "auth", "Ready").get("status") == ready and
+             condition(core, "auth", "Active").get("status") in ("True", "False"), 20, f"Ready={ready} after a poll")
+    assert so_status(core, "auth")["authenticationsTypes"] == "TriggerAuthentication/redis-auth"
+    assert replicas(core, "auth") == (1 if ready == "True" else 0)
