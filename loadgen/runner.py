@@ -42,6 +42,7 @@ from emulator.store.store import Store, StoreConfig, WatchEvent
 from loadgen import autoscaling, scrape
 from loadgen import plan as planning
 from loadgen.drivers import DriverPool, SinkSpec, execute
+from loadgen.queues import QueuePusher
 from loadgen.scenario import Scenario, ScenarioError
 
 if TYPE_CHECKING:
@@ -340,7 +341,12 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     pool = DriverPool(spec, d.processes, on_result)
     t_start = time.perf_counter()
 
+    pusher = QueuePusher(core.store.redis)
+
     def on_load(kind: str, target: str, value: float) -> None:
+        if kind == "push":  # items into a real Redis list, drained by queue-worker pods (loadgen.queues)
+            pusher.push(target, value)
+            return
         gauge = metrics.HTTP_REQUESTS_PER_SECOND if kind == "http" else metrics.QUEUE_DEPTH
         gauge.labels(target).set(value)
         # The load target itself (emulator.loadtargets): what the pods attached to it serve.

@@ -166,13 +166,13 @@ class TracePhase:
     max_duration: float = 0.0  # cut the compressed replay after this many seconds (0: all of it)
 
 
-LOAD_KINDS = ("http", "queue")
+LOAD_KINDS = ("http", "queue", "push")  # push: items/s RPUSHed onto a real Redis list (loadgen.queues)
 SHAPES = ("constant", "ramp", "step", "sine")
 
 
 @dataclass(frozen=True)
 class LoadPhase:
-    """A request-rate (``http``) or queue-depth (``queue``) series for autoscalers, one value a second."""
+    """A request-rate (``http``), queue-depth (``queue``) or items-pushed (``push``) series, one value a second."""
 
     kind: str = "http"
     target: str = "web"

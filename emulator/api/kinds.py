@@ -209,3 +209,14 @@ LOCALSUBJECTACCESSREVIEW = register(Kind("authorization.k8s.io", "v1", "LocalSub
 SELFSUBJECTREVIEW = register(Kind("authentication.k8s.io", "v1", "SelfSubjectReview", "selfsubjectreviews", False,
                                   verbs=("create",)))
 REVIEW_GROUPS = frozenset({"authorization.k8s.io", "authentication.k8s.io"})
+
+# KEDA's custom resources (kedacore/keda config/crd): the operator in emulator/controllers/keda.
+SCALEDOBJECT = register(Kind("keda.sh", "v1alpha1", "ScaledObject", "scaledobjects", True, ("status",), ("so",),
+                             custom_resource=True))
+SCALEDJOB = register(Kind("keda.sh", "v1alpha1", "ScaledJob", "scaledjobs", True, ("status",), ("sj",),
+                          custom_resource=True))
+TRIGGERAUTHENTICATION = register(Kind("keda.sh", "v1alpha1", "TriggerAuthentication", "triggerauthentications", True,
+                                      ("status",), ("ta", "triggerauth"), custom_resource=True))
+CLUSTERTRIGGERAUTHENTICATION = register(Kind("keda.sh", "v1alpha1", "ClusterTriggerAuthentication",
+                                             "clustertriggerauthentications", False, ("status",),
+                                             ("cta", "clustertriggerauth"), custom_resource=True))

@@ -509,7 +509,55 @@ def _vpa_cells(v: Obj, now: float) -> list[Cell]:
     return [_name(v), mode, target.get("cpu", ""), target.get("memory", ""), provided, age(v, now)]
 
 
+def _condition(obj: Obj, ctype: str) -> str:
+    return next((str(c.get("status", "")) for c in (obj.get("status") or {}).get("conditions") or []
+                 if c.get("type") == ctype), "")
+
+
+def _scaled_object_cells(so: Obj, now: float) -> list[Cell]:
+    """The ScaledObject CRD's additionalPrinterColumns (kedacore/keda scaledobject_types.go printcolumn)."""
+    spec, status = so.get("spec") or {}, so.get("status") or {}
+    return [_name(so), status.get("scaleTargetKind", ""), (spec.get("scaleTargetRef") or {}).get("name", ""),
+            spec.get("minReplicaCount"), spec.get("maxReplicaCount"), _condition(so, "Ready"),
+            _condition(so, "Active"), _condition(so, "Fallback"), _condition(so, "Paused"),
+            status.get("triggersTypes", ""), status.get("authenticationsTypes", ""), age(so, now)]
+
+
+def _scaled_job_cells(sj: Obj, now: float) -> list[Cell]:
+    spec, status = sj.get("spec") or {}, sj.get("status") or {}
+    return [_name(sj), spec.get("minReplicaCount"), spec.get("maxReplicaCount"), _condition(sj, "Ready"),
+            _condition(sj, "Active"), _condition(sj, "Paused"), status.get("triggersTypes", ""),
+            status.get("authenticationsTypes", ""), age(sj, now)]
+
+
+def _trigger_auth_cells(ta: Obj, now: float) -> list[Cell]:
+    spec = ta.get("spec") or {}
+    pod_identity = (spec.get("podIdentity") or {}).get("provider", "")
+    secrets = ",".join(sorted({str(r.get("name", "")) for r in spec.get("secretTargetRef") or []}))
+    env = ",".join(str(r.get("name", "")) for r in spec.get("env") or [])
+    return [_name(ta), pod_identity, secrets, env, age(ta, now)]
+
+
+_KEDA_TRIGGERS = Column("Triggers")
+_KEDA_AUTHS = Column("Authentications")
+SCALEDOBJECT_PRINTER = Printer((
+    NAME, Column("ScaleTargetKind"), Column("ScaleTargetName"), Column("Min", "integer"), Column("Max", "integer"),
+    Column("Ready"), Column("Active"), Column("Fallback"), Column("Paused"), _KEDA_TRIGGERS, _KEDA_AUTHS, AGE,
+), _scaled_object_cells)
+SCALEDJOB_PRINTER = Printer((
+    NAME, Column("Min", "integer"), Column("Max", "integer"), Column("Ready"), Column("Active"), Column("Paused"),
+    _KEDA_TRIGGERS, _KEDA_AUTHS, AGE,
+), _scaled_job_cells)
+TRIGGERAUTH_PRINTER = Printer((
+    NAME, Column("PodIdentity"), Column("Secret"), Column("Env"), AGE,
+), _trigger_auth_cells)
+
+
 PRINTERS: dict[str, Printer] = {
+    "scaledobjects.keda.sh": SCALEDOBJECT_PRINTER,
+    "scaledjobs.keda.sh": SCALEDJOB_PRINTER,
+    "triggerauthentications.keda.sh": TRIGGERAUTH_PRINTER,
+    "clustertriggerauthentications.keda.sh": TRIGGERAUTH_PRINTER,
     "verticalpodautoscalers.autoscaling.k8s.io": Printer((
         NAME,
         Column("Mode", description="The update mode (.spec.updatePolicy.updateMode)."),

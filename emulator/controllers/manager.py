@@ -82,6 +82,9 @@ CONTROLLERS: dict[str, ControllerSpec] = {
     # The VPA's recommender and updater (separate binaries upstream, kubernetes/autoscaler).
     "vpa-recommender": ControllerSpec("emulator.controllers.vpa.recommender"),
     "vpa-updater": ControllerSpec("emulator.controllers.vpa.updater"),
+    # KEDA's operator (kedacore/keda, its own Deployment upstream): ScaledObjects and ScaledJobs.
+    "keda-operator": ControllerSpec("emulator.controllers.keda.scaledobject"),
+    "keda-scaledjob": ControllerSpec("emulator.controllers.keda.scaledjob"),
     # Not kube-controller-manager's: kubernetes-sigs/descheduler, on only with a policy (kemu up --descheduler-policy).
     "descheduler": ControllerSpec("emulator.descheduler.controller", enabled_by_default=False),
     # Load-aware scheduling (crane-scheduler's annotator): opt in with --controllers=*,node-annotator.

@@ -83,6 +83,7 @@ from emulator.kubelet.profiles import (
     PodBehaviour,
     ProfileLibrary,
 )
+from emulator.kubelet.queueworker import QueueTable
 from emulator.kubelet.restarts import (
     INITIAL_BACKOFF,
     MAX_BACKOFF,
@@ -145,6 +146,7 @@ class KubeletModel:
         self.pids_curve = CurveSet(n)
         self.backoff = BackOff(n, self.config.backoff_initial, self.config.backoff_max)
         self.load = LoadTable(n, 64)  # load targets of pods, request costs of containers
+        self.queues = QueueTable(64)  # queue workers (emulator.kubelet.queueworker)
         self.state = np.zeros(n, dtype=np.int8)
         self.c_pod = np.zeros(n, dtype=np.int64)
         self.start_at = np.full(n, np.inf)
@@ -298,6 +300,7 @@ class KubeletModel:
         self._pods[uid] = record
         self._pod_rows[p_row] = record
         self.load.assign_pod(p_row, behaviour.load_target, behaviour.request_latency)
+        self.queues.assign_pod(p_row, behaviour.queue, behaviour.queue_rate)
         self.p_active[p_row] = True
         self.p_node[p_row] = n_idx
         self.p_priority[p_row] = int(spec.get("priority") or 0)
@@ -371,6 +374,7 @@ class KubeletModel:
             curves.clear(rows)
         self.load.clear_rows(rows)
         self.load.clear_pod(record.row)
+        self.queues.clear_pod(record.row)
         self.cgroups.memory_current[rows] = 0.0
         self.cgroups.node[rows] = 0
         self.disk_usage[rows] = 0.0
@@ -433,6 +437,7 @@ class KubeletModel:
         self.p_disk_limit = _Grow.arr(self.p_disk_limit, size, 0.0)
         self._p_disk_limit_text += [""] * (size - len(self._p_disk_limit_text))
         self.load.grow(len(self.state), size)
+        self.queues.grow(size)
         return row
 
     # -- the tick -------------------------------------------------------------------------
@@ -551,6 +556,10 @@ class KubeletModel:
         rows = np.bincount(self.c_pod, weights=live, minlength=n)[:n]
         up = np.bincount(self.c_pod, weights=running & live, minlength=n)[:n]
         return self.p_active & (rows > 0) & (up == rows)
+
+    def pods_ready(self) -> np.ndarray:
+        """Per pod row: whether the pod is ready now (queue workers consume only then)."""
+        return self._pods_ready(self.state == RUNNING)
 
     def load_ready_counts(self) -> dict[str, int]:
         """Ready pods per load target on this model's nodes (every target seen, zeros included)."""

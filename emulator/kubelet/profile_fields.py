@@ -28,8 +28,10 @@ CURVE_FIELDS: tuple[str, ...] = ("cpu", "memory", "ephemeral-storage", "pids")
 # Load-driven behaviour (emulator.kubelet.load): the pod's load target, its request latency at no load,
 # and each container's CPU cost of one request per second.
 LOAD_FIELDS: tuple[str, ...] = ("load-target", "cost-per-request", "request-latency")
-POD_FIELDS = frozenset({"load-target", "request-latency"})  # pod-wide only: no per-container form
-FIELDS: tuple[str, ...] = ("startup-delay", "duration", "exit-code", *CURVE_FIELDS, *LOAD_FIELDS)
+# Queue workers (emulator.kubelet.queueworker): the Redis list a pod consumes and its items per second.
+QUEUE_FIELDS: tuple[str, ...] = ("queue", "items-per-second")
+POD_FIELDS = frozenset({"load-target", "request-latency", *QUEUE_FIELDS})  # pod-wide only: no per-container form
+FIELDS: tuple[str, ...] = ("startup-delay", "duration", "exit-code", *CURVE_FIELDS, *LOAD_FIELDS, *QUEUE_FIELDS)
 _FIELD_SET = frozenset(FIELDS)
 
 # The resource each curve field is measured against for %request / %limit.
@@ -324,12 +326,20 @@ class _NameSpec:
 _TARGET_NAME = re.compile(r"[a-z0-9]([-a-z0-9.]*[a-z0-9])?")
 
 
+_QUEUE_NAME = re.compile(r"[A-Za-z0-9][-A-Za-z0-9._:]*")
+
+
+@dataclass(frozen=True)
+class _RateSpec:
+    rate: float  # items-per-second
+
+
 @dataclass(frozen=True)
 class _ExitCodeSpec:
     code: int
 
 
-FieldSpec = CurveSpec | _DurationSpec | _ExitCodeSpec | _ValueSpec | _NameSpec
+FieldSpec = CurveSpec | _DurationSpec | _ExitCodeSpec | _ValueSpec | _NameSpec | _RateSpec
 
 _CURVE_SIGNATURES: dict[str, tuple[tuple[str, ...], int]] = {
     # name: (argument kinds, number of required arguments)
@@ -426,6 +436,15 @@ def _parse_field_cached(field_name: str, text: str) -> FieldSpec:
         if not _TARGET_NAME.fullmatch(text.strip()):
             raise ValueError("a load target is a lowercase DNS subdomain, e.g. web")
         return _NameSpec(text.strip())
+    if field_name == "queue":
+        if not _QUEUE_NAME.fullmatch(text.strip()) or len(text.strip()) > 253:
+            raise ValueError("a queue is a Redis key name of letters, digits, '-', '.', '_' and ':'")
+        return _NameSpec(text.strip())
+    if field_name == "items-per-second":
+        rate = float(text)
+        if not 0 <= rate < float("inf"):
+            raise ValueError("items-per-second must be a finite number >= 0")
+        return _RateSpec(rate)
     if field_name == "cost-per-request":
         return _ValueSpec(_value_expr("cpu", _parse_tree(text), field_name))
     if field_name == "duration" and text.strip() == "forever":

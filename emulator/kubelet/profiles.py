@@ -40,6 +40,9 @@ Fields (the same names in annotations and in profile files):
 ``request-latency`` pod-wide: the latency of one request on an idle pod
                    (default 20ms); it grows as CPU nears its limit
                    (:mod:`emulator.kubelet.load`)
+``queue``          pod-wide: the Redis list the pod consumes while ready
+                   (:mod:`emulator.kubelet.queueworker`)
+``items-per-second`` pod-wide: how many items of ``queue`` it consumes per second
 ================== ==========================================================
 
 Curve syntax (``t`` is seconds since the container (re)started; a restart
@@ -213,6 +216,8 @@ class PodBehaviour:
     containers: tuple[ContainerBehaviour, ...]
     load_target: str = ""  # "": the pod serves no load target
     request_latency: float = DEFAULT_REQUEST_LATENCY  # seconds, at no load
+    queue: str = ""  # "": the pod consumes no queue
+    queue_rate: float = 0.0  # items per second
 
 
 def _resolve_curve(spec: CurveSpec, ctx: _Ctx) -> ResolvedCurve:
@@ -315,9 +320,11 @@ class ProfileLibrary:
         pod_wide.update({k: v for k, v in pod_fields.items() if k in POD_FIELDS})
         target = pod_wide.get("load-target")
         latency = pod_wide.get("request-latency")
+        queue, rate = pod_wide.get("queue"), pod_wide.get("items-per-second")
         return PodBehaviour(uid, profile.name, tuple(result), target.name if target is not None else "",
                             latency.expr.resolve(_Ctx(rng, 0.0, 0.0)) if latency is not None and latency.expr
-                            is not None else DEFAULT_REQUEST_LATENCY)
+                            is not None else DEFAULT_REQUEST_LATENCY,
+                            queue.name if queue is not None else "", rate.rate if rate is not None else 0.0)
 
 
 def _annotation_fields(annotations: Mapping[str, str], names: set[str]) -> tuple[dict[str, Any], dict[str, dict]]:

@@ -86,7 +86,7 @@ from emulator.api.types import Obj
 from emulator.clock import Clock, SystemClock, rfc3339
 from emulator.informers import DeletedFinalStateUnknown, SharedInformerFactory
 from emulator.kubelet import kubelet_metrics as km
-from emulator.kubelet import load
+from emulator.kubelet import load, queueworker
 from emulator.kubelet import nodes as nd
 from emulator.kubelet.admission import PodAdmission, ResolveCache
 from emulator.kubelet.cloudnodes import CloudNodes
@@ -285,6 +285,7 @@ class KubeletShard:
         self.workers.advance_timed(now)
         if not cut:  # load targets: share each target's rate among its ready pods (emulator.kubelet.load)
             load.exchange(self.model, self.store.redis, self.store.config.prefix, self.index, now)
+            queueworker.drain(self.model, self.store.redis, self.store.config.prefix, now)  # real LPOPs
         report = self.model.tick(now)
         self.workers.apply_report(report, now)
         self.node_status.apply_conditions(report.changed_nodes, now)

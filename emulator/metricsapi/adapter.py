@@ -14,7 +14,11 @@ and answers, as prometheus-adapter does:
 * ``.../namespaces/{ns}/metrics/{metric}`` → the metric of the namespace itself;
 * ``/apis/custom.metrics.k8s.io/v1beta2/{resource}/{name|*}/{metric}`` for cluster-scoped objects;
 * ``/apis/external.metrics.k8s.io/v1beta1/namespaces/{ns}/{metric}``
-  (``labelSelector`` on the metric's labels) → an ``ExternalMetricValueList``.
+  (``labelSelector`` on the metric's labels) → an ``ExternalMetricValueList``;
+  a selector ``scaledobject.keda.sh/name=<so>`` asks for a KEDA ScaledObject's trigger
+  metric (``s0-redis-<list>``), served from its operator's last poll
+  (:mod:`emulator.keda.metricstore`) as KEDA's metrics server does — one provider
+  for the group, as on a real cluster where KEDA's adapter owns it.
 
 For each request the adapter finds the rule whose series maps to the metric
 name and associates the resource, renders its ``metricsQuery`` with
@@ -38,7 +42,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from emulator.api import errors, kinds
+from emulator.api import errors, keda, kinds
 from emulator.api.quantity import format_millis
 from emulator.api.selectors import (
     DOES_NOT_EXIST,
@@ -51,6 +55,7 @@ from emulator.api.selectors import (
 )
 from emulator.api.types import Obj
 from emulator.clock import rfc3339
+from emulator.keda import metricstore
 from emulator.metricsapi.rules import Matcher, Rule, Rules, RulesError, render
 from emulator.metricsapi.series import BackendError, OwnSeries, PrometheusSeries, SeriesSource
 from emulator.store.store import Store
@@ -239,6 +244,12 @@ class MetricsAdapter:
 
     def external_values(self, namespace: str, metric: str,
                         selector: LabelSelector | None = None) -> list[MetricValue]:
+        owner = selector.exact(keda.OWNER_LABEL) if selector is not None else None
+        if owner and self.store is not None:
+            # A KEDA ScaledObject's trigger metric (s0-redis-<list> ...): its operator's last poll.
+            found = metricstore.read(self.store.redis, self.store.config.prefix, namespace, owner, metric)
+            if found is not None:
+                return [MetricValue(metric, {keda.OWNER_LABEL: owner}, found[0], found[1], None)]
         for rule, series, name, _ in self._metrics(self.rules.external):
             if name != metric:
                 continue

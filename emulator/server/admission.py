@@ -643,11 +643,18 @@ class VerticalPodAutoscalerAdmission:
                 return
 
 
+def _keda_webhook() -> Plugin:
+    from emulator.server.keda_webhook import KedaWebhook  # it imports this module's Attributes and Lookup
+
+    return KedaWebhook()
+
+
 # Upstream's order (pkg/kubeapiserver/options/plugins.go AllOrderedPlugins), restricted to what kemu runs.
 # ResourceQuota comes last, as upstream: it charges what the mutating plugins made the object ask for.
 # The VPA's webhook runs after the in-tree mutating plugins, before ResourceQuota charges the result.
+# KEDA's validating webhook (emulator.server.keda_webhook) runs with the other webhooks, before ResourceQuota.
 DEFAULT_PLUGINS: tuple[Plugin, ...] = (LimitRanger(), Priority(), DefaultTolerationSeconds(), RuntimeClassAdmission(),
-                                       VerticalPodAutoscalerAdmission(), ResourceQuotaAdmission())
+                                       VerticalPodAutoscalerAdmission(), _keda_webhook(), ResourceQuotaAdmission())
 
 
 def admit(attrs: Attributes, lookup: Lookup, plugins: tuple[Plugin, ...] = DEFAULT_PLUGINS) -> None:

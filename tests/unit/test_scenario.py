@@ -178,7 +178,7 @@ def test_a_template_attaches_deployment_pods_to_a_load_target() -> None:
         ({"phases": [{"churn": {"rate": 0}}]}, "phases[0].churn.rate: must be > 0"),
         ({"phases": [{"trace": {"file": "nope.csv"}}]}, "nope.csv: no such file"),
         ({"phases": [{"load": {"shape": "square"}}]}, "phases[0].load.shape: must be one of"),
-        ({"phases": [{"load": {"kind": "cpu"}}]}, "phases[0].load.kind: must be one of http, queue"),
+        ({"phases": [{"load": {"kind": "cpu"}}]}, "phases[0].load.kind: must be one of http, queue, push"),
         ({"phases": [{"load": {"target": "Web Site"}}]}, "phases[0].load.target: load target name 'Web Site'"),
         ({"templates": {"default": {"load_target": "Web"}}}, "templates.default.load_target: load target name"),
         ({"phases": [{"deployments": {"scale_to": -2}}]}, "phases[0].deployments.scale_to"),

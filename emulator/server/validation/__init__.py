@@ -45,6 +45,7 @@ Design
   ``cronjobs.batch``                  schedule (:mod:`emulator.api.cron`), timeZone, policies, template
   ``roles/clusterroles.rbac...``      rules: verbs; resource xor non-resource (cluster only)
   ``(cluster)rolebindings.rbac...``   roleRef kind/group/name, immutable; subjects by kind
+  ``*.keda.sh``                       the KEDA CRDs' schemas: required fields, trigger types, enums
   ``events``, ``leases...``           ObjectMeta only
   ==================================  ===========================================================
 
@@ -82,6 +83,7 @@ from emulator.server.validation import (  # noqa: F401 (imported for their @regi
     coordination,
     core,
     discovery,
+    keda,
     node,
     pods,
     policy,

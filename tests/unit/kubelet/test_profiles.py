@@ -274,13 +274,14 @@ BUILTIN = {
     "disk-filler": [("ephemeral_storage", [(0, 0), (10, 100 * MI)])],
     "diurnal": [("cpu", [(0, 100), (600, 300), (1500, 700), (1800, 900), (3599, 200), (3600, 100), (4200, 300)]),
                 ("memory", [(0, 128 * MI), (600, 192 * MI), (1200, 256 * MI), (3600, 128 * MI)])],
+    "queue-worker": [("memory", [(0, 0.4 * REQ_MEM), (600, 0.4 * REQ_MEM)]), ("pids", [(0, 8)])],
 }
 LIFECYCLE = {  # startup delay range, duration range (inf: forever), exit code
     "default": ((0.5, 1.5), (math.inf, math.inf), 0), "idle": ((0, 0), (math.inf, math.inf), 0),
     "web": ((1, 4), (math.inf, math.inf), 0), "batch": ((2, 6), (60, 300), 0), "crashloop": ((1, 1), (5, 15), 1),
     "memory-leak": ((1, 1), (math.inf, math.inf), 0), "spiky": ((0, 0), (math.inf, math.inf), 0),
     "fork-bomb": ((0, 0), (math.inf, math.inf), 0), "disk-filler": ((0, 0), (math.inf, math.inf), 0),
-    "diurnal": ((0, 0), (math.inf, math.inf), 0),
+    "diurnal": ((0, 0), (math.inf, math.inf), 0), "queue-worker": ((1, 3), (math.inf, math.inf), 0),
 }
 
 
@@ -305,3 +306,14 @@ def test_web_profile_sine_is_per_pod_phase_within_bounds(library: ProfileLibrary
         assert min(values) >= 0.2 * REQ_CPU - 1e-6 and max(values) <= 0.9 * REQ_CPU + 1e-6
         assert cpu.value_at(17.0) == pytest.approx(cpu.value_at(617.0))  # 10-minute period
     assert len({round(c.value_at(0.0), 6) for c in curves}) == 20  # each pod at its own phase
+
+
+@pytest.mark.parametrize(("annotations", "queue", "rate"), [
+    ({"kemu.io/profile": "queue-worker", "kemu.io/queue": "jobs"}, "jobs", 2.0),
+    ({"kemu.io/profile": "queue-worker", "kemu.io/queue": "app:jobs", "kemu.io/items-per-second": "0.5"},
+     "app:jobs", 0.5),
+    ({"kemu.io/profile": "web"}, "", 0.0),
+], ids=["profile-rate", "annotation-rate", "no-queue"])
+def test_queue_worker_fields(library: ProfileLibrary, annotations: dict[str, str], queue: str, rate: float) -> None:
+    behaviour = library.resolve(make_pod(annotations), seed=0)
+    assert (behaviour.queue, behaviour.queue_rate) == (queue, rate)

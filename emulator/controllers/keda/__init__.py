@@ -1,0 +1,1 @@
+"""KEDA's operator (kedacore/keda ``controllers/keda``): the ScaledObject reconciler and its scale loops."""
