@@ -359,7 +359,7 @@ class LocalCluster:
                 KubeletLaunch(self.redis_url, self.config, self.core.clock.now(), time.time()))
             self.controller_runner.start()
             return
-        config = ManagerConfig.from_dict(self.config.controller_manager)
+        config = ManagerConfig.from_dict(self.config.manager_settings())
         self.controller_managers = [ControllerManager(self.core, config).start()
                                     for _ in range(self.config.controller_managers)]
 
