@@ -39,8 +39,8 @@ from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, WatchEvent
+from loadgen import autoscalers, scrape
 from loadgen import plan as planning
-from loadgen import scrape
 from loadgen.drivers import DriverPool, SinkSpec, execute
 from loadgen.scenario import Scenario, ScenarioError
 
@@ -297,6 +297,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     for p in scenario.priorities:
         _ensure(core, PRIORITYCLASS, {"metadata": {"name": p.name}, "value": p.value,
                                       "description": "created by kemu run for the scenario's priority mix"})
+    if scenario.objects:
+        autoscalers.apply_objects(core, scenario.objects)
     want_nodes = scenario.node_count()
     nodes_ready = _wait_for_nodes(core, want_nodes, timeout=120.0)
 
@@ -319,6 +321,7 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     from loadgen import metrics
 
     endpoint = metrics.start(core.store.redis, prefix=core.store.config.prefix)
+    sampler = autoscalers.AutoscalerSampler(core).start() if scenario.has_autoscalers() else None
     pool = DriverPool(spec, d.processes, on_result)
     t_start = time.perf_counter()
 
@@ -350,6 +353,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     else:
         settled = recorder.wait(lambda: len(recorder.pods) >= expected, scenario.settle_timeout)
     settle_s = time.perf_counter() - t_settle
+    if sampler is not None:
+        sampler.stop()
     recorder.stop.set()
     watcher.join()
     endpoint.stop()
@@ -401,6 +406,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
                   "outOfOrder": recorder.out_of_order, "complete": watch_complete},
         "list": {"items": len(listed.items), "resourceVersion": listed.resource_version},
     }
+    if sampler is not None:
+        summary["autoscaling"] = sampler.summary()
     return summary, _series(times, t_start, listed.items, nodes, plan)
 
 
@@ -558,6 +565,8 @@ def _print_summary(s: dict[str, Any]) -> None:
           f"{s['evictions']['podsEvicted']} pods evicted")
     for name, series in (s.get("load") or {}).items():
         print(f"  load          {name}: {series['points']} points, {series['min']:g} .. {series['max']:g}")
+    for line in autoscalers.summary_lines(s.get("autoscaling") or {}):
+        print(f"  autoscaling   {line}")
     print(f"  watch         {w['received']} ADDED, {w['duplicates']} duplicates, {w['outOfOrder']} out of order")
     print(f"  list          {s['list']['items']} pods at resourceVersion {s['list']['resourceVersion']}")
     k = s.get("kubectl") or {}
