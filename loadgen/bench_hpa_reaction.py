@@ -11,17 +11,18 @@ and measures, in cluster and wall seconds:
 
 * **decision**: load step -> the HPA writes the new ``spec.replicas`` (waiting for the kubelets'
   next 15 s metrics window to carry the new rate, then for the HPA's next 15 s sync);
-* **ready**: that write -> the Deployment reports every new replica Ready (ReplicaSet controller,
-  scheduler, kubelet admission and the profile's startup delay, readiness);
-* **total**: step -> ``ceil(high / 100)`` replicas Ready.
+* **ready**: that write -> the Deployment reports at least ``ceil(high / 100)`` replicas, all Ready
+  (ReplicaSet controller, scheduler, kubelet admission and the profile's startup delay, readiness;
+  when the first rescale fell short, also the next sync's);
+* **total**: step -> ``ceil(high / 100)`` (or more) replicas Ready.
 
-then steps back down and waits out the 300 s scale-down window before the next cycle.
+then (unless it was the last cycle) steps back down and waits out the 300 s scale-down window.
 Upstream's expectation for the same chain is one metrics resolution (metrics-server / adapter,
 15 s) plus at most one sync period (15 s) plus pod startup: ``total <= 30 s + startup``, with the
 decision alone between 0 and 30 s depending on where the step falls in the two periods.
 
 Run: ``.venv/bin/python -m loadgen.bench_hpa_reaction [--clock-speed 10] [--cycles 3]
-[--low 200] [--high 1000] [--json out.json]``. Prints numbers, asserts nothing.
+[--low 150] [--high 1000] [--json out.json]``. Prints numbers, asserts nothing.
 """
 
 from __future__ import annotations
@@ -128,15 +129,22 @@ def _wait(core: ServerCore, condition: Any, timeout: float, what: str) -> tuple[
         if condition(dep):
             return core.clock.now(), time.perf_counter()
         if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}")
+            hpa = core.get(HORIZONTALPODAUTOSCALER, "default", "web").get("status") or {}
+            raise TimeoutError(f"timed out after {timeout:g} s waiting for {what}: Deployment {dep['spec']['replicas']}"
+                               f" wanted, status {dep.get('status')}; HPA {hpa}")
         time.sleep(0.02)
 
 
-def _ready(n: int) -> Any:
+def _ready(n: int, *, at_least: bool = False) -> Any:
+    """``n`` replicas wanted and Ready (``at_least``: ``n`` or more; a sync that still sees part of the old,
+    higher per-pod rate in the metrics window may overshoot, and 1,000 / 11 is within the tolerance)."""
     def check(dep: Obj) -> bool:
         status = dep.get("status") or {}
-        return dep["spec"]["replicas"] == n and status.get("readyReplicas", 0) == n \
-            and status.get("updatedReplicas", 0) == n and status.get("replicas", 0) == n
+        want = dep["spec"]["replicas"]
+        if not (want >= n if at_least else want == n):
+            return False
+        return status.get("readyReplicas", 0) == want and status.get("updatedReplicas", 0) == want \
+            and status.get("replicas", 0) == want
     return check
 
 
@@ -169,18 +177,23 @@ def run(speed: float, cycles: int, low: float, high: float) -> dict[str, Any]:
                 dec_c, dec_w = _wait(core, lambda d: d["spec"]["replicas"] != n_low, 600 / speed + 60,
                                      "the HPA's rescale")
                 new = int(core.get(DEPLOYMENT, "default", "web")["spec"]["replicas"])
-                ready_c, ready_w = _wait(core, _ready(n_high), 600 / speed + 60, f"{n_high} Ready replicas")
-                results.append({"firstRescaleTo": new,
+                ready_c, ready_w = _wait(core, _ready(n_high, at_least=True), 600 / speed + 60,
+                                         f"{n_high} Ready replicas")
+                reached = int(core.get(DEPLOYMENT, "default", "web")["spec"]["replicas"])
+                results.append({"firstRescaleTo": new, "readyAt": reached,
                                 "decision": {"cluster": round(dec_c - step_c, 2), "wall": round(dec_w - step_w, 3)},
                                 "ready": {"cluster": round(ready_c - dec_c, 2), "wall": round(ready_w - dec_w, 3)},
                                 "total": {"cluster": round(ready_c - step_c, 2),
                                           "wall": round(ready_w - step_w, 3)}})
                 print(f"  cycle {len(results)}: step {low:g} -> {high:g} req/s: rescale to {new} after "
-                      f"{dec_c - step_c:.1f} s cluster ({dec_w - step_w:.2f} s wall), {n_high} Ready "
+                      f"{dec_c - step_c:.1f} s cluster ({dec_w - step_w:.2f} s wall), {reached} Ready "
                       f"{ready_c - dec_c:.1f} s later; total {ready_c - step_c:.1f} s cluster "
                       f"({ready_w - step_w:.2f} s wall)", flush=True)
+                if len(results) == cycles:
+                    break  # no need to wait out the scale-down after the last step
                 loadtargets.set_rate(redis, prefix, "web", low)
-                _wait(core, _ready(n_low), (DOWN_WINDOW + 120) / speed + 60, f"back to {n_low} replicas")
+                # Down in up to two windows: the first low sync may still see part of the high rate.
+                _wait(core, _ready(n_low), (2 * DOWN_WINDOW + 120) / speed + 120, f"back to {n_low} replicas")
     def stats(part: str, unit: str) -> dict[str, float]:
         values = sorted(r[part][unit] for r in results)
         return {"min": values[0], "mean": round(sum(values) / len(values), 3), "max": values[-1]}
@@ -195,7 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--clock-speed", type=float, default=10.0)
     parser.add_argument("--cycles", type=int, default=3)
-    parser.add_argument("--low", type=float, default=200.0)
+    # 150, not 200: at 200 a Deployment coming down through 3 pods stays there, since 200 / 3 is 66.667 and
+    # upstream's ceil(3 * 0.66667) is 3; from 150 every count comes back to ceil(150 / 100) = 2.
+    parser.add_argument("--low", type=float, default=150.0)
     parser.add_argument("--high", type=float, default=1000.0)
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
