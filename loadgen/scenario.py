@@ -11,7 +11,9 @@ The schema, key by key, is ``docs/scenarios.md``; the defaults are the
 dataclasses below. The cluster section maps onto kemu's own configuration
 (``node_pools``, ``kubelet_shards``, ``schedulers`` in
 :class:`emulator.config.Config`), so a scenario's cluster is exactly what
-``kemu up`` runs with the same pools.
+``kemu up`` runs with the same pools. ``objects`` are manifests (Deployments,
+HPAs, VPAs ...) the run creates before the load starts (:mod:`loadgen.autoscalers`);
+here only their shape is checked, the API server validates the rest.
 """
 
 from __future__ import annotations
