@@ -108,7 +108,7 @@ class ControllerLauncher:
         init_ray(cfg.ray_address, num_cpus=cfg.ray_num_cpus)
         self.actors = [ControllerManagerActor.options(
             name=f"kemu-controller-manager-{i}", namespace=RAY_NAMESPACE, scheduling_strategy="SPREAD",
-        ).remote(self.launch.redis_url, dict(cfg.controller_manager), prefix=cfg.prefix, stream_cap=cfg.stream_cap,
+        ).remote(self.launch.redis_url, cfg.manager_settings(), prefix=cfg.prefix, stream_cap=cfg.stream_cap,
                  node_shards=cfg.node_shards, clock_speed=cfg.clock_speed, clock_start=self.launch.clock_start,
                  clock_wall=self.launch.clock_wall, serve_metrics=cfg.metrics)
             for i in range(cfg.controller_managers)]

@@ -387,7 +387,7 @@ class LocalCluster:
                 KubeletLaunch(self.redis_url, self.config, self.core.clock.now(), time.time()))
             self.controller_runner.start()
             return
-        config = ManagerConfig.from_dict(self.config.controller_manager)
+        config = ManagerConfig.from_dict(self.config.manager_settings())
         if self.config.node_groups:
             config = self._with_autoscaler(config)
         self.controller_managers = [ControllerManager(self.core, config).start()

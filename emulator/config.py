@@ -104,6 +104,21 @@ class Config:
     schedulers: int | None = None
     scheduler_config: str | None = None
 
+    def manager_settings(self) -> dict[str, Any]:
+        """``controller_manager`` with the cluster-wide metrics settings added to its ``options``.
+
+        The HPA controller reads custom and external metrics through the same rules file and
+        Prometheus as the API server's adapter (``metrics_rules``, ``prometheus_url``); an option
+        set explicitly under ``controller_manager.options`` wins.
+        """
+        settings = dict(self.controller_manager)
+        options = dict(settings.get("options") or {})
+        for key in ("metrics_rules", "prometheus_url"):
+            if getattr(self, key) is not None:
+                options.setdefault(key, getattr(self, key))
+        settings["options"] = options
+        return settings
+
     @classmethod
     def load(cls, path: str | Path | None = None, **overrides: Any) -> Config:
         values: dict[str, Any] = {}

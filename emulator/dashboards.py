@@ -1,11 +1,11 @@
 """kemu's Grafana dashboards: a small spec here, JSON in ``dashboards/``, and ``kemu dashboards push``.
 
-The dashboards (scheduler, cluster, kubelets, API server) are written as data
+The dashboards (scheduler, cluster, kubelets, API server, autoscaling) are written as data
 -- rows of :class:`Panel`, each a title, a unit and PromQL expressions -- and
 :func:`build` turns them into Grafana dashboard JSON (schema 39, Grafana 10/11):
 one ``datasource`` template variable (default: the provisioned data source
 uid ``prometheus``) that every panel and query uses, label_values variables
-where a dashboard filters (``scheduler``, ``profile``), and a grid layout
+where a dashboard filters (``scheduler``, ``profile``, ``hpa``), and a grid layout
 computed from the rows. ``python -m emulator.dashboards`` writes
 ``dashboards/*.json``; a test checks the committed files equal what this
 module generates, and the real-Prometheus test runs every expression of every
@@ -222,7 +222,70 @@ APISERVER = Dashboard(
                                           "{{resource}}"),))),
     ))
 
-DASHBOARDS = (SCHEDULER, CLUSTER, KUBELETS, APISERVER)
+_H = '{horizontalpodautoscaler=~"$hpa"}'
+_HPA_BY = "namespace, horizontalpodautoscaler"
+_METRIC_BY = f"{_HPA_BY}, metric_name, metric_target_type"
+_VPA_BY = "namespace, verticalpodautoscaler, container"
+
+
+def _vpa_panel(resource: str, unit: str) -> Panel:
+    """Recommendation (target and bounds) against what the VPA's pods request now, for one resource."""
+    sel = f'{{resource="{resource}"}}'
+    rec = "kube_verticalpodautoscaler_status_recommendation_containerrecommendations_"
+    return Panel(f"VPA {resource}: recommendation vs requests",
+                 (Target(f"max by ({_VPA_BY}) ({rec}target{sel})", "target {{verticalpodautoscaler}}/{{container}}"),
+                  Target(f"max by ({_VPA_BY}) ({rec}lowerbound{sel})", "lower {{verticalpodautoscaler}}/{{container}}"),
+                  Target(f"max by ({_VPA_BY}) ({rec}upperbound{sel})", "upper {{verticalpodautoscaler}}/{{container}}"),
+                  Target(f"max by ({_VPA_BY}) (kemu_verticalpodautoscaler_container_resource_requests{sel})",
+                         "requests {{verticalpodautoscaler}}/{{container}}")), unit,
+                 description="The recommender's target and bounds (kube-state-metrics' VPA series) against the "
+                             "mean request of the pods it controls: Auto/Recreate modes evict pods outside the "
+                             "bounds, and admission gives new pods the target.")
+
+
+AUTOSCALING = Dashboard(
+    "kemu-autoscaling", "kemu / Autoscaling", "autoscaling.json",
+    description="Horizontal and vertical pod autoscaling: each HPA's desired vs current replicas against the load "
+                "offered to the load targets, each metric against its target, the HPA controller's work, and "
+                "each VPA's recommendation against what its pods request.",
+    variables=(Variable("hpa", "label_values(kube_horizontalpodautoscaler_status_desired_replicas, "
+                               "horizontalpodautoscaler)", "HPA"),),
+    rows=(
+        (Panel("Replicas per HPA: desired vs current",
+               (Target(f"max by ({_HPA_BY}) (kube_horizontalpodautoscaler_status_desired_replicas{_H})",
+                       "desired {{horizontalpodautoscaler}}"),
+                Target(f"max by ({_HPA_BY}) (kube_horizontalpodautoscaler_status_current_replicas{_H})",
+                       "current {{horizontalpodautoscaler}}"),
+                Target(f"max by ({_HPA_BY}) (kube_horizontalpodautoscaler_spec_max_replicas{_H})",
+                       "max {{horizontalpodautoscaler}}"))),
+         Panel("Load: offered per target vs served per namespace",
+               (Target("max by (target) (kemu_loadgen_http_requests_per_second)", "offered {{target}}"),
+                Target("sum by (namespace) (http_requests_per_second)", "served {{namespace}}")), "reqps",
+               description="Offered: the request rate of each load target (a scenario's load phase or kemu load "
+                           "set, as the load driver exports it). Served: the per-pod http_requests_per_second "
+                           "the kubelets export, summed.")),
+        (Panel("HPA metrics: current vs target",
+               (Target(f"max by ({_METRIC_BY}) (kube_horizontalpodautoscaler_status_target_metric{_H})",
+                       "{{horizontalpodautoscaler}} {{metric_name}} ({{metric_target_type}})"),
+                Target(f"max by ({_METRIC_BY}) (kube_horizontalpodautoscaler_spec_target_metric{_H})",
+                       "target {{horizontalpodautoscaler}} {{metric_name}} ({{metric_target_type}})"))),
+         Panel("HPA metrics: current / target (1 = on target)",
+               (Target(f"max by ({_METRIC_BY}) (kube_horizontalpodautoscaler_status_target_metric{_H}) / "
+                       f"max by ({_METRIC_BY}) (kube_horizontalpodautoscaler_spec_target_metric{_H})",
+                       "{{horizontalpodautoscaler}} {{metric_name}}"),),
+               description="The usage ratio the replica calculator scales by; within 0.9-1.1 (the tolerance) "
+                           "the HPA keeps its count.")),
+        (Panel("HPA reconciles by action",
+               (Target(rate("horizontal_pod_autoscaler_controller_reconciliations_total", "", "action, error"),
+                       "{{action}} {{error}}"),), "ops", stack=True),
+         Panel("HPA reconcile and metric computation latency (p99)",
+               (Target(q(0.99, "horizontal_pod_autoscaler_controller_reconciliation_duration_seconds"), "reconcile"),
+                Target(q(0.99, "horizontal_pod_autoscaler_controller_metric_computation_duration_seconds",
+                         "metric_type"), "{{metric_type}} metric")), "s")),
+        (_vpa_panel("cpu", "cores"), _vpa_panel("memory", "bytes")),
+    ))
+
+DASHBOARDS = (SCHEDULER, CLUSTER, KUBELETS, APISERVER, AUTOSCALING)
 
 
 # ------------------------------------------------------------------------------------------ JSON

@@ -127,11 +127,17 @@ def write_report(summary: dict[str, Any], series: RunSeries, path: Path) -> Path
                  _figure_or_none(utilization_figure([("", series.utilization)]),
                                  "Measured CPU utilization across nodes (kubelet usage / capacity), sampled every "
                                  "few seconds: the p50, p90 and max over the nodes.")),
+        *([_section("autoscaling", "Replicas vs load over time",
+                    _figure_or_none(_autoscaling(summary["autoscaling"]), "Per HPA: its target's replicas "
+                                    "(spec), Ready replicas and the HPA's desired count (left axis) against the "
+                                    "offered load of the target's load target (right axis). Per VPA: the CPU "
+                                    "target against the mean request of its pods."))]
+          if summary.get("autoscaling") else []),
         _section("node-allocation", "Node allocation",
                  _figure_or_none(_allocation_heatmap(series), "One cell per node (in name order, row by row); "
                                  "colour: requests / allocatable at the end of the run. Red: over 100%.")
                  + _allocation_stats(series)),
-        _section("summary", "Summary", _generic_tables(summary)),
+        _section("summary", "Summary", _generic_tables(_without_series(summary))),
     ]
     title = f"kemu run: {summary.get('scenario', '?')}"
     generated = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S UTC")
@@ -606,6 +612,65 @@ def utilization_figure(runs: Sequence[tuple[str, Sequence[Sequence[float]]]]) ->
     ax.set_ylabel("node CPU utilization (%)")
     _style(ax)
     _legend_above(ax)
+
+
+def _without_series(summary: dict[str, Any]) -> dict[str, Any]:
+    """The summary without the autoscalers' time series (plotted above; as table cells they would be walls)."""
+    section = summary.get("autoscaling")
+    if not section:
+        return summary
+    trimmed = {group: {key: {k: v for k, v in entry.items() if k != "series"} for key, entry in items.items()}
+               for group, items in section.items()}
+    return {**summary, "autoscaling": trimmed}
+
+
+def _series_array(values: list[Any]) -> np.ndarray:
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
+
+
+def _autoscaling(section: dict[str, Any]) -> Figure | None:
+    """One panel per HPA (replicas vs load) and per VPA (CPU target vs requests), stacked, on wall time."""
+    hpas, vpas = section.get("hpas") or {}, section.get("vpas") or {}
+    panels = [("hpa", k, v) for k, v in hpas.items() if v["series"]["time"]] + \
+             [("vpa", k, v) for k, v in vpas.items() if v["series"]["time"]]
+    if not panels:
+        return None
+    fig = _new_figure(10, 2.6 * len(panels))
+    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+    for ax, (kind, key, entry) in zip(axes, panels, strict=True):
+        s = entry["series"]
+        t = _series_array(s["time"])
+        _style(ax)
+        if kind == "hpa":
+            ax.step(t, _series_array(s["replicas"]), where="post", color=C_SCHEDULED, linewidth=1.4,
+                    label="replicas")
+            ax.step(t, _series_array(s["ready"]), where="post", color=C_READY, linewidth=1.2, label="Ready")
+            ax.step(t, _series_array(s["desired"]), where="post", color=C_CREATED, linewidth=1, linestyle=":",
+                    label="HPA desired")
+            ax.set_ylim(bottom=0, top=max(float(entry.get("maxReplicas") or 1), 1.0) * 1.1)
+            ax.set_ylabel("pods")
+            ax.set_title(f"{key} → {entry['target']} ({', '.join(entry['metrics'])})", fontsize=9, loc="right")
+            handles = ax.get_legend_handles_labels()[0]
+            load = _series_array(s["load"])
+            if np.isfinite(load).any():
+                ax2 = ax.twinx()
+                unit = "items" if entry["loadTarget"].startswith("queue ") else "requests/s"
+                ax2.plot(t, load, color=C_BACKLOG, linestyle="--", linewidth=1,
+                         label=f"load on {entry['loadTarget']} ({unit})")
+                ax2.set_ylim(bottom=0, top=max(float(np.nanmax(load)) * 1.1, 1.0))
+                ax2.set_ylabel(unit, color=C_BACKLOG)
+                ax2.spines["top"].set_visible(False)
+                handles += ax2.get_legend_handles_labels()[0]
+            _legend_above(ax, handles=handles)
+        else:
+            ax.plot(t, _series_array(s["cpuTarget"]) * 1000, color=C_CREATED, linewidth=1.4, label="CPU target")
+            ax.plot(t, _series_array(s["cpuRequest"]) * 1000, color=C_SCHEDULED, linewidth=1.2,
+                    label="mean CPU request")
+            ax.set_ylim(bottom=0)
+            ax.set_ylabel("millicores")
+            ax.set_title(f"{key} → {entry['target']} (VPA {entry['mode']})", fontsize=9, loc="right")
+            _legend_above(ax)
+    axes[-1].set_xlabel("time since start (s)")
     return fig
 
 

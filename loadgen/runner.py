@@ -39,7 +39,7 @@ from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, WatchEvent
-from loadgen import autoscaling, scrape
+from loadgen import autoscalers, nodegroups, scrape
 from loadgen import plan as planning
 from loadgen.drivers import DriverPool, SinkSpec, execute
 from loadgen.queues import QueuePusher
@@ -313,6 +313,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     for p in scenario.priorities:
         _ensure(core, PRIORITYCLASS, {"metadata": {"name": p.name}, "value": p.value,
                                       "description": "created by kemu run for the scenario's priority mix"})
+    if scenario.objects:
+        autoscalers.apply_objects(core, scenario.objects)
     want_nodes = scenario.node_count()
     nodes_ready = _wait_for_nodes(core, want_nodes, timeout=120.0)
 
@@ -338,6 +340,7 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     from loadgen import metrics
 
     endpoint = metrics.start(core.store.redis, prefix=core.store.config.prefix)
+    autoscaler_sampler = autoscalers.AutoscalerSampler(core).start() if scenario.has_autoscalers() else None
     pool = DriverPool(spec, d.processes, on_result)
     t_start = time.perf_counter()
 
@@ -358,8 +361,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         return recorder.unbound
 
     groups = None
-    if scenario.cluster.node_groups:  # nodes per group, pending pods and cost over time (loadgen/autoscaling.py)
-        groups = autoscaling.NodeGroupSampler(core, lambda: recorder.unbound).start()
+    if scenario.cluster.node_groups:  # nodes per group, pending pods and cost over time (loadgen/nodegroups.py)
+        groups = nodegroups.NodeGroupSampler(core, lambda: recorder.unbound).start()
     # Without nodes nothing binds: back-pressure would stop the run, so there is none.
     run = execute(plan.actions, pool, batch=d.batch, max_backlog=d.max_backlog if want_nodes else 0,
                   backlog=backlog, wait=recorder.wait, on_load=on_load)
@@ -380,6 +383,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     sampler.stop()
     if groups is not None:
         groups.stop()
+    if autoscaler_sampler is not None:
+        autoscaler_sampler.stop()
     recorder.stop.set()
     watcher.join()
     endpoint.stop()
@@ -434,7 +439,9 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         "list": {"items": len(listed.items), "resourceVersion": listed.resource_version},
     }
     if groups is not None:
-        summary["autoscaling"] = autoscaling.summarize(groups.samples, autoscaling.prices_of(core))
+        summary["nodeGroups"] = nodegroups.summarize(groups.samples, nodegroups.prices_of(core))
+    if autoscaler_sampler is not None:
+        summary["autoscaling"] = autoscaler_sampler.summary()
     series = _series(times, t_start, listed.items, nodes, plan)
     series.utilization = list(sampler.samples)
     return summary, series
@@ -616,14 +623,16 @@ def _print_summary(s: dict[str, Any]) -> None:
           f"{s['evictions']['podsEvicted']} pods evicted")
     for name, series in (s.get("load") or {}).items():
         print(f"  load          {name}: {series['points']} points, {series['min']:g} .. {series['max']:g}")
-    a = s.get("autoscaling")
+    a = s.get("nodeGroups")
     if a:
         for name, g in a["groups"].items():
             print(f"  node group    {name}: up to {g['nodesMax']} nodes, {g['nodesLast']} at the end; "
                   f"{g['nodeHours']:.2f} node-hours x {g['pricePerHour']:g}/h = {g['cost']:.3f}")
         ttc = a["timeToCapacitySeconds"]
-        print(f"  autoscaling   cost {a['costTotal']:.3f}; pending up to {a['pendingMax']} pods; "
+        print(f"  node groups   cost {a['costTotal']:.3f}; pending up to {a['pendingMax']} pods; "
               f"{ttc['episodes']} pending episode(s), time to capacity max {ttc['max']} s, mean {ttc['mean']} s")
+    for line in autoscalers.summary_lines(s.get("autoscaling") or {}):
+        print(f"  autoscaling   {line}")
     print(f"  watch         {w['received']} ADDED, {w['duplicates']} duplicates, {w['outOfOrder']} out of order")
     print(f"  list          {s['list']['items']} pods at resourceVersion {s['list']['resourceVersion']}")
     k = s.get("kubectl") or {}

@@ -11,7 +11,9 @@ The schema, key by key, is ``docs/scenarios.md``; the defaults are the
 dataclasses below. The cluster section maps onto kemu's own configuration
 (``node_pools``, ``kubelet_shards``, ``schedulers`` in
 :class:`emulator.config.Config`), so a scenario's cluster is exactly what
-``kemu up`` runs with the same pools.
+``kemu up`` runs with the same pools. ``objects`` are manifests (Deployments,
+HPAs, VPAs ...) the run creates before the load starts (:mod:`loadgen.autoscalers`);
+here only their shape is checked, the API server validates the rest.
 """
 
 from __future__ import annotations
@@ -211,6 +213,8 @@ class Scenario:
     priorities: tuple[PriorityClassSpec, ...] = ()
     templates: dict[str, TemplateSpec] = field(default_factory=lambda: {"default": TemplateSpec()})
     phases: tuple[Phase, ...] = ()
+    # Manifests created before the load starts (Deployments, their HPAs and VPAs: loadgen.autoscalers).
+    objects: tuple[dict[str, Any], ...] = ()
     expect_pending: int = 0
     settle_timeout: float = 60.0
     base_dir: Path = Path(".")  # where relative file names (trace files, scheduler config) are resolved
@@ -253,6 +257,7 @@ class Scenario:
             priorities=_priorities(data.get("priorities") or []),
             templates=_templates(data.get("templates")),
             phases=_phases(data.get("phases") or []),
+            objects=_objects(data.get("objects") or []),
             expect_pending=_int(data.get("expect_pending", 0), "expect_pending"),
             settle_timeout=_float(data.get("settle_timeout", 60.0), "settle_timeout"),
             base_dir=base_dir,
@@ -274,6 +279,10 @@ class Scenario:
         if "controller_manager" in overrides:
             out = replace(out, controller_manager=dict(overrides["controller_manager"] or {}))
         return out
+
+    def has_autoscalers(self) -> bool:
+        """The scenario applies HorizontalPodAutoscalers or VerticalPodAutoscalers (the run samples them)."""
+        return any(o.get("kind") in ("HorizontalPodAutoscaler", "VerticalPodAutoscaler") for o in self.objects)
 
     def node_pools(self) -> list[dict[str, Any]]:
         """Every node pool of the cluster: the shorthand pool, ``node_pools``, and the trace's node shapes."""
@@ -411,6 +420,40 @@ def _phases(items: Any) -> tuple[Phase, ...]:
     if dup:
         raise ScenarioError(f"phases: two phases are named {dup!r}")
     return tuple(out)
+
+
+def _objects(items: Any) -> tuple[dict[str, Any], ...]:
+    """``objects``: manifests of kinds kemu serves, each with a name, none twice; the API server validates
+    the rest when the run creates them."""
+    from emulator.api import errors
+    from emulator.api.kinds import by_api_version_kind
+
+    if not isinstance(items, list):
+        raise ScenarioError("objects: expected a list of manifests (apiVersion, kind, metadata, spec)")
+    seen: set[tuple[str, str, str]] = set()
+    for i, obj in enumerate(items):
+        where = f"objects[{i}]"
+        _mapping(obj, where)
+        for key in ("apiVersion", "kind"):
+            if not isinstance(obj.get(key), str) or not obj[key]:
+                raise ScenarioError(f"{where}.{key}: required")
+        try:
+            kind = by_api_version_kind(obj["apiVersion"], obj["kind"])
+        except errors.StatusError as e:
+            raise ScenarioError(f"{where}.kind: {e.message}") from None
+        meta = obj.get("metadata")
+        if not isinstance(meta, dict) or not isinstance(meta.get("name"), str) or not meta["name"]:
+            raise ScenarioError(f"{where}.metadata.name: required")
+        namespace = meta.get("namespace", "default")
+        if not kind.namespaced and "namespace" in meta:
+            raise ScenarioError(f"{where}.metadata.namespace: {kind.kind} is not namespaced")
+        if kind.namespaced and (not isinstance(namespace, str) or not namespace):
+            raise ScenarioError(f"{where}.metadata.namespace: expected a namespace name")
+        key = (kind.resource, namespace if kind.namespaced else "", meta["name"])
+        if key in seen:
+            raise ScenarioError(f"{where}: {kind.kind} {meta['name']!r} appears twice in objects")
+        seen.add(key)
+    return tuple(items)
 
 
 def _templates(data: Any) -> dict[str, TemplateSpec]:

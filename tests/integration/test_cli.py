@@ -202,3 +202,41 @@ def test_bad_scenario_names_the_field(kemu_env: dict[str, str], tmp_path: Path) 
     result = kemu(kemu_env, "run", str(scenario), module="loadgen.cli")
     assert result.returncode == 1
     assert "phases[0].pods.count: expected an integer >= 0, got 'many'" in result.stderr
+
+
+def test_run_autoscaling_scenario_reports_replicas_vs_load(kemu_env: dict[str, str], tmp_path: Path) -> None:
+    # loadgen/scenarios/autoscaling.yaml with its load phases cut to 40 s (20 s before each step). Through the
+    # `kemu` entry point: the HPAs need pods that run, and kubelet shards run as Ray actors.
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load((repo / "loadgen/scenarios/autoscaling.yaml").read_text())
+    for phase in data["phases"]:
+        phase["load"].update(duration=40, period=20)
+    scenario = tmp_path / "autoscaling.yaml"
+    scenario.write_text(yaml.safe_dump(data))
+    out = tmp_path / "summary.json"
+    result = kemu(kemu_env, "run", str(scenario), "--output", str(out), module="actors.cli", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "autoscaling   autoscaling/web-rps → Deployment/web-rps (Pods)" in result.stdout
+    assert "autoscaling   autoscaling/api → Deployment/api (VPA Auto)" in result.stdout
+
+    section = json.loads(out.read_text())["autoscaling"]
+    hpas, vpas = section["hpas"], section["vpas"]
+    assert sorted(hpas) == ["autoscaling/web-cpu", "autoscaling/web-rps", "autoscaling/worker"]
+    for key, hpa in hpas.items():
+        series = hpa["series"]
+        assert {len(v) for v in series.values()} == {hpa["samples"]} and hpa["samples"] >= 20, key
+        # The load is known from the load phases' first point on (a sample may come before it).
+        known = [x is not None for x in series["load"]]
+        assert known[-1] and known.index(True) <= 2 and all(known[known.index(True):]), key
+        assert series["clusterTime"][-1] > series["time"][-1]  # clock speed 10
+    assert hpas["autoscaling/web-rps"]["loadTarget"] == "rps-web"
+    assert hpas["autoscaling/worker"]["loadTarget"] == "queue jobs"
+    # Upstream's formula at the high step: ceil(1000 / 100) pods for the custom metric, ceil(200 / 20) workers.
+    for key, (load, per_pod) in {"autoscaling/web-rps": (1000, 100), "autoscaling/worker": (200, 20)}.items():
+        assert hpas[key]["load"]["max"] == load
+        assert hpas[key]["replicas"]["max"] == min(math.ceil(load / per_pod), hpas[key]["maxReplicas"]), key
+    assert vpas["autoscaling/api"]["recommended"] is True and vpas["autoscaling/api"]["mode"] == "Auto"
+    html = (tmp_path / "report.html").read_text()
+    assert "Replicas vs load over time" in html

@@ -50,7 +50,7 @@ from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig
-from loadgen import autoscaling, drivers
+from loadgen import drivers, nodegroups
 from loadgen import plan as planning
 from loadgen.drivers import StoreSink
 from loadgen.scenario import Scenario
@@ -589,11 +589,11 @@ def test_day_night_scenario_creates_deployments_with_hpas_and_samples_node_group
                   for h in hpas) == [(f"web-{i:03d}", 2, 30) for i in range(3)]
     cluster.cloud.register_groups(parse_node_groups(scenario.cluster.node_groups), cluster.clock.now())
     wait_for(lambda: len(group_nodes(core, "on-demand-medium")) == 1, 20, "the min-size node", between=cluster.step)
-    sampler = autoscaling.NodeGroupSampler(core, lambda: 0)
+    sampler = nodegroups.NodeGroupSampler(core, lambda: 0)
     sampler.sample()
     cluster.clock.advance(3600)
     sampler.sample()
-    summary = autoscaling.summarize(sampler.samples, autoscaling.prices_of(core))
+    summary = nodegroups.summarize(sampler.samples, nodegroups.prices_of(core))
     # One medium node for one hour at 0.192/h; the other groups cost nothing.
     assert summary["groups"]["on-demand-medium"]["nodeHours"] == 1.0
     assert summary["costTotal"] == 0.192 and summary["groups"]["spot-small"]["cost"] == 0.0

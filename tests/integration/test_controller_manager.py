@@ -177,6 +177,40 @@ def test_local_cluster_runs_one_leader_among_its_controller_managers(redis_url: 
     assert cluster.controller_managers == []
 
 
+RULES = """
+rules:
+- seriesQuery: '{__name__="http_requests_per_second",namespace!="",pod!=""}'
+  resources: {overrides: {namespace: {resource: namespace}, pod: {resource: pod}}}
+  name: {matches: "^http_(.*)$", as: "web_${1}"}
+  metricsQuery: 'sum(<<.Series>>{<<.LabelMatchers>>}) by (<<.GroupBy>>)'
+"""
+
+
+@pytest.mark.parametrize("prometheus_url", [None, "http://127.0.0.1:9/"], ids=["own-series", "prometheus"])
+def test_local_cluster_gives_the_hpa_controller_the_configured_metrics_rules_and_prometheus(
+        redis_url: str, tmp_path: Path, prometheus_url: str | None) -> None:
+    from emulator.metricsapi.series import OwnSeries, PrometheusSeries
+
+    rules = tmp_path / "rules.yaml"
+    rules.write_text(RULES)
+    cluster = LocalCluster(Config(data_dir=tmp_path / "data", redis_url=redis_url, api_enabled=False,
+                                  metrics=False, metrics_rules=str(rules), prometheus_url=prometheus_url,
+                                  controller_manager={"controllers": ["horizontalpodautoscaling"]}))
+    cluster.start()
+    try:
+        manager, = cluster.controller_managers
+        wait_for(lambda: "horizontalpodautoscaling" in manager.controllers(), 30, "the HPA controller")
+        adapter = manager.controllers()["horizontalpodautoscaling"].metrics_client.adapter  # type: ignore[attr-defined]
+        assert adapter.rules.source == str(rules)
+        assert [r.name_as for r in adapter.rules.custom] == ["web_${1}"] and adapter.rules.external == ()
+        if prometheus_url is None:
+            assert isinstance(adapter.source, OwnSeries)
+        else:
+            assert isinstance(adapter.source, PrometheusSeries) and adapter.source.url == prometheus_url.rstrip("/")
+    finally:
+        cluster.stop()
+
+
 # ----------------------------------------------------------------------------- Ray actors
 @pytest.fixture(scope="module")
 def ray_session() -> Iterator[Any]:

@@ -4,13 +4,17 @@ A kemu cluster runs in this process (Redis, the API server child process,
 the controller manager, one scheduler, 20 nodes in one kubelet shard actor on
 a local Ray) with a short workload: 300 small pods over HTTP and the store, a
 Deployment, low-priority fillers plus one high-priority pod that must preempt
-one of them, a pod whose memory leaks past its limit (OOM kill), and an HTTP
-watch of pods open throughout. Debian's ``prometheus`` binary scrapes it with
-``dashboards/prometheus.yml``'s one http_sd job pointed at this cluster's API
-server (scrape and discovery every second). Once every target is up and has
+one of them, a pod whose memory leaks past its limit (OOM kill), an HTTP
+watch of pods open throughout, and autoscalers on the Deployment: its pods
+serve load target ``web`` (300 requests/s, set as a scenario's load phase
+sets it), an HPA scales it on their ``http_requests_per_second`` and CPU, and
+a VPA (mode Off, recommender every 10 s of cluster time) recommends for it.
+Debian's ``prometheus`` binary scrapes it with ``dashboards/prometheus.yml``'s
+one http_sd job pointed at this cluster's API server (scrape and discovery
+every second). Once every target is up and has
 been scraped after the workload, each target expression of each panel in
 ``dashboards/*.json`` is run through ``/api/v1/query`` (Grafana's variables
-substituted as Grafana would: ``$scheduler``/``$profile`` -> ``.*`` for
+substituted as Grafana would: ``$scheduler``/``$profile``/``$hpa`` -> ``.*`` for
 "All", ``$__rate_interval`` -> 15s) and must return at least one series; a
 failure names the dashboard, the panel and the expression. So a renamed
 metric, label or a panel querying something nobody exports fails here.
@@ -36,12 +40,13 @@ import yaml
 
 from actors.cli import kubelet_runner
 from actors.launcher import init_ray
-from emulator import dashboards
-from emulator.api.kinds import DEPLOYMENT, NODE, POD, PRIORITYCLASS
+from emulator import dashboards, loadtargets
+from emulator.api.kinds import DEPLOYMENT, HORIZONTALPODAUTOSCALER, NODE, POD, PRIORITYCLASS, VERTICALPODAUTOSCALER
 from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.metrics import SD_PATH
 from emulator.server.core import ServerCore
+from loadgen import metrics
 from tests.prometheus import running_prometheus
 from tests.waiting import store_writes, wait_for
 
@@ -65,7 +70,8 @@ def local_ray() -> Iterator[None]:
 def cluster(redis_url: str, local_ray: None, tmp_path: Path) -> Iterator[LocalCluster]:
     cfg = Config(redis_url=redis_url, data_dir=tmp_path / "data", node_shards=4, clock_speed=SPEED, api_port=0,
                  nodes=NODES, kubelet_shards=1, schedulers=1,
-                 kubelet={"events": "warnings", "metrics_window": 5})
+                 kubelet={"events": "warnings", "metrics_window": 5},
+                 controller_manager={"options": {"recommender_interval": 10}})
     c = LocalCluster(cfg, kubelets=kubelet_runner)
     c.start()
     yield c
@@ -104,12 +110,31 @@ def leaking_pod(name: str) -> dict[str, Any]:
     return pod
 
 
+LOAD_RATE = 300.0
 DEPLOYMENT_BODY = {
     "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
     "spec": {"replicas": 3, "selector": {"matchLabels": {"app": "web"}},
-             "template": {"metadata": {"labels": {"app": "web"}},
+             "template": {"metadata": {"labels": {"app": "web"},
+                                       "annotations": {"kemu.io/load-target": "web", "kemu.io/startup-delay": "0s"}},
                           "spec": {"containers": [{"name": "web", "image": "nginx:1.27",
                                                    "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}},
+}
+
+HPA_BODY = {
+    "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+    "metadata": {"name": "web", "namespace": "default"},
+    "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "minReplicas": 3,
+             "maxReplicas": 6, "metrics": [
+                 {"type": "Pods", "pods": {"metric": {"name": "http_requests_per_second"},
+                                           "target": {"type": "AverageValue", "averageValue": "100"}}},
+                 {"type": "Resource", "resource": {"name": "cpu", "target": {"type": "Utilization",
+                                                                            "averageUtilization": 80}}}]},
+}
+VPA_BODY = {
+    "apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler",
+    "metadata": {"name": "web", "namespace": "default"},
+    "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+             "updatePolicy": {"updateMode": "Off"}},
 }
 
 
@@ -152,7 +177,7 @@ def query(prom: str, expr: str) -> list[dict[str, Any]]:
 def grafana_expr(expr: str) -> str:
     """What Grafana sends for "All" on every variable and our scrape interval."""
     for var, value in (("$__rate_interval", RATE_INTERVAL), ("$__interval", "2s"), ("$__range", "5m"),
-                       ("$scheduler", ".*"), ("$profile", ".*")):
+                       ("$scheduler", ".*"), ("$profile", ".*"), ("$hpa", ".*")):
         expr = expr.replace(var, value)
     assert "$" not in expr, f"unsubstituted variable in {expr}"
     return expr
@@ -174,7 +199,12 @@ def run_workload(core: ServerCore, http: httpx.Client) -> None:
         assert http.post("/api/v1/namespaces/default/pods", json=small_pod(f"http-{i:03d}")).status_code == 201
     for start in range(0, 150, 50):
         core.create_many(POD, [small_pod(f"store-{i:03d}") for i in range(start, start + 50)])
+    # The load phase's two writes: the driver's gauge and the load target the pods serve.
+    metrics.HTTP_REQUESTS_PER_SECOND.labels("web").set(LOAD_RATE)
+    loadtargets.set_rate(core.store.redis, core.store.config.prefix, "web", LOAD_RATE)
     core.create(DEPLOYMENT, DEPLOYMENT_BODY)
+    core.create(HORIZONTALPODAUTOSCALER, HPA_BODY)
+    core.create(VERTICALPODAUTOSCALER, VPA_BODY)
     core.create(POD, leaking_pod("leaky"))
 
     def bound() -> int:
@@ -190,6 +220,19 @@ def run_workload(core: ServerCore, http: httpx.Client) -> None:
 
     wait_for(urgent_bound, 60, "the preemptor bound", wake=store_writes(core, POD, block=0.2))
     assert http.get("/api/v1/namespaces/default/pods", params={"limit": "100"}).status_code == 200
+
+    # The autoscalers have something to show: both HPA metrics read, a VPA recommendation with bounds.
+    def hpa_metrics() -> int:
+        status = core.get(HORIZONTALPODAUTOSCALER, "default", "web").get("status") or {}
+        return len(status.get("currentMetrics") or [])
+
+    wait_for(lambda: hpa_metrics() == 2, 60, "the HPA's two current metrics", interval=0.2)
+
+    def recommended() -> bool:
+        rec = ((core.get(VERTICALPODAUTOSCALER, "default", "web").get("status") or {}).get("recommendation") or {})
+        return any("upperBound" in c for c in rec.get("containerRecommendations") or [])
+
+    wait_for(recommended, 60, "the VPA's recommendation with bounds", interval=0.2)
 
 
 def test_every_dashboard_panel_has_data(cluster: LocalCluster, prometheus: str) -> None:

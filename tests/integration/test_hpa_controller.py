@@ -139,6 +139,11 @@ def test_controller_scales_by_the_formula_and_exports_metrics(
     assert sample("kube_horizontalpodautoscaler_spec_min_replicas", **labels) == 1
     wait_for(lambda: sample("kube_horizontalpodautoscaler_status_desired_replicas", **labels) == expected)
     assert sample("kube_horizontalpodautoscaler_status_current_replicas", **labels) == 4
+    # Per metric: the spec's target and the status' current values, labelled by name and target type.
+    cpu = {**labels, "metric_name": "cpu"}
+    assert sample("kube_horizontalpodautoscaler_spec_target_metric", **cpu, metric_target_type="utilization") == 50
+    assert sample("kube_horizontalpodautoscaler_status_target_metric", **cpu, metric_target_type="utilization") == 80
+    assert sample("kube_horizontalpodautoscaler_status_target_metric", **cpu, metric_target_type="average") == 0.2
     wait_for(lambda: any(e["reason"] == "SuccessfulRescale" and e["message"] ==
                          f"New size: {expected}; reason: cpu resource utilization (percentage of request) above target"
                          and e["source"]["component"] == "horizontal-pod-autoscaler"

@@ -9,7 +9,11 @@ rise through rescale events each at most ``max(2n, 4)``, reach exactly 10, repor
 ``kubectl describe hpa`` print what a real cluster prints; bad input is refused with
 the field named. With per-pod CPU following a load target (rate / ready pods x 5m per
 request/s) the HPA settles where upstream's formula stops moving and holds there; and
-``autoscaling/v1`` is served to the official client by conversion.
+``autoscaling/v1`` is served to the official client by conversion. The custom-metric
+walkthrough: pods export ``http_requests_per_second`` (``kemu load set web 1000``), an
+HPA of type Pods targets 100 per pod and reaches ceil(1000 / 100) = 10; at 200 requests/s
+it goes back to 2 only once 300 s of cluster time have passed since the last higher
+recommendation (each sync's recommendation worked out from its metric by the formula).
 
 The controllers run on their own threads on the test's clock; the test moves the
 clock, ticks the kubelet shard, binds pending pods (the scheduler's job) and waits on
@@ -117,14 +121,15 @@ class Cluster:
                 return
             time.sleep(0.005)  # polling a condition with a deadline, not a timing assumption
 
-    def run_until(self, done: Callable[[], bool], limit: float, seconds: float = 5.0) -> None:
+    def run_until(self, done: Callable[[], bool], limit: float, seconds: float = 5.0,
+                  why: Callable[[], str] = str) -> None:
         """Step cluster time until ``done()``, letting the controllers catch up after every step."""
         waited = 0.0
         while True:
             self.settle()
             if done():
                 return
-            assert waited < limit, f"condition not met after {limit} cluster seconds"
+            assert waited < limit, f"condition not met after {limit} cluster seconds {why()}"
             self.step(seconds)
             waited += seconds
 
@@ -352,3 +357,133 @@ def test_kubectl_autoscale_follows_the_load_to_the_formulas_fixed_point(cluster:
         assert previous < size <= max(2 * previous, 4), sizes
         previous = size
     assert sizes[-1] == n
+
+
+# ----------------------------------------------------------------------------- the custom-metric walkthrough
+RPS_TARGET, RPS_MAX = 100, 20  # averageValue of http_requests_per_second per pod; maxReplicas
+HIGH_RATE, LOW_RATE = 1000.0, 200.0
+DOWN_WINDOW = 300.0  # scaleDown.stabilizationWindowSeconds as defaulted (upstream's 300 s)
+UP_WINDOW = 60.0
+TOLERANCE = 0.1
+CUSTOM_HPA = f"""\
+apiVersion: autoscaling/v2
+kind: HorizontalPodAutoscaler
+metadata:
+  name: web
+spec:
+  scaleTargetRef: {{apiVersion: apps/v1, kind: Deployment, name: web}}
+  minReplicas: {MIN}
+  maxReplicas: {RPS_MAX}
+  metrics:
+  - type: Pods
+    pods:
+      metric: {{name: http_requests_per_second}}
+      target: {{type: AverageValue, averageValue: "{RPS_TARGET}"}}
+  behavior:
+    scaleUp:
+      stabilizationWindowSeconds: {UP_WINDOW:g}
+      policies: [{{type: Percent, value: 900, periodSeconds: 15}}]
+"""
+
+
+def pods_recommendation(replicas: int, average: float) -> int:
+    """Upstream ``GetMetricReplicas`` for a Pods metric with every pod reporting: the usage ratio
+    against the target, unchanged within the tolerance, else ``ceil(ratio * pods)``."""
+    ratio = average / RPS_TARGET
+    return replicas if abs(ratio - 1.0) <= TOLERANCE else math.ceil(ratio * replicas)
+
+
+def wait_rescaled_to(core: ServerCore, size: int) -> list[int]:
+    from tests.waiting import wait_for  # the event recorder flushes every wall second
+
+    return wait_for(lambda: (s := rescale_sizes(core)) and s[-1] == size and s, 10, f"a SuccessfulRescale to {size}")
+
+
+def test_custom_metric_walkthrough_scales_out_with_the_load_and_in_after_the_window(cluster: Cluster) -> None:
+    """docs' walkthrough: pods export http_requests_per_second, an HPA of type Pods targets 100 per pod;
+    1,000 requests/s -> 10 replicas; 200 requests/s -> 2, only once the 300 s window has passed."""
+    from emulator.api.quantity import parse_quantity
+    from emulator.cli import main as kemu
+
+    manifest = MANIFEST.replace(f'kemu.io/cpu: "{USAGE_M}m"', 'kemu.io/cpu: "10m"\n'
+                                '        kemu.io/load-target: web')
+    redis_url = cluster.core.store.redis.connection_pool.connection_kwargs
+    url = f"redis://{redis_url['host']}:{redis_url['port']}/{redis_url.get('db', 0)}"
+    assert kemu(["load", "--redis-url", url, "set", "web", str(int(HIGH_RATE))]) == 0
+    cluster.kubectl("apply", "-f", "-", stdin=manifest)
+    assert cluster.kubectl("apply", "-f", "-", stdin=CUSTOM_HPA).stdout.strip() == \
+        "horizontalpodautoscaler.autoscaling/web created"
+
+    # Scale out: from n pods sharing the load, ceil(n * (rate / n) / target) = ceil(rate / target) in one step
+    # (the Percent 900 policy allows 2 -> 20). The per-pod values are means over the 15 s metrics window, so
+    # a sync right after the rescale still sees part of the old, higher share and would overshoot (and an
+    # overshoot to 11 would then hold: 1000 / 11 is within the 0.1 tolerance of 100); the 60 s scale-up
+    # window (the lowest recommendation of the last minute) rides that out, as on a real cluster.
+    high = math.ceil(HIGH_RATE / RPS_TARGET)
+    assert high == 10 and abs(HIGH_RATE / (high + 1) / RPS_TARGET - 1) <= TOLERANCE
+    cluster.run_until(lambda: cluster.replicas() == high and cluster.hpa()["status"].get("currentReplicas") == high
+                      and cluster.hpa()["status"].get("desiredReplicas") == high, 1800,
+                      why=lambda: f"rescales {rescale_sizes(cluster.core)}, status {cluster.hpa().get('status')}")
+    for _ in range(9):  # three more syncs: every pod reports a full window at 1,000 / 10 each
+        cluster.step()
+    cluster.settle()
+    assert cluster.replicas() == high
+    sizes = wait_rescaled_to(cluster.core, high)
+    assert sizes == sorted(set(sizes)) and sizes[-1] == high, sizes  # up only, never past the fixed point
+    hpa = cluster.hpa()
+    current = hpa["status"]["currentMetrics"][0]["pods"]["current"]["averageValue"]
+    assert abs(parse_quantity(current).milli_value() / 1000 - HIGH_RATE / high) <= 1  # 100 requests/s per pod
+    assert condition(hpa, "ScalingActive")["reason"] == "ValidMetricFound"
+    assert condition(hpa, "ScalingLimited")["reason"] == "DesiredWithinRange"
+    row = cluster.kubectl("get", "hpa").stdout.splitlines()[1].split()
+    assert row[:6] == ["web", "Deployment/web", f"{current}/{RPS_TARGET}", str(MIN), str(RPS_MAX), str(high)]
+
+    # Scale in: every sync now recommends fewer pods, but the controller keeps the highest recommendation
+    # of the last 300 s. Follow each sync's metric and work out its recommendation: the last one above
+    # the new count (>= the steady 10 at the old load) starts the window.
+    low = max(MIN, math.ceil(LOW_RATE / RPS_TARGET))
+    assert low == 2
+    assert kemu(["load", "--redis-url", url, "set", "web", str(int(LOW_RATE))]) == 0
+    key = "default/web"
+    controller = cluster.hpa_controller
+    last_high = controller.last_reconciled[key]  # the sync before the step: 10 pods at 100 each
+    seen = last_high
+    while cluster.replicas() != low:
+        cluster.step()
+        cluster.settle()
+        synced = controller.last_reconciled[key]
+        if synced == seen:
+            continue
+        seen = synced
+        status = cluster.hpa()["status"]
+        average = parse_quantity(status["currentMetrics"][0]["pods"]["current"]["averageValue"]).milli_value() / 1000
+        # With behavior, upstream keeps a recommendation while its timestamp is After(now - window).
+        if cluster.replicas() == low:
+            assert synced >= last_high + DOWN_WINDOW, (synced, last_high)
+            break
+        # Still at 10: only allowed while the window holds a higher recommendation.
+        assert synced < last_high + DOWN_WINDOW, (synced, last_high)
+        if max(low, pods_recommendation(status["currentReplicas"], average)) > low:
+            last_high = synced
+        assert synced - last_high <= DOWN_WINDOW
+    scale_down_at = seen
+    # The load stepped down at most one sync after last_high's first value; the window is cluster time.
+    assert last_high + DOWN_WINDOW <= scale_down_at < last_high + DOWN_WINDOW + controller.sync_period
+    down = wait_rescaled_to(cluster.core, low)[len(sizes):]
+    assert down == sorted(set(down), reverse=True) and down[0] < high, down  # down only, each after its window
+
+    out = cluster.kubectl("get", "hpa").stdout.splitlines()
+    assert out[0].split() == ["NAME", "REFERENCE", "TARGETS", "MINPODS", "MAXPODS", "REPLICAS", "AGE"]
+    hpa = cluster.hpa()
+    current = hpa["status"]["currentMetrics"][0]["pods"]["current"]["averageValue"]
+    # measured on the pods before the scale-in: below the target by more than the tolerance
+    assert (parse_quantity(current).milli_value() / 1000) < RPS_TARGET * (1 - TOLERANCE)
+    assert out[1].split()[:5] == ["web", "Deployment/web", f"{current}/{RPS_TARGET}", str(MIN), str(RPS_MAX)]
+    described = cluster.kubectl("describe", "hpa", "web").stdout
+    assert '"http_requests_per_second" on pods:' in described, described
+    assert f"{current} / {RPS_TARGET}" in described, described
+    for line in ("AbleToScale     True    SucceededRescale", "ScalingActive   True    ValidMetricFound",
+                 f"New size: {high}; reason: pods metric http_requests_per_second above target",
+                 f"New size: {low}; reason: All metrics below target"):
+        assert line in described, described
+    assert described.count("SuccessfulRescale") >= 2

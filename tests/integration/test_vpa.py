@@ -164,6 +164,11 @@ def test_recommender_follows_usage_and_admission_applies_it(cluster: tuple[Serve
               "unit": "core"}
     series = "kube_verticalpodautoscaler_status_recommendation_containerrecommendations_target"
     wait_for(lambda: REGISTRY.get_sample_value(series, labels) == cpu / 1000, 20, "the target series")
+    # Beside it, what the matched pods request now (both 100m / 64Mi).
+    requests = "kemu_verticalpodautoscaler_container_resource_requests"
+    mine = {"namespace": "default", "verticalpodautoscaler": "web-vpa", "container": "app"}
+    assert REGISTRY.get_sample_value(requests, {**mine, "resource": "cpu", "unit": "core"}) == 0.1
+    assert REGISTRY.get_sample_value(requests, {**mine, "resource": "memory", "unit": "byte"}) == 64 * MIB
 
     # A new pod of the target is admitted with the recommendation; its limit keeps the 1:5 ratio.
     pod = core.create(POD, web_pod(rs, "web-2"))

@@ -23,7 +23,7 @@ from emulator.config import Config, ConfigError
 from emulator.kubelet.nodes import INSTANCE_TYPES
 from emulator.scheduler.framework.types import PodInfo
 from loadgen import plan as planning
-from loadgen.autoscaling import summarize
+from loadgen.nodegroups import summarize
 from loadgen.runner import cluster_config
 from loadgen.scenario import Scenario, ScenarioError
 from tests import builders as b

@@ -8,6 +8,7 @@ import pytest
 
 from emulator.cli import _config, build_parser
 from emulator.config import Config, ConfigError
+from emulator.metricsapi.rules import DEFAULT_RULES
 
 
 @pytest.mark.parametrize(("argv", "speed", "url"), [
@@ -48,3 +49,18 @@ def test_rules_needing_prometheus_need_a_prometheus_url(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="--prometheus-url"):
         Config.from_dict({"metrics_rules": str(rules)})
     assert Config.from_dict({"metrics_rules": str(rules), "prometheus_url": "http://p:9090"}).metrics_rules
+
+RULES = str(DEFAULT_RULES)
+
+
+@pytest.mark.parametrize(("values", "options"), [
+    ({}, {}),
+    ({"metrics_rules": RULES, "prometheus_url": "http://prom:9090"},
+     {"metrics_rules": RULES, "prometheus_url": "http://prom:9090"}),
+    ({"metrics_rules": RULES, "controller_manager": {"retry_period": 1.0, "options": {"metrics_rules": "own.yaml"}}},
+     {"metrics_rules": "own.yaml"}),
+], ids=["none", "both", "explicit-option-wins"])
+def test_controller_managers_get_the_metrics_settings_as_options(values: dict, options: dict) -> None:
+    settings = Config.from_dict(values).manager_settings()
+    assert settings["options"] == options
+    assert settings.get("retry_period") == values.get("controller_manager", {}).get("retry_period")

@@ -109,3 +109,26 @@ def test_binned_quantiles_match_nearest_rank_per_bin() -> None:
         in_bin = np.sort(y[(x >= c - 1.0) & (x < c + 1.0)])
         assert a == in_bin[int(0.5 * len(in_bin))]
         assert b == in_bin[min(len(in_bin) - 1, int(0.99 * len(in_bin)))]
+
+
+def test_autoscalers_get_a_replicas_vs_load_section(tmp_path: Path) -> None:
+    summary, series = synthetic_run(pods=50, nodes=4)
+    page = write_report(summary, series, tmp_path / "plain.html").read_text()
+    assert 'id="autoscaling"' not in page  # no autoscalers, no section
+    t = [float(i) for i in range(10)]
+    hpa_series = {"time": t, "clusterTime": [10 * x for x in t], "load": [300.0] * 5 + [1000.0] * 5,
+                  "desired": [3] * 6 + [10] * 4, "current": [3] * 7 + [10] * 3, "replicas": [3] * 6 + [10] * 4,
+                  "ready": [3] * 8 + [10] * 2}
+    vpa_series = {"time": t, "clusterTime": t, "cpuTarget": [None] * 3 + [0.35] * 7, "cpuRequest": [0.1] * 10,
+                  "memoryTarget": [None] * 10, "memoryRequest": [1e8] * 10, "pods": [3] * 10}
+    summary["autoscaling"] = {
+        "hpas": {"default/web": {"target": "Deployment/web", "loadTarget": "web", "metrics": ["Pods"],
+                                 "minReplicas": 3, "maxReplicas": 10, "replicas": {"min": 3, "max": 10},
+                                 "series": hpa_series}},
+        "vpas": {"default/api": {"target": "Deployment/api", "mode": "Auto", "cpuTarget": 0.35,
+                                 "series": vpa_series}}}
+    page = write_report(summary, series, tmp_path / "report.html").read_text()
+    assert 'src="data:image/png;base64,' in section(page, "autoscaling")
+    assert "Replicas vs load over time" in page
+    tables = section(page, "summary")
+    assert "Deployment/web" in tables and "cluster time" not in tables  # the series are plotted, not tabled

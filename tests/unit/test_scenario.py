@@ -163,6 +163,17 @@ def test_a_template_attaches_deployment_pods_to_a_load_target() -> None:
     assert "kemu.io/load-target" not in creates(plain)[0][3]["metadata"].get("annotations", {})  # no target
 
 
+@pytest.mark.parametrize(("objects", "autoscalers"), [
+    ([], False),
+    ([{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web"}}], False),
+    ([{"apiVersion": "autoscaling.k8s.io/v1", "kind": "VerticalPodAutoscaler", "metadata": {"name": "web"}}], True),
+], ids=["none", "a-deployment", "a-vpa"])
+def test_objects_are_kept_and_autoscalers_found(objects: list[dict[str, Any]], autoscalers: bool) -> None:
+    s = Scenario.from_dict({"objects": objects})
+    assert list(s.objects) == objects
+    assert s.has_autoscalers() is autoscalers
+
+
 @pytest.mark.parametrize(
     ("data", "message"),
     [
@@ -188,6 +199,19 @@ def test_a_template_attaches_deployment_pods_to_a_load_target() -> None:
         ({"templates": {"default": {"profile": ["web", "nope"]}}}, "templates.default.profile[1]: unknown profile"),
         ({"templates": {"default": {"priority": "vip"}}}, "templates.default.priority: 'vip' is not one of"),
         ({"templates": {"default": {"cpu": {"a": 1}}}}, "templates.default.cpu"),
+        ({"objects": {"kind": "Deployment"}}, "objects: expected a list of manifests"),
+        ({"objects": ["Deployment"]}, "objects[0]: expected a mapping"),
+        ({"objects": [{"kind": "Deployment"}]}, "objects[0].apiVersion: required"),
+        ({"objects": [{"apiVersion": "apps/v1", "kind": "Deploy", "metadata": {"name": "a"}}]},
+         'objects[0].kind: no kind "Deploy" is registered for version "apps/v1"'),
+        ({"objects": [{"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {}}]},
+         "objects[0].metadata.name: required"),
+        ({"objects": [{"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n", "namespace": "x"}}]},
+         "objects[0].metadata.namespace: Node is not namespaced"),
+        ({"objects": [{"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler", "metadata": {"name": "a"}},
+                      {"apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
+                       "metadata": {"name": "a", "namespace": "default"}}]},
+         "objects[1]: HorizontalPodAutoscaler 'a' appears twice in objects"),
         ({"clusters": {}}, "unknown key clusters"),
         ({"cluster": {"gpus": 1}}, "unknown key cluster.gpus"),
         ({"cluster": [1]}, "cluster: expected a mapping"),
@@ -215,7 +239,9 @@ def test_a_template_attaches_deployment_pods_to_a_load_target() -> None:
          "unknown-kind", "unknown-template", "duplicate-phase", "churn-zero-rate", "missing-trace", "bad-shape",
          "bad-load-kind", "bad-load-target", "bad-template-target", "bad-scale", "phases-not-list", "bad-quantity",
          "empty-memory", "unknown-profile",
-         "unknown-priority", "list-of-mapping", "unknown-top", "unknown-nested", "not-mapping", "bad-node-cpu",
+         "unknown-priority", "list-of-mapping", "objects-not-list", "object-not-mapping", "object-no-api-version",
+         "object-unknown-kind", "object-no-name", "object-cluster-scoped-namespace", "object-twice", "unknown-top",
+         "unknown-nested", "not-mapping", "bad-node-cpu",
          "shards-not-int", "zero-zones", "bad-pool", "missing-trace-nodes", "trace-nodes-unknown",
          "schedulers-negative", "schedulers-unknown", "nodes-without-scheduler", "bad-driver", "zero-processes",
          "zero-backlog", "controllers-not-bool", "priorities-not-list", "priority-no-name", "priority-bad-value",

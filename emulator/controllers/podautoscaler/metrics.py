@@ -14,7 +14,11 @@ Controller metrics, upstream names and labels (subsystem
 State series, kube-state-metrics' names and labels (``namespace``,
 ``horizontalpodautoscaler``), computed at scrape time from the leading controller's
 HPA cache: ``kube_horizontalpodautoscaler_status_desired_replicas``,
-``..._status_current_replicas``, ``..._spec_max_replicas``, ``..._spec_min_replicas``.
+``..._status_current_replicas``, ``..._spec_max_replicas``, ``..._spec_min_replicas``, and per
+metric (labels ``metric_name``, ``metric_target_type`` = ``value``/``utilization``/``average``)
+``kube_horizontalpodautoscaler_spec_target_metric`` (the spec's target) and
+``kube_horizontalpodautoscaler_status_target_metric`` (``status.currentMetrics``), as
+kube-state-metrics' ``internal/store/hpa.go`` exports them.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ from typing import Any, Protocol
 from prometheus_client import REGISTRY, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
+from emulator.api.quantity import parse_quantity
 from emulator.collectors import SourceCollector
 
 _SUBSYSTEM = "horizontal_pod_autoscaler_controller"
@@ -91,6 +96,49 @@ _STATE = (
 )
 
 
+_TARGET_TYPES = (("value", "value"), ("averageUtilization", "utilization"), ("averageValue", "average"))
+TARGET_METRICS = (
+    ("kube_horizontalpodautoscaler_spec_target_metric",
+     "The metric specifications used by this autoscaler when calculating the desired replica count.", "target"),
+    ("kube_horizontalpodautoscaler_status_target_metric",
+     "The current metric status used by this autoscaler when calculating the desired replica count.", "current"),
+)
+
+
+def _metric_name(entry: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(metric name, its source) of a spec.metrics[] / status.currentMetrics[] entry."""
+    kind = entry.get("type") or ""
+    source = entry.get(kind[:1].lower() + kind[1:]) or {}
+    if kind in ("Resource", "ContainerResource"):
+        return str(source.get("name") or ""), source
+    return str((source.get("metric") or {}).get("name") or ""), source
+
+
+def target_series(hpas: list[dict[str, Any]]) -> dict[str, list[tuple[list[str], float]]]:
+    """kube-state-metrics' spec/status target metrics: name -> [(namespace, hpa, metric_name, type), value]."""
+    out: dict[str, list[tuple[list[str], float]]] = {name: [] for name, _, _ in TARGET_METRICS}
+    for hpa in hpas:
+        meta = hpa.get("metadata") or {}
+        for name, _, part in TARGET_METRICS:
+            entries = (hpa.get("spec") or {}).get("metrics") if part == "target" else \
+                (hpa.get("status") or {}).get("currentMetrics")
+            for entry in entries or []:
+                metric, source = _metric_name(entry)
+                values = source.get(part) or {}
+                for field_name, target_type in _TARGET_TYPES:
+                    raw = values.get(field_name)
+                    if raw is None:
+                        continue
+                    try:
+                        value = float(raw) if field_name == "averageUtilization" else \
+                            parse_quantity(raw).milli_value() / 1000.0
+                    except (TypeError, ValueError):
+                        continue
+                    out[name].append(([meta.get("namespace") or "", meta.get("name") or "", metric, target_type],
+                                      value))
+    return out
+
+
 def state_series(hpas: list[dict[str, Any]]) -> dict[str, dict[tuple[str, str], float]]:
     """Metric name -> (namespace, horizontalpodautoscaler) -> value, as kube-state-metrics exports them."""
     out: dict[str, dict[tuple[str, str], float]] = {name: {} for name, _, _ in _STATE}
@@ -120,6 +168,13 @@ class HPAStateCollector(SourceCollector):
                 family = GaugeMetricFamily(name, text, labels=["namespace", "horizontalpodautoscaler"])
                 for labels, value in series[name].items():
                     family.add_metric(list(labels), value)
+                yield family
+            targets = target_series(hpas)
+            for name, text, _part in TARGET_METRICS:
+                family = GaugeMetricFamily(name, text, labels=["namespace", "horizontalpodautoscaler", "metric_name",
+                                                              "metric_target_type"])
+                for label_values, value in targets[name]:
+                    family.add_metric(label_values, value)
                 yield family
             return
 

@@ -52,6 +52,10 @@ _KSM_LABELS = ["namespace", "verticalpodautoscaler", "target_api_version", "targ
                "container", "resource", "unit"]
 _KSM_FIELDS = (("target", "target"), ("lowerBound", "lowerbound"), ("upperBound", "upperbound"),
                ("uncappedTarget", "uncappedtarget"))
+# kemu's own: what the matched pods request now, beside the recommendation (a dashboard's "target vs requests"
+# without kube-state-metrics' per-pod kube_pod_container_resource_requests, one series per container of a VPA).
+REQUESTS_SERIES = "kemu_verticalpodautoscaler_container_resource_requests"
+_REQUEST_LABELS = ["namespace", "verticalpodautoscaler", "container", "resource", "unit"]
 
 
 def _selector_of(target: Mapping[str, Any] | None) -> LabelSelector | None:
@@ -70,6 +74,7 @@ class VPARecommender(PeriodicVPAController):
         self._gone: list[str] = []  # pod uids deleted since the last pass
         self.pods.add_event_handler(ResourceEventHandlerFuncs(update=self._on_pod_update, delete=self._on_pod_delete))
         self.passes = 0
+        self.requests: dict[tuple[str, str, str, str], float] = {}  # (ns, vpa, container, resource) -> mean
 
     def start(self) -> VPARecommender:
         state_collector().add(self)
@@ -162,6 +167,7 @@ class VPARecommender(PeriodicVPAController):
         for key in {k for k, _ in self.model._rows} - live:
             self.model.drop_vpa(key)
         matched = self.match(vpas)
+        self.requests = mean_requests(vpas, matched)
         self._feed(vpas, matched, ooms, now)
         t_model = time.perf_counter()
         self.model.expire(now)
@@ -282,6 +288,24 @@ class VPARecommender(PeriodicVPAController):
         return out
 
 
+def mean_requests(vpas: list[Obj], matched: Mapping[str, list[Obj] | None]) -> dict[tuple[str, str, str, str], float]:
+    """(namespace, VPA, container, resource) -> the mean request (cores, bytes) of the VPA's matched pods."""
+    sums: dict[tuple[str, str, str, str], list[float]] = {}
+    for obj in vpas:
+        meta = obj["metadata"]
+        for pod in matched.get(f"{meta.get('namespace')}/{meta['name']}") or []:
+            for ctr in (pod.get("spec") or {}).get("containers") or []:
+                for resource, value in (((ctr.get("resources") or {}).get("requests")) or {}).items():
+                    if resource not in ("cpu", "memory"):
+                        continue
+                    number = cpu_millis(value) / 1000.0 if resource == "cpu" else float(to_int(value))
+                    acc = sums.setdefault((meta.get("namespace") or "", meta["name"], ctr.get("name") or "",
+                                           resource), [0.0, 0.0])
+                    acc[0] += number
+                    acc[1] += 1
+    return {key: total / n for key, (total, n) in sums.items()}
+
+
 class VPAStateCollector(SourceCollector):
     """Exports :meth:`VPARecommender.state_series` at scrape time (nothing on the recommender's path)."""
 
@@ -293,11 +317,17 @@ class VPAStateCollector(SourceCollector):
             f"kube_verticalpodautoscaler_status_recommendation_containerrecommendations_{suffix}",
             f"Recommended {suffix} for the container in the VerticalPodAutoscaler.", labels=_KSM_LABELS)
             for _field, suffix in _KSM_FIELDS}
+        requests = GaugeMetricFamily(REQUESTS_SERIES, "Mean request of the container over the pods the "
+                                     "VerticalPodAutoscaler controls, at the recommender's last pass.",
+                                     labels=_REQUEST_LABELS)
         for source in self.sources():
             for suffix, labels, value in source.state_series():
                 families[suffix].add_metric(labels, value)
+            for (ns, name, container, resource), value in dict(source.requests).items():
+                requests.add_metric([ns, name, container, resource, "core" if resource == "cpu" else "byte"], value)
             break  # one leading recommender per process is enough; a second would double the series
         yield from families.values()
+        yield requests
 
 
 _collector_lock = threading.Lock()
