@@ -612,6 +612,7 @@ def utilization_figure(runs: Sequence[tuple[str, Sequence[Sequence[float]]]]) ->
     ax.set_ylabel("node CPU utilization (%)")
     _style(ax)
     _legend_above(ax)
+    return fig
 
 
 def _without_series(summary: dict[str, Any]) -> dict[str, Any]:
