@@ -21,127 +21,28 @@ default table convertor's ``NAME  CREATED AT``.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from functools import lru_cache
-from typing import Any
+from collections.abc import Iterable
 
-from emulator.api.quantity import QuantityError, parse_quantity
-from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
-from emulator.clock import parse_rfc3339
-
-Cell = str | int | bool | float | None
-
-_NAME_DOC = "Name must be unique within a namespace. Is required when creating resources."
-_AGE_DOC = ("CreationTimestamp is a timestamp representing the server time when this object was created. "
-            "It is not guaranteed to be set in happens-before order across separate operations.")
-
-
-@dataclass(frozen=True)
-class Column:
-    name: str
-    type: str = "string"
-    description: str = ""
-    priority: int = 0
-    format: str = ""
-
-    def definition(self) -> Obj:
-        return {"name": self.name, "type": self.type, "format": self.format, "description": self.description,
-                "priority": self.priority}
-
-
-NAME = Column("Name", format="name", description=_NAME_DOC)
-AGE = Column("Age", description=_AGE_DOC)
-
-
-@dataclass(frozen=True)
-class Printer:
-    columns: tuple[Column, ...]
-    cells: Callable[[Obj, float], list[Cell]]
-
-    def definitions(self) -> list[Obj]:
-        return [c.definition() for c in self.columns]
-
-
-# ----------------------------------------------------------------------------- formatting helpers
-def human_duration(seconds: float) -> str:
-    """``duration.HumanDuration``: ``45s``, ``3m12s``, ``25m``, ``5h3m``, ``20h``, ``3d4h``, ``90d``, ``2y30d``."""
-    s = int(seconds)
-    if s < -1:
-        return "<invalid>"
-    if s < 0:
-        return "0s"
-    if s < 120:
-        return f"{s}s"
-    minutes = s // 60
-    if minutes < 10:
-        return f"{minutes}m" if s % 60 == 0 else f"{minutes}m{s % 60}s"
-    if minutes < 180:
-        return f"{minutes}m"
-    hours = s // 3600
-    if hours < 8:
-        return f"{hours}h" if minutes % 60 == 0 else f"{hours}h{minutes % 60}m"
-    if hours < 48:
-        return f"{hours}h"
-    if hours < 24 * 8:
-        return f"{hours // 24}d" if hours % 24 == 0 else f"{hours // 24}d{hours % 24}h"
-    if hours < 24 * 365 * 2:
-        return f"{hours // 24}d"
-    if hours < 24 * 365 * 8:
-        days = (hours // 24) % 365
-        return f"{hours // 24 // 365}y" if days == 0 else f"{hours // 24 // 365}y{days}d"
-    return f"{hours // 24 // 365}y"
-
-
-@lru_cache(maxsize=65536)
-def _timestamp(value: str) -> float | None:
-    # Lists of many objects created in the same second repeat their timestamps: parse each once.
-    try:
-        return parse_rfc3339(value)
-    except ValueError:
-        return None
-
-
-def since(value: Any, now: float) -> str:
-    """``translateTimestampSince``: the age of an RFC 3339 timestamp, ``<unknown>`` when unset."""
-    ts = _timestamp(value) if isinstance(value, str) and value else None
-    return "<unknown>" if ts is None else human_duration(now - ts)
-
-
-def age(obj: Obj, now: float) -> str:
-    return since((obj.get("metadata") or {}).get("creationTimestamp"), now)
-
-
-def _name(obj: Obj) -> str:
-    return (obj.get("metadata") or {}).get("name", "")
-
-
-def _containers_cells(template_spec: Obj) -> list[Cell]:
-    """``layoutContainerCells``: container names and images, comma-joined."""
-    containers = template_spec.get("containers") or []
-    return [",".join(c.get("name", "") for c in containers), ",".join(c.get("image", "") for c in containers)]
-
-
-def _selector_string(selector: Any) -> str:
-    """``metav1.FormatLabelSelector``: ``<none>`` for an empty selector, the selector string otherwise."""
-    if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
-        return "<none>"
-    try:
-        return str(LabelSelector.from_dict(selector)) or "<none>"
-    except Exception:  # a selector that does not parse prints as upstream's "<error>"
-        return "<error>"
-
-
-def _format_labels(labels: Any) -> str:
-    """``labels.FormatLabels``: sorted ``k=v`` pairs, ``<none>`` when empty."""
-    if not isinstance(labels, dict) or not labels:
-        return "<none>"
-    return ",".join(f"{k}={labels[k]}" for k in sorted(labels))
-
-
-def _int_or_string(value: Any) -> str:
-    return "N/A" if value is None else str(value)
+from emulator.apiserver.printing import (
+    AGE,
+    AGE_DOC,
+    NAME,
+    NAME_DOC,
+    WIDE_WORKLOAD,
+    Cell,
+    Column,
+    Printer,
+    age,
+    containers_cells,
+    format_labels,
+    int_or_string,
+    name_of,
+    selector_string,
+    since,
+)
+from emulator.apiserver.tables_autoscaling import AUTOSCALING_PRINTERS
+from emulator.apiserver.tables_workloads import WORKLOAD_PRINTERS
 
 
 # ----------------------------------------------------------------------------- pods
@@ -296,36 +197,31 @@ NODE_PRINTER = Printer((
 
 
 # ----------------------------------------------------------------------------- workloads
-_WIDE_WORKLOAD = (
-    Column("Containers", priority=1, description="Names of each container in the template."),
-    Column("Images", priority=1, description="Images referenced by each container in the template."),
-    Column("Selector", priority=1, description="Label selector for pods."),
-)
 
 
 def _deployment_cells(d: Obj, now: float) -> list[Cell]:
     spec, status = d.get("spec") or {}, d.get("status") or {}
     template_spec = (spec.get("template") or {}).get("spec") or {}
-    return [_name(d), f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas') or 0)}",
+    return [name_of(d), f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas') or 0)}",
             int(status.get("updatedReplicas") or 0), int(status.get("availableReplicas") or 0), age(d, now),
-            *_containers_cells(template_spec), _selector_string(spec.get("selector"))]
+            *containers_cells(template_spec), selector_string(spec.get("selector"))]
 
 
 def _replicaset_cells(rs: Obj, now: float) -> list[Cell]:
     spec, status = rs.get("spec") or {}, rs.get("status") or {}
     template_spec = (spec.get("template") or {}).get("spec") or {}
-    return [_name(rs), int(spec.get("replicas") or 0), int(status.get("replicas") or 0),
+    return [name_of(rs), int(spec.get("replicas") or 0), int(status.get("replicas") or 0),
             int(status.get("readyReplicas") or 0), age(rs, now),
-            *_containers_cells(template_spec), _selector_string(spec.get("selector"))]
+            *containers_cells(template_spec), selector_string(spec.get("selector"))]
 
 
 def _daemonset_cells(ds: Obj, now: float) -> list[Cell]:
     spec, status = ds.get("spec") or {}, ds.get("status") or {}
     template_spec = (spec.get("template") or {}).get("spec") or {}
-    return [_name(ds), int(status.get("desiredNumberScheduled") or 0), int(status.get("currentNumberScheduled") or 0),
+    return [name_of(ds), int(status.get("desiredNumberScheduled") or 0), int(status.get("currentNumberScheduled") or 0),
             int(status.get("numberReady") or 0), int(status.get("updatedNumberScheduled") or 0),
-            int(status.get("numberAvailable") or 0), _format_labels(template_spec.get("nodeSelector")), age(ds, now),
-            *_containers_cells(template_spec), _selector_string(spec.get("selector"))]
+            int(status.get("numberAvailable") or 0), format_labels(template_spec.get("nodeSelector")), age(ds, now),
+            *containers_cells(template_spec), selector_string(spec.get("selector"))]
 
 
 DEPLOYMENT_PRINTER = Printer((
@@ -335,7 +231,7 @@ DEPLOYMENT_PRINTER = Printer((
                                      "the desired template spec."),
     Column("Available", description="Total number of available pods (ready for at least minReadySeconds) targeted "
                                     "by this deployment."),
-    AGE, *_WIDE_WORKLOAD,
+    AGE, *WIDE_WORKLOAD,
 ), _deployment_cells)
 
 REPLICASET_PRINTER = Printer((
@@ -343,7 +239,7 @@ REPLICASET_PRINTER = Printer((
     Column("Desired", "integer", "Replicas is the number of desired replicas."),
     Column("Current", "integer", "Replicas is the most recently observed number of replicas."),
     Column("Ready", "integer", "The number of ready replicas for this replica set."),
-    AGE, *_WIDE_WORKLOAD,
+    AGE, *WIDE_WORKLOAD,
 ), _replicaset_cells)
 
 DAEMONSET_PRINTER = Printer((
@@ -357,19 +253,19 @@ DAEMONSET_PRINTER = Printer((
     Column("Available", "integer", "The number of nodes that should be running the daemon pod and have one or more "
                                    "of the daemon pod running and available."),
     Column("Node Selector", description="NodeSelector is a selector which must be true for the pod to fit on a node."),
-    AGE, *_WIDE_WORKLOAD,
+    AGE, *WIDE_WORKLOAD,
 ), _daemonset_cells)
 
 
 # ----------------------------------------------------------------------------- the rest
 def _pdb_cells(pdb: Obj, now: float) -> list[Cell]:
     spec, status = pdb.get("spec") or {}, pdb.get("status") or {}
-    return [_name(pdb), _int_or_string(spec.get("minAvailable")), _int_or_string(spec.get("maxUnavailable")),
+    return [name_of(pdb), int_or_string(spec.get("minAvailable")), int_or_string(spec.get("maxUnavailable")),
             int(status.get("disruptionsAllowed") or 0), age(pdb, now)]
 
 
 def _priority_class_cells(pc: Obj, now: float) -> list[Cell]:
-    return [_name(pc), int(pc.get("value") or 0), bool(pc.get("globalDefault")), age(pc, now),
+    return [name_of(pc), int(pc.get("value") or 0), bool(pc.get("globalDefault")), age(pc, now),
             pc.get("preemptionPolicy") or ""]
 
 
@@ -392,7 +288,7 @@ def _event_cells(ev: Obj, now: float) -> list[Cell]:
     host = source.get("host") or ev.get("reportingInstance") or ""
     return [last, ev.get("type", ""), ev.get("reason", ""), target, involved.get("fieldPath", ""),
             f"{component}, {host}" if host else component, str(ev.get("message") or "").strip(), first, count,
-            _name(ev)]
+            name_of(ev)]
 
 
 def _resource_quota_cells(rq: Obj, now: float) -> list[Cell]:
@@ -404,7 +300,7 @@ def _resource_quota_cells(rq: Obj, now: float) -> list[Cell]:
     for name in sorted(hard):
         target = limit if name.split(".")[0] == "limits" and "." in name else request
         target.append(f"{name}: {used.get(name, '0')}/{hard[name]}")
-    return [_name(rq), age(rq, now), ", ".join(request), ", ".join(limit)]
+    return [name_of(rq), age(rq, now), ", ".join(request), ", ".join(limit)]
 
 
 RESOURCE_QUOTA_PRINTER = Printer((
@@ -416,158 +312,10 @@ RESOURCE_QUOTA_PRINTER = Printer((
 ), _resource_quota_cells)
 
 
-def _quantity_text(value: Any) -> str:
-    """A quantity as ``Quantity.String()`` prints it: canonical form."""
-    if value is None:
-        return "<unknown>"
-    try:
-        return parse_quantity(value).canonical()
-    except QuantityError:
-        return str(value)
-
-
-def _hpa_metric_text(spec: Obj, status: Obj | None) -> str:
-    """One entry of upstream's ``formatHPAMetrics`` (pkg/printers/internalversion/printers.go)."""
-    mtype = spec.get("type")
-    status = status or {}
-    if mtype in {"External", "Object"}:
-        key = mtype.lower()
-        target = (spec.get(key) or {}).get("target") or {}
-        current = (status.get(key) or {}).get("current") if status.get(key) else None
-        if target.get("averageValue") is not None:
-            now = _quantity_text(current.get("averageValue")) if current else "<unknown>"
-            return f"{now}/{_quantity_text(target['averageValue'])} (avg)"
-        now = _quantity_text(current.get("value")) if current else "<unknown>"
-        return f"{now}/{_quantity_text(target.get('value'))}"
-    if mtype == "Pods":
-        target = ((spec.get("pods") or {}).get("target") or {})
-        current = ((status.get("pods") or {}).get("current") or {}) if status.get("pods") else None
-        now = _quantity_text(current.get("averageValue")) if current else "<unknown>"
-        return f"{now}/{_quantity_text(target.get('averageValue'))}"
-    if mtype in ("Resource", "ContainerResource"):
-        key = "resource" if mtype == "Resource" else "containerResource"
-        src = spec.get(key) or {}
-        target = src.get("target") or {}
-        current = ((status.get(key) or {}).get("current") or {}) if status.get(key) else None
-        if target.get("averageValue") is not None:
-            now = _quantity_text(current.get("averageValue")) if current else "<unknown>"
-            return f"{src.get('name')}: {now}/{_quantity_text(target['averageValue'])}"
-        now = "<unknown>"
-        if current and current.get("averageUtilization") is not None:
-            now = f"{current['averageUtilization']}%"
-        goal = f"{target['averageUtilization']}%" if target.get("averageUtilization") is not None else "<auto>"
-        return f"{src.get('name')}: {now}/{goal}"
-    return "<unknown type>"
-
-
-def _hpa_targets(hpa: Obj) -> str:
-    """``formatHPAMetrics``: the first two metrics, then ``+ N more...``."""
-    specs = (hpa.get("spec") or {}).get("metrics") or []
-    if not specs:
-        return "<none>"
-    statuses = (hpa.get("status") or {}).get("currentMetrics") or []
-    texts = [_hpa_metric_text(s, statuses[i] if i < len(statuses) else None) for i, s in enumerate(specs)]
-    if len(texts) > 2:
-        return f"{', '.join(texts[:2])} + {len(texts) - 2} more..."
-    return ", ".join(texts)
-
-
-def _hpa_cells(hpa: Obj, now: float) -> list[Cell]:
-    """``printHorizontalPodAutoscaler``."""
-    spec, status = hpa.get("spec") or {}, hpa.get("status") or {}
-    ref = spec.get("scaleTargetRef") or {}
-    min_pods = str(spec["minReplicas"]) if spec.get("minReplicas") is not None else "<unset>"
-    return [_name(hpa), f"{ref.get('kind', '')}/{ref.get('name', '')}", _hpa_targets(hpa), min_pods,
-            int(spec.get("maxReplicas") or 0), int(status.get("currentReplicas") or 0), age(hpa, now)]
-
-
-HPA_PRINTER = Printer((
-    NAME,
-    Column("Reference", description="reference to scaled resource; horizontal pod autoscaler will learn the current "
-                                    "resource consumption and will set the desired number of pods by using its Scale "
-                                    "subresource."),
-    Column("Targets", description="metrics contains the specifications for which to use to calculate the desired "
-                                  "replica count (the maximum replica count across all metrics will be used)."),
-    Column("MinPods", description="minReplicas is the lower limit for the number of replicas to which the autoscaler "
-                                  "can scale down."),
-    Column("MaxPods", "integer", "maxReplicas is the upper limit for the number of pods that can be set by the "
-                                 "autoscaler; cannot be smaller than MinReplicas."),
-    Column("Replicas", "integer", "currentReplicas is current number of replicas of pods managed by this autoscaler, "
-                                  "as last seen by the autoscaler."),
-    AGE,
-), _hpa_cells)
-
-
-def _vpa_cells(v: Obj, now: float) -> list[Cell]:
-    """The VPA CRD's additionalPrinterColumns: the first container's target, RecommendationProvided."""
-    status = v.get("status") or {}
-    recs = (status.get("recommendation") or {}).get("containerRecommendations") or []
-    target = (recs[0].get("target") or {}) if recs else {}
-    provided = next((c.get("status", "") for c in status.get("conditions") or []
-                     if c.get("type") == "RecommendationProvided"), "")
-    mode = ((v.get("spec") or {}).get("updatePolicy") or {}).get("updateMode") or ""
-    return [_name(v), mode, target.get("cpu", ""), target.get("memory", ""), provided, age(v, now)]
-
-
-def _condition(obj: Obj, ctype: str) -> str:
-    return next((str(c.get("status", "")) for c in (obj.get("status") or {}).get("conditions") or []
-                 if c.get("type") == ctype), "")
-
-
-def _scaled_object_cells(so: Obj, now: float) -> list[Cell]:
-    """The ScaledObject CRD's additionalPrinterColumns (kedacore/keda scaledobject_types.go printcolumn)."""
-    spec, status = so.get("spec") or {}, so.get("status") or {}
-    return [_name(so), status.get("scaleTargetKind", ""), (spec.get("scaleTargetRef") or {}).get("name", ""),
-            spec.get("minReplicaCount"), spec.get("maxReplicaCount"), _condition(so, "Ready"),
-            _condition(so, "Active"), _condition(so, "Fallback"), _condition(so, "Paused"),
-            status.get("triggersTypes", ""), status.get("authenticationsTypes", ""), age(so, now)]
-
-
-def _scaled_job_cells(sj: Obj, now: float) -> list[Cell]:
-    spec, status = sj.get("spec") or {}, sj.get("status") or {}
-    return [_name(sj), spec.get("minReplicaCount"), spec.get("maxReplicaCount"), _condition(sj, "Ready"),
-            _condition(sj, "Active"), _condition(sj, "Paused"), status.get("triggersTypes", ""),
-            status.get("authenticationsTypes", ""), age(sj, now)]
-
-
-def _trigger_auth_cells(ta: Obj, now: float) -> list[Cell]:
-    spec = ta.get("spec") or {}
-    pod_identity = (spec.get("podIdentity") or {}).get("provider", "")
-    secrets = ",".join(sorted({str(r.get("name", "")) for r in spec.get("secretTargetRef") or []}))
-    env = ",".join(str(r.get("name", "")) for r in spec.get("env") or [])
-    return [_name(ta), pod_identity, secrets, env, age(ta, now)]
-
-
-_KEDA_TRIGGERS = Column("Triggers")
-_KEDA_AUTHS = Column("Authentications")
-SCALEDOBJECT_PRINTER = Printer((
-    NAME, Column("ScaleTargetKind"), Column("ScaleTargetName"), Column("Min", "integer"), Column("Max", "integer"),
-    Column("Ready"), Column("Active"), Column("Fallback"), Column("Paused"), _KEDA_TRIGGERS, _KEDA_AUTHS, AGE,
-), _scaled_object_cells)
-SCALEDJOB_PRINTER = Printer((
-    NAME, Column("Min", "integer"), Column("Max", "integer"), Column("Ready"), Column("Active"), Column("Paused"),
-    _KEDA_TRIGGERS, _KEDA_AUTHS, AGE,
-), _scaled_job_cells)
-TRIGGERAUTH_PRINTER = Printer((
-    NAME, Column("PodIdentity"), Column("Secret"), Column("Env"), AGE,
-), _trigger_auth_cells)
-
-
 PRINTERS: dict[str, Printer] = {
-    "scaledobjects.keda.sh": SCALEDOBJECT_PRINTER,
-    "scaledjobs.keda.sh": SCALEDJOB_PRINTER,
-    "triggerauthentications.keda.sh": TRIGGERAUTH_PRINTER,
-    "clustertriggerauthentications.keda.sh": TRIGGERAUTH_PRINTER,
-    "verticalpodautoscalers.autoscaling.k8s.io": Printer((
-        NAME,
-        Column("Mode", description="The update mode (.spec.updatePolicy.updateMode)."),
-        Column("CPU", description="The first container's target CPU recommendation."),
-        Column("Mem", description="The first container's target memory recommendation."),
-        Column("Provided", description="Whether a recommendation is provided (RecommendationProvided)."),
-        AGE,
-    ), _vpa_cells),
+    **WORKLOAD_PRINTERS,
+    **AUTOSCALING_PRINTERS,
     "resourcequotas": RESOURCE_QUOTA_PRINTER,
-    "horizontalpodautoscalers.autoscaling": HPA_PRINTER,
     "pods": POD_PRINTER,
     "nodes": NODE_PRINTER,
     "deployments.apps": DEPLOYMENT_PRINTER,
@@ -602,30 +350,30 @@ PRINTERS: dict[str, Printer] = {
         Column("Message", description="A human-readable description of the status of this operation."),
         Column("First Seen", priority=1, description="The time at which the event was first recorded."),
         Column("Count", priority=1, description="The number of times this event has occurred."),
-        Column("Name", priority=1, format="name", description=_NAME_DOC),
+        Column("Name", priority=1, format="name", description=NAME_DOC),
     ), _event_cells),
     "namespaces": Printer((NAME, Column("Status", description="The status of the namespace"), AGE),
-                          lambda o, now: [_name(o), (o.get("status") or {}).get("phase", ""), age(o, now)]),
+                          lambda o, now: [name_of(o), (o.get("status") or {}).get("phase", ""), age(o, now)]),
     "leases.coordination.k8s.io": Printer(
         (NAME, Column("Holder", description="holderIdentity contains the identity of the holder of a current lease."),
          AGE),
-        lambda o, now: [_name(o), (o.get("spec") or {}).get("holderIdentity") or "", age(o, now)]),
+        lambda o, now: [name_of(o), (o.get("spec") or {}).get("holderIdentity") or "", age(o, now)]),
     "runtimeclasses.node.k8s.io": Printer(
         (NAME, Column("Handler", description="handler specifies the underlying runtime and configuration that the "
                                              "CRI implementation will use to handle pods of this class."), AGE),
-        lambda o, now: [_name(o), o.get("handler", ""), age(o, now)]),
+        lambda o, now: [name_of(o), o.get("handler", ""), age(o, now)]),
     "configmaps": Printer(
         (NAME, Column("Data", description="Data contains the configuration data."), AGE),
-        lambda o, now: [_name(o), len(o.get("data") or {}) + len(o.get("binaryData") or {}), age(o, now)]),
+        lambda o, now: [name_of(o), len(o.get("data") or {}) + len(o.get("binaryData") or {}), age(o, now)]),
     # No upstream printer: the generic table convertor (rest.NewDefaultTableConvertor) prints NAME, CREATED AT.
     "limitranges": Printer(
-        (NAME, Column("Created At", "date", _AGE_DOC)),
-        lambda o, now: [_name(o), (o.get("metadata") or {}).get("creationTimestamp")]),
+        (NAME, Column("Created At", "date", AGE_DOC)),
+        lambda o, now: [name_of(o), (o.get("metadata") or {}).get("creationTimestamp")]),
 }
 
 # pkg/printers/internalversion/printers.go: roles print NAME, CREATED AT; bindings their role and, wide, subjects.
-_ROLE_PRINTER = Printer((NAME, Column("Created At", "date", _AGE_DOC)),
-                        lambda o, now: [_name(o), (o.get("metadata") or {}).get("creationTimestamp")])
+_ROLE_PRINTER = Printer((NAME, Column("Created At", "date", AGE_DOC)),
+                        lambda o, now: [name_of(o), (o.get("metadata") or {}).get("creationTimestamp")])
 
 
 def _subjects(binding: Obj) -> tuple[str, str, str]:
@@ -643,7 +391,7 @@ def _subjects(binding: Obj) -> tuple[str, str, str]:
 
 def _binding_cells(b: Obj, now: float) -> list[Cell]:
     ref = b.get("roleRef") or {}
-    return [_name(b), f"{ref.get('kind', '')}/{ref.get('name', '')}", age(b, now), *_subjects(b)]
+    return [name_of(b), f"{ref.get('kind', '')}/{ref.get('name', '')}", age(b, now), *_subjects(b)]
 
 
 _BINDING_PRINTER = Printer((
@@ -662,14 +410,14 @@ PRINTERS.update({
     "clusterrolebindings.rbac.authorization.k8s.io": _BINDING_PRINTER,
 })
 
-DEFAULT_PRINTER = Printer((NAME, AGE), lambda o, now: [_name(o), age(o, now)])
+DEFAULT_PRINTER = Printer((NAME, AGE), lambda o, now: [name_of(o), age(o, now)])
 
 SCALE_PRINTER = Printer((
-    Column("Name", description=_NAME_DOC),
+    Column("Name", description=NAME_DOC),
     Column("Desired", "integer", "desired number of instances for the scaled object."),
     Column("Available", "integer", "actual number of observed instances of the scaled object."),
     AGE,
-), lambda o, now: [_name(o), int((o.get("spec") or {}).get("replicas") or 0),
+), lambda o, now: [name_of(o), int((o.get("spec") or {}).get("replicas") or 0),
                    int((o.get("status") or {}).get("replicas") or 0), age(o, now)])
 
 
@@ -715,8 +463,3 @@ def table(printer: Printer, objs: Iterable[Obj], now: float, *, include_object: 
     return out
 
 
-# The Service, endpoint, Secret/ServiceAccount, StatefulSet, Job and CronJob printers live beside this
-# module; imported last because they are built from the helpers above.
-from emulator.apiserver.tables_workloads import WORKLOAD_PRINTERS  # noqa: E402
-
-PRINTERS.update(WORKLOAD_PRINTERS)

@@ -11,21 +11,21 @@ from __future__ import annotations
 from typing import Any
 
 from emulator.api.types import Obj
-from emulator.apiserver.tables import (
-    _WIDE_WORKLOAD,
+from emulator.apiserver.printing import (
     AGE,
     NAME,
+    WIDE_WORKLOAD,
     Cell,
     Column,
     Printer,
-    _containers_cells,
-    _format_labels,
-    _name,
-    _selector_string,
-    _timestamp,
     age,
+    containers_cells,
+    format_labels,
     human_duration,
+    name_of,
+    selector_string,
     since,
+    timestamp,
 )
 
 _MAX_LISTED = 3  # formatEndpoints / formatDiscoveryEndpoints list three, then "+ N more..."
@@ -68,8 +68,8 @@ def _port_string(ports: list[Obj]) -> str:
 
 def _service_cells(svc: Obj, now: float) -> list[Cell]:
     spec = svc.get("spec") or {}
-    return [_name(svc), spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>", _external_ip(svc),
-            _port_string(spec.get("ports") or []), age(svc, now), _format_labels(spec.get("selector"))]
+    return [name_of(svc), spec.get("type", "ClusterIP"), spec.get("clusterIP") or "<none>", _external_ip(svc),
+            _port_string(spec.get("ports") or []), age(svc, now), format_labels(spec.get("selector"))]
 
 
 def _endpoints_cells(ep: Obj, now: float) -> list[Cell]:
@@ -87,14 +87,14 @@ def _endpoints_cells(ep: Obj, now: float) -> list[Cell]:
             for ip in addresses:
                 listed.append(f"[{ip}]:{port.get('port')}" if ":" in ip else f"{ip}:{port.get('port')}")
                 count += 1
-    return [_name(ep), _listed(listed, count, "<none>"), age(ep, now)]
+    return [name_of(ep), _listed(listed, count, "<none>"), age(ep, now)]
 
 
 def _slice_cells(es: Obj, now: float) -> list[Cell]:
     """``formatDiscoveryPorts`` / ``formatDiscoveryEndpoints``."""
     ports = [str(p["port"]) if p.get("port") is not None else "<unset>" for p in es.get("ports") or []]
     addresses = [a for e in es.get("endpoints") or [] for a in e.get("addresses") or []]
-    return [_name(es), es.get("addressType", ""), _listed(ports, len(ports), "<unset>"),
+    return [name_of(es), es.get("addressType", ""), _listed(ports, len(ports), "<unset>"),
             _listed(addresses, len(addresses), "<unset>"), age(es, now)]
 
 
@@ -102,8 +102,8 @@ def _slice_cells(es: Obj, now: float) -> list[Cell]:
 def _stateful_set_cells(sts: Obj, now: float) -> list[Cell]:
     spec, status = sts.get("spec") or {}, sts.get("status") or {}
     template_spec = (spec.get("template") or {}).get("spec") or {}
-    return [_name(sts), f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas') or 0)}", age(sts, now),
-            *_containers_cells(template_spec)]
+    return [name_of(sts), f"{int(status.get('readyReplicas') or 0)}/{int(spec.get('replicas') or 0)}", age(sts, now),
+            *containers_cells(template_spec)]
 
 
 def _has_condition(obj: Obj, ctype: str) -> bool:
@@ -134,11 +134,11 @@ def _job_cells(job: Obj, now: float) -> list[Cell]:
         completions = f"{succeeded}/1 of {int(spec['parallelism'])}"
     else:
         completions = f"{succeeded}/1"
-    start, end = _timestamp(status.get("startTime") or ""), _timestamp(status.get("completionTime") or "")
+    start, end = timestamp(status.get("startTime") or ""), timestamp(status.get("completionTime") or "")
     duration = "" if start is None else human_duration((end if end is not None else now) - start)
     template_spec = (spec.get("template") or {}).get("spec") or {}
-    return [_name(job), job_status(job), completions, duration, age(job, now), *_containers_cells(template_spec),
-            _selector_string(spec.get("selector"))]
+    return [name_of(job), job_status(job), completions, duration, age(job, now), *containers_cells(template_spec),
+            selector_string(spec.get("selector"))]
 
 
 def _revision_cells(rev: Obj, now: float) -> list[Cell]:
@@ -149,7 +149,7 @@ def _revision_cells(rev: Obj, now: float) -> list[Cell]:
         group = str(ref.get("apiVersion") or "").rpartition("/")[0]
         kind = str(ref.get("kind") or "").lower()
         controller = f"{kind}.{group}/{ref.get('name')}" if group else f"{kind}/{ref.get('name')}"
-    return [_name(rev), controller, int(rev.get("revision") or 0), age(rev, now)]
+    return [name_of(rev), controller, int(rev.get("revision") or 0), age(rev, now)]
 
 
 def _bool_ptr(value: Any) -> str:
@@ -160,10 +160,10 @@ def _cron_job_cells(cj: Obj, now: float) -> list[Cell]:
     spec, status = cj.get("spec") or {}, cj.get("status") or {}
     job_spec = (spec.get("jobTemplate") or {}).get("spec") or {}
     last = status.get("lastScheduleTime")
-    return [_name(cj), spec.get("schedule", ""), spec.get("timeZone") or "<none>", _bool_ptr(spec.get("suspend")),
+    return [name_of(cj), spec.get("schedule", ""), spec.get("timeZone") or "<none>", _bool_ptr(spec.get("suspend")),
             len(status.get("active") or []), since(last, now) if last else "<none>", age(cj, now),
-            *_containers_cells((job_spec.get("template") or {}).get("spec") or {}),
-            _selector_string(job_spec.get("selector"))]
+            *containers_cells((job_spec.get("template") or {}).get("spec") or {}),
+            selector_string(job_spec.get("selector"))]
 
 
 WORKLOAD_PRINTERS: dict[str, Printer] = {
@@ -191,12 +191,12 @@ WORKLOAD_PRINTERS: dict[str, Printer] = {
     "secrets": Printer((
         NAME, Column("Type", description="Used to facilitate programmatic handling of secret data."),
         Column("Data", "integer", "The number of data items in the secret."), AGE,
-    ), lambda o, now: [_name(o), o.get("type", ""), len(o.get("data") or {}), age(o, now)]),
+    ), lambda o, now: [name_of(o), o.get("type", ""), len(o.get("data") or {}), age(o, now)]),
     "serviceaccounts": Printer((
         NAME, Column("Secrets", "integer", "The number of secrets listed by the service account."), AGE,
-    ), lambda o, now: [_name(o), len(o.get("secrets") or []), age(o, now)]),
+    ), lambda o, now: [name_of(o), len(o.get("secrets") or []), age(o, now)]),
     "statefulsets.apps": Printer((
-        NAME, Column("Ready", description="Number of the pod with ready state"), AGE, *_WIDE_WORKLOAD[:2],
+        NAME, Column("Ready", description="Number of the pod with ready state"), AGE, *WIDE_WORKLOAD[:2],
     ), _stateful_set_cells),
     "controllerrevisions.apps": Printer((
         NAME, Column("Controller", description="Controller of the object."),
@@ -207,7 +207,7 @@ WORKLOAD_PRINTERS: dict[str, Printer] = {
         Column("Status", description="Status of the job."),
         Column("Completions", description="The completion status of the job."),
         Column("Duration", description="Time required to complete the job."),
-        AGE, *_WIDE_WORKLOAD,
+        AGE, *WIDE_WORKLOAD,
     ), _job_cells),
     "cronjobs.batch": Printer((
         NAME,
@@ -217,6 +217,6 @@ WORKLOAD_PRINTERS: dict[str, Printer] = {
         Column("Active", "integer", "A list of pointers to currently running jobs."),
         Column("Last Schedule", description="Information when was the last time the job was successfully "
                                             "scheduled."),
-        AGE, *_WIDE_WORKLOAD,
+        AGE, *WIDE_WORKLOAD,
     ), _cron_job_cells),
 }

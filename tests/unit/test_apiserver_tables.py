@@ -6,7 +6,7 @@ import pytest
 
 from emulator.api import errors
 from emulator.api.kinds import NAMESPACE, POD
-from emulator.apiserver import content, routing, tables
+from emulator.apiserver import content, printing, routing, tables
 from emulator.clock import parse_rfc3339
 
 NOW = parse_rfc3339("2024-05-01T12:00:00Z")
@@ -18,7 +18,7 @@ NOW = parse_rfc3339("2024-05-01T12:00:00Z")
     (48 * 3600, "2d"), (50 * 3600, "2d2h"), (8 * 86400, "8d"), (800 * 86400, "2y70d"), (9 * 365 * 86400, "9y"),
 ])
 def test_human_duration_matches_upstream(seconds: int, text: str) -> None:
-    assert tables.human_duration(seconds) == text
+    assert printing.human_duration(seconds) == text
 
 
 def pod(**status: object) -> dict:
