@@ -147,7 +147,8 @@ def _wait(condition: Any, timeout: float, what: str) -> float:
     return time.perf_counter()
 
 
-def run(replicas: int, nodes: int, churn: float, churn_seconds: float) -> dict[str, Any]:
+def run(replicas: int, nodes: int, churn: float, churn_seconds: float,
+        controllers: tuple[str, ...] = ("*",)) -> dict[str, Any]:
     gc.set_threshold(50_000, 20, 1000)  # a process full of informer caches (see shared_informer.py)
     out: dict[str, Any] = {"replicas": replicas, "nodes": nodes}
     with tempfile.TemporaryDirectory() as tmp:
@@ -159,7 +160,7 @@ def run(replicas: int, nodes: int, churn: float, churn_seconds: float) -> dict[s
             names = [f"node-{i:05d}" for i in range(nodes)]
             for i in range(0, nodes, 500):
                 core.create_many(NODE, [_node(n) for n in names[i:i + 500]])
-            manager = ControllerManager(core, ManagerConfig(leader_elect=False)).start()
+            manager = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=controllers)).start()
             assert manager.wait_active(60)
             core.create(PDB, {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
                               "metadata": {"name": "bench", "namespace": "default"},
@@ -238,9 +239,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--nodes", type=int, default=5_000)
     parser.add_argument("--churn", type=float, default=100.0, help="target pod events/s during the churn phase")
     parser.add_argument("--churn-seconds", type=float, default=20.0)
+    parser.add_argument("--controllers", default="*",
+                        help="the manager's --controllers selection (default *: every controller on by default)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
-    result = run(args.replicas, args.nodes, args.churn, args.churn_seconds)
+    result = run(args.replicas, args.nodes, args.churn, args.churn_seconds, tuple(args.controllers.split(",")))
     text = json.dumps(result, indent=2)
     print(text)
     if args.json:
