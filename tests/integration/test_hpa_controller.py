@@ -23,6 +23,7 @@ from emulator.kubelet import usage
 from emulator.metricsapi.client import MetricsUnavailable
 from emulator.metricsapi.resource import ResourceMetricsReader
 from emulator.server.core import ServerCore
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -56,13 +57,6 @@ def publish(core: ServerCore, now: float, usage_of: dict[str, tuple[int, int]]) 
         ("default", name): [("app", app * 1_000_000, 64 * MI), ("sidecar", side * 1_000_000, 16 * MI)]
         for name, (app, side) in usage_of.items()})
     pipe.execute()
-
-
-def wait_for(condition: Callable[[], bool], timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not met"
-        time.sleep(0.01)
 
 
 def sync_until(clock: ManualClock, condition: Callable[[], bool], periods: int = 4) -> None:
@@ -108,7 +102,7 @@ def test_controller_scales_by_the_formula_and_exports_metrics(
     core.create_many(POD, [running_pod("web", i, now) for i in range(4)])
     # 80 % of the 250m request: 200m per pod (160m app + 40m sidecar).
     publish(core, now, {f"web-{i}": (160, 40) for i in range(4)})
-    start_manager("horizontalpodautoscaling")
+    manager = start_manager("horizontalpodautoscaling")
     before = sample("horizontal_pod_autoscaler_controller_reconciliations_total", action="scale_up", error="none")
     computed = sample("horizontal_pod_autoscaler_controller_metric_computation_total", action="scale_up",
                       error="none", metric_type="Resource")
@@ -116,13 +110,17 @@ def test_controller_scales_by_the_formula_and_exports_metrics(
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "minReplicas": 1,
         "maxReplicas": 20, "metrics": [{"type": "Resource", "resource": {"name": "cpu", "target": {
             "type": "Utilization", "averageUtilization": 50}}}]}})
-    time.sleep(0.05)  # nothing may happen before the sync period; give a wrong implementation the chance
+    # The controller has seen the HPA, and its first sync waits for the sync period of cluster time
+    # (upstream's HPA rate limiter): the status is untouched until the clock moves.
+    hpa_controller = manager.controllers()["horizontalpodautoscaling"]
+    wait_for(lambda: hpa_controller.hpa_informer.indexer.get_by_key("default/web") is not None, 10,
+             "the HPA controller's cache to hold the HPA")
     assert "conditions" not in (core.get(HORIZONTALPODAUTOSCALER, "default", "web").get("status") or {})
     expected = math.ceil(4 * (200 * 100 // 250) / 50)
     assert expected == 7 <= max(2 * 4, 4)
     sync_until(clock, lambda: core.get(DEPLOYMENT, "default", "web")["spec"]["replicas"] == expected)
     wait_for(lambda: (core.get(HORIZONTALPODAUTOSCALER, "default", "web").get("status") or {}).get(
-        "desiredReplicas") == expected)
+        "desiredReplicas") == expected, 10, "the HPA's desiredReplicas")
     status = core.get(HORIZONTALPODAUTOSCALER, "default", "web")["status"]
     assert status["currentReplicas"] == 4 and status["lastScaleTime"] == rfc3339(clock.now())
     assert status["currentMetrics"] == [{"type": "Resource", "resource": {"name": "cpu", "current": {
@@ -137,7 +135,8 @@ def test_controller_scales_by_the_formula_and_exports_metrics(
     labels = {"namespace": "default", "horizontalpodautoscaler": "web"}
     assert sample("kube_horizontalpodautoscaler_spec_max_replicas", **labels) == 20
     assert sample("kube_horizontalpodautoscaler_spec_min_replicas", **labels) == 1
-    wait_for(lambda: sample("kube_horizontalpodautoscaler_status_desired_replicas", **labels) == expected)
+    wait_for(lambda: sample("kube_horizontalpodautoscaler_status_desired_replicas", **labels) == expected, 10,
+             "the desired-replicas series")
     assert sample("kube_horizontalpodautoscaler_status_current_replicas", **labels) == 4
     # Per metric: the spec's target and the status' current values, labelled by name and target type.
     cpu = {**labels, "metric_name": "cpu"}
@@ -147,7 +146,7 @@ def test_controller_scales_by_the_formula_and_exports_metrics(
     wait_for(lambda: any(e["reason"] == "SuccessfulRescale" and e["message"] ==
                          f"New size: {expected}; reason: cpu resource utilization (percentage of request) above target"
                          and e["source"]["component"] == "horizontal-pod-autoscaler"
-                         for e in core.list(EVENT, "default").items))
+                         for e in core.list(EVENT, "default").items), 10, "the SuccessfulRescale event")
 
 
 def test_missing_metrics_become_the_upstream_condition_and_event(
@@ -170,7 +169,7 @@ def test_missing_metrics_become_the_upstream_condition_and_event(
     assert hpa["status"]["currentReplicas"] == 2 and hpa["status"]["desiredReplicas"] == 0
     assert core.get(DEPLOYMENT, "default", "quiet")["spec"]["replicas"] == 2  # nothing else changed
     wait_for(lambda: {e["reason"] for e in core.list(EVENT, "default").items} >= {
-        "FailedGetResourceMetric", "FailedComputeMetricsReplicas"})
+        "FailedGetResourceMetric", "FailedComputeMetricsReplicas"}, 10, "the failure events")
 
 
 def test_two_hpas_on_the_same_pods_are_ambiguous(
