@@ -190,17 +190,23 @@ def test_scale_down_removes_the_highest_ordinal_first(core: ServerCore, manager:
     core.create(STATEFULSET, stateful_set(replicas=3))
     wait_for(lambda: kubelet.step() >= 0 and len([p for p in pods(core).values() if is_ready(p)]) == 3, 20,
              "three ready pods")
+    since = core.store.current_rv()
     edit(core, lambda sts: sts["spec"].update(replicas=1))
-    seen: list[list[str]] = []
-
-    def shrunk() -> bool:
-        kubelet.step()
-        names = sorted(pods(core))
-        if not seen or seen[-1] != names:
-            seen.append(names)
-        return names == ["db-0"]
-    wait_for(shrunk, 20, "one pod left")
-    assert ["db-0", "db-1"] in seen  # db-2 went before db-1
+    wait_for(lambda: kubelet.step() >= 0 and sorted(pods(core)) == ["db-0"], 20, "one pod left")
+    # The order from the pod watch (every change, in resourceVersion order), not from polling snapshots:
+    # db-1 starts terminating only once db-2 is gone (OrderedReady scale-down, one ordinal at a time).
+    watch = core.watch(POD, since_rv=since, namespace="default")
+    order: list[tuple[str, str]] = []
+    while batch := watch.next_batch(timeout=0.2):
+        for event in batch:
+            name = event.object["metadata"]["name"]
+            if event.type == "DELETED":
+                order.append(("gone", name))
+            elif event.object["metadata"].get("deletionTimestamp") and ("terminating", name) not in order:
+                order.append(("terminating", name))
+    watch.close()
+    assert order.index(("gone", "db-2")) < order.index(("terminating", "db-1")), order
+    assert ("terminating", "db-0") not in order
     assert core.get(PERSISTENTVOLUMECLAIM, "default", "data-db-2")  # Retain: the claim stays
 
 
