@@ -86,18 +86,26 @@ def client(server: ApiServerProcess, ca: Path, token: str) -> kubernetes.client.
 
 
 def settled(core: ServerCore, server: ApiServerProcess, ca: Path) -> None:
-    """Wait until the API server's RBAC index holds this test's bindings (upstream: the informer's lag)."""
+    """Wait until the API server's RBAC index holds this test's bindings (upstream: the informer's lag).
+
+    The index follows the four RBAC streams separately, so both a RoleBinding (bob's edit in team-a)
+    and a ClusterRoleBinding (the bootstrap system:basic-user grant every authenticated user has,
+    which access reviews need) must be visible.
+    """
     bob = client(server, ca, token_of("bob"))
+    bob_authz = kubernetes.client.AuthorizationV1Api(bob.api_client)
 
     def ready() -> bool:
         try:
             bob.list_namespaced_pod("team-a")
+            bob_authz.create_self_subject_access_review({"spec": {"resourceAttributes": {"verb": "get",
+                                                                                         "resource": "pods"}}})
             return True
         except ApiException as e:
             assert e.status == 403, e.body
             return False
 
-    wait_for(ready, 10.0, "bob's edit binding in the API server's RBAC index")
+    wait_for(ready, 10.0, "the test's bindings and the bootstrap grants in the API server's RBAC index")
 
 
 class Kubectl:
