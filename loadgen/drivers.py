@@ -183,6 +183,15 @@ class HttpSink:
         self.client.close()
 
 
+# One failed item of a batch: ("namespace/name", the API's message).
+Failure = tuple[str, str]
+
+
+def failed(items: Sequence[Item], errs: Sequence[str | None]) -> list[Failure]:
+    """The items of a batch whose action failed, by key, with the error each got."""
+    return [(f"{ns}/{name}", e) for (ns, name, _), e in zip(items, errs, strict=True) if e is not None]
+
+
 def item(action: Action) -> Item:
     """The wire form of one action."""
     if action.op in (CREATE_POD, CREATE_DEPLOYMENT, CREATE_HPA):
@@ -200,8 +209,7 @@ def _worker(spec: SinkSpec, inbox: mp.Queue, results: mp.Queue) -> None:
             if job is None:
                 return
             op, items = job
-            errs = sink.run(op, items)
-            results.put((op, len(items), [e for e in errs if e is not None]))
+            results.put((op, len(items), failed(items, sink.run(op, items))))
     finally:
         sink.close()
 
@@ -209,10 +217,11 @@ def _worker(spec: SinkSpec, inbox: mp.Queue, results: mp.Queue) -> None:
 class DriverPool:
     """Runs batches on one in-process sink or on ``processes`` worker processes (see the module docstring).
 
-    ``on_result(op, done, errors)`` is called (from one thread) for every finished batch.
+    ``on_result(op, done, failures)`` is called (from one thread) for every finished batch; ``failures`` are
+    the batch's failed items as ``(namespace/name, message)``: every other item was acknowledged.
     """
 
-    def __init__(self, spec: SinkSpec, processes: int, on_result: Callable[[str, int, list[str]], None], *,
+    def __init__(self, spec: SinkSpec, processes: int, on_result: Callable[[str, int, list[Failure]], None], *,
                  sink: Sink | None = None, inbox_batches: int = 4) -> None:
         self.processes = processes
         self.on_result = on_result
@@ -245,8 +254,7 @@ class DriverPool:
         with self._lock:
             self.submitted += len(items)
         if self.processes <= 1:
-            errs = self._sink.run(op, items)
-            self._done(op, len(items), [e for e in errs if e is not None])
+            self._done(op, len(items), failed(items, self._sink.run(op, items)))
             return
         parts: list[list[Item]] = [[] for _ in range(self.processes)]
         for it in items:
@@ -255,7 +263,7 @@ class DriverPool:
             if part:
                 inbox.put((op, part))
 
-    def _done(self, op: str, n: int, errs: list[str]) -> None:
+    def _done(self, op: str, n: int, errs: list[Failure]) -> None:
         with self._lock:
             self.completed += n
         self.on_result(op, n, errs)

@@ -32,16 +32,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emulator import loadtargets
-from emulator.api.kinds import EVENT, NAMESPACE, NODE, POD, PRIORITYCLASS
+from emulator.api.kinds import EVENT, LEASE, NAMESPACE, NODE, POD, PRIORITYCLASS
 from emulator.api.quantity import cpu_millis, to_int
 from emulator.clock import SystemClock
 from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, WatchEvent
-from loadgen import autoscalers, nodegroups, scrape
+from loadgen import autoscalers, invariants, nodegroups, scrape
 from loadgen import plan as planning
-from loadgen.drivers import DriverPool, SinkSpec, execute
+from loadgen.drivers import DriverPool, Failure, SinkSpec, execute
 from loadgen.queues import QueuePusher
 from loadgen.scenario import Scenario, ScenarioError
 
@@ -328,11 +328,14 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     results: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     samples: list[str] = []
+    failed_creates: set[str] = set()
 
-    def on_result(op: str, n: int, errs: list[str]) -> None:
+    def on_result(op: str, n: int, errs: list[Failure]) -> None:
         results[op] += n - len(errs)
         failures[op] += len(errs)
-        samples.extend(errs[: max(0, 5 - len(samples))])
+        samples.extend(f"{key}: {msg}" for key, msg in errs[: max(0, 5 - len(samples))])
+        if op == planning.CREATE_POD:
+            failed_creates.update(key for key, _ in errs)
         if op == planning.CREATE_POD:
             metrics.PODS_CREATED.inc(n - len(errs))
             metrics.CREATE_ERRORS.inc(len(errs))
@@ -403,7 +406,13 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     unscheduled = sum(1 for p in listed.items if not p["spec"].get("nodeName")
                       and not p["metadata"].get("deletionTimestamp"))
     failed_total = sum(failures.values())
-    ok = failed_total == 0 and watch_complete and unscheduled <= scenario.expect_pending
+    checked = invariants.check_all(
+        acknowledged=(k for a in plan.actions if a.op == planning.CREATE_POD
+                      and (k := f"{a.namespace}/{a.name}") not in failed_creates),
+        deleted=(k for k, t in recorder.pods.items() if t.gone), pods=listed.items, nodes=nodes,
+        leases=core.list(LEASE, namespace="kube-node-lease").items, now=core.clock.now(),
+        received=len(recorder.pods), duplicates=recorder.duplicates, out_of_order=recorder.out_of_order)
+    ok = failed_total == 0 and watch_complete and unscheduled <= scenario.expect_pending and checked["holds"]
     for msg in samples:
         print(f"kemu: action failed: {msg}", file=sys.stderr)
     summary = {
@@ -437,6 +446,7 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         "watch": {"received": len(recorder.pods), "duplicates": recorder.duplicates,
                   "outOfOrder": recorder.out_of_order, "complete": watch_complete},
         "list": {"items": len(listed.items), "resourceVersion": listed.resource_version},
+        "invariants": checked,
     }
     if groups is not None:
         summary["nodeGroups"] = nodegroups.summarize(groups.samples, nodegroups.prices_of(core))
@@ -635,6 +645,15 @@ def _print_summary(s: dict[str, Any]) -> None:
         print(f"  autoscaling   {line}")
     print(f"  watch         {w['received']} ADDED, {w['duplicates']} duplicates, {w['outOfOrder']} out of order")
     print(f"  list          {s['list']['items']} pods at resourceVersion {s['list']['resourceVersion']}")
+    inv = s.get("invariants") or {}
+    if inv:
+        held = [name for name, c in inv.items() if name != "holds" and c["holds"]]
+        broken = [name for name, c in inv.items() if name != "holds" and not c["holds"]]
+        print(f"  invariants    {len(held)} of {len(held) + len(broken)} hold"
+              + (f"; BROKEN: {', '.join(broken)}" if broken else ""))
+        for name in broken:
+            for example in inv[name]["examples"]:
+                print(f"                  {name}: {example}")
     k = s.get("kubectl") or {}
     if k.get("available"):
         print(f"  kubectl       get nodes: {k['nodes']} nodes; get pods -A: {k['pods']} pods in "
@@ -645,6 +664,8 @@ def _print_summary(s: dict[str, Any]) -> None:
         verdict = "OK"
     elif not w["complete"]:
         verdict = "WATCH INCOMPLETE"
+    elif inv and not inv["holds"]:
+        verdict = "INVARIANTS BROKEN"
     else:
         failed = sum(a["failed"] for a in s["actions"].values())
         verdict = f"NOT OK ({p['unscheduled']} unscheduled, {failed} failed actions)"
