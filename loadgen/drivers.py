@@ -37,7 +37,17 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from loadgen.plan import CREATE_DEPLOYMENT, CREATE_HPA, CREATE_POD, DELETE_POD, SCALE_DEPLOYMENT, SET_LOAD, Action
+from loadgen.plan import (
+    CREATE_DEPLOYMENT,
+    CREATE_HPA,
+    CREATE_POD,
+    DELETE_POD,
+    INJECT_FAULT,
+    RESTORE_FAULT,
+    SCALE_DEPLOYMENT,
+    SET_LOAD,
+    Action,
+)
 
 # A batch crosses process boundaries as (op, [(namespace, name, body-or-replicas)]).
 Item = tuple[str, str, Any]
@@ -309,13 +319,15 @@ class Execution:
 
 def execute(actions: Sequence[Action], pool: DriverPool, *, batch: int, max_backlog: int = 0,
             backlog: Callable[[], int] | None = None, wait: Callable[[Callable[[], bool], float], bool] | None = None,
-            on_load: Callable[[str, str, float], None] | None = None, progress: bool = True) -> Execution:
+            on_load: Callable[[str, str, float], None] | None = None,
+            on_fault: Callable[[Action], None] | None = None, progress: bool = True) -> Execution:
     """Run ``actions`` at their due times; consecutive due actions of one op go out as one batch.
 
     Back-pressure: with ``backlog`` (pods created but not bound, as the caller observes them) at
     ``max_backlog``, pod creates wait (``wait(predicate, timeout)`` blocks until the predicate holds
     or the timeout passes) and every remaining action's due time shifts by the wait, so the timeline
-    keeps its shape, later. ``on_load(kind, target, value)`` receives load-series points.
+    keeps its shape, later. ``on_load(kind, target, value)`` receives load-series points, ``on_fault(action)``
+    the chaos phases' injections and restores (it must not block: faults run beside the load).
     """
     out = Execution()
     t_start = time.perf_counter()
@@ -347,7 +359,11 @@ def execute(actions: Sequence[Action], pool: DriverPool, *, batch: int, max_back
             j = i + 1
             while j < len(actions) and j - i < batch and actions[j].op == a.op and actions[j].t + delay <= now:
                 j += 1
-            if a.op == SET_LOAD:
+            if a.op in (INJECT_FAULT, RESTORE_FAULT):
+                for x in actions[i:j]:
+                    if on_fault is not None:
+                        on_fault(x)
+            elif a.op == SET_LOAD:
                 for x in actions[i:j]:
                     kind = dict(x.detail)["kind"]
                     out.loads.setdefault(f"{kind}/{x.name}", []).append((now, x.value))

@@ -63,7 +63,7 @@ def _key(obj: Mapping[str, Any]) -> str:
     return f"{meta.get('namespace', '')}/{meta['name']}"
 
 
-def _ready(node: Mapping[str, Any]) -> bool:
+def node_ready(node: Mapping[str, Any]) -> bool:
     """The Ready condition is True (kemu nodes without conditions count as Ready, as the scheduler reads them)."""
     conditions = (node.get("status") or {}).get("conditions")
     if not conditions:
@@ -117,7 +117,7 @@ def node_commitment(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[s
 def nothing_stuck(nodes: Iterable[Mapping[str, Any]], pods: Iterable[Mapping[str, Any]]) -> Check:
     """No non-terminal pod bound to a Ready node is still Pending (never started, or its status was lost)."""
     check = Check("noPodStuck")
-    ready = {n["metadata"]["name"] for n in nodes if _ready(n)}
+    ready = {n["metadata"]["name"] for n in nodes if node_ready(n)}
     for pod in pods:
         node = (pod.get("spec") or {}).get("nodeName")
         if not node or node not in ready or pod["metadata"].get("deletionTimestamp"):
@@ -135,7 +135,7 @@ def leases_fresh(nodes: Iterable[Mapping[str, Any]], leases: Iterable[Mapping[st
     by_node = {lease["metadata"]["name"]: lease for lease in leases
                if lease["metadata"].get("namespace") == "kube-node-lease"}
     for node in nodes:
-        if not _ready(node):
+        if not node_ready(node):
             continue
         name = node["metadata"]["name"]
         check.checked += 1

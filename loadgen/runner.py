@@ -41,6 +41,7 @@ from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, WatchEvent
 from loadgen import autoscalers, invariants, nodegroups, scrape
 from loadgen import plan as planning
+from loadgen.chaos import Injector
 from loadgen.drivers import DriverPool, Failure, SinkSpec, execute
 from loadgen.queues import QueuePusher
 from loadgen.scenario import Scenario, ScenarioError
@@ -231,7 +232,7 @@ def _run_local(cfg: Config, scenario: Scenario, plan: planning.Plan, tmp: Path, 
         startup_s = time.perf_counter() - t0
         spec = SinkSpec(scenario.driver.kind, cluster.redis_url, cfg.prefix, cluster.api_url or "",
                         cluster.api_token or "", scenario.driver.concurrency, cfg.clock_speed)
-        summary, series = _drive(cluster.core, scenario, plan, spec)
+        summary, series = _drive(cluster.core, scenario, plan, spec, cluster=cluster)
         summary["cluster"]["startupSeconds"] = round(startup_s, 2)
         summary["cluster"]["kubeletShards"] = len(cluster.kubelets.health()) if cluster.kubelets else 0
         _add_scheduler_stats(summary, _scheduler_stats(cluster))
@@ -307,7 +308,7 @@ def _ensure(core: ServerCore, kind: Any, body: dict[str, Any]) -> None:
 
 
 def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
-           spec: SinkSpec) -> tuple[dict[str, Any], Any]:
+           spec: SinkSpec, cluster: LocalCluster | None = None) -> tuple[dict[str, Any], Any]:
     for i in range(scenario.namespaces):
         _ensure(core, NAMESPACE, {"metadata": {"name": f"load-{i}"}})
     for p in scenario.priorities:
@@ -367,9 +368,13 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     if scenario.cluster.node_groups:  # nodes per group, pending pods and cost over time (loadgen/nodegroups.py)
         groups = nodegroups.NodeGroupSampler(core, lambda: recorder.unbound).start()
     # Without nodes nothing binds: back-pressure would stop the run, so there is none.
+    injector = Injector(core, cluster, t_start=t_start) if plan.count(planning.INJECT_FAULT) else None
     run = execute(plan.actions, pool, batch=d.batch, max_backlog=d.max_backlog if want_nodes else 0,
-                  backlog=backlog, wait=recorder.wait, on_load=on_load)
+                  backlog=backlog, wait=recorder.wait, on_load=on_load,
+                  on_fault=injector.on_fault if injector is not None else None)
     pool.close()
+    # Faults still held are restored, and every recovery awaited, before the cluster is asked to settle.
+    faults = injector.finish() if injector is not None else None
     run_s, throttled, loads = run.seconds, run.throttled, run.loads
     creates = plan.count(planning.CREATE_POD)
 
@@ -412,7 +417,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         deleted=(k for k, t in recorder.pods.items() if t.gone), pods=listed.items, nodes=nodes,
         leases=core.list(LEASE, namespace="kube-node-lease").items, now=core.clock.now(),
         received=len(recorder.pods), duplicates=recorder.duplicates, out_of_order=recorder.out_of_order)
-    ok = failed_total == 0 and watch_complete and unscheduled <= scenario.expect_pending and checked["holds"]
+    ok = (failed_total == 0 and watch_complete and unscheduled <= scenario.expect_pending and checked["holds"]
+          and (faults is None or faults["recovered"] == faults["injected"]))
     for msg in samples:
         print(f"kemu: action failed: {msg}", file=sys.stderr)
     summary = {
@@ -448,6 +454,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         "list": {"items": len(listed.items), "resourceVersion": listed.resource_version},
         "invariants": checked,
     }
+    if faults is not None:
+        summary["chaos"] = faults
     if groups is not None:
         summary["nodeGroups"] = nodegroups.summarize(groups.samples, nodegroups.prices_of(core))
     if autoscaler_sampler is not None:
@@ -645,6 +653,14 @@ def _print_summary(s: dict[str, Any]) -> None:
         print(f"  autoscaling   {line}")
     print(f"  watch         {w['received']} ADDED, {w['duplicates']} duplicates, {w['outOfOrder']} out of order")
     print(f"  list          {s['list']['items']} pods at resourceVersion {s['list']['resourceVersion']}")
+    ch = s.get("chaos")
+    if ch:
+        rec = ch["recoverySeconds"]
+        print(f"  chaos         {ch['injected']} faults injected, {ch['recovered']} recovered "
+              f"(recovery max {rec['max']} s, mean {rec['mean']} s)")
+        for f in ch["faults"]:
+            back = f"back in {f['recoverySeconds']} s" if f["recovered"] else f"NOT RECOVERED {f.get('error', '')}"
+            print(f"                  {f['at']:>7.1f} s  {f['kind']:<24} {f['target']:<16} {back}")
     inv = s.get("invariants") or {}
     if inv:
         held = [name for name, c in inv.items() if name != "holds" and c["holds"]]
@@ -666,6 +682,8 @@ def _print_summary(s: dict[str, Any]) -> None:
         verdict = "WATCH INCOMPLETE"
     elif inv and not inv["holds"]:
         verdict = "INVARIANTS BROKEN"
+    elif ch and ch["recovered"] < ch["injected"]:
+        verdict = f"NOT OK ({ch['injected'] - ch['recovered']} faults not recovered)"
     else:
         failed = sum(a["failed"] for a in s["actions"].values())
         verdict = f"NOT OK ({p['unscheduled']} unscheduled, {failed} failed actions)"
