@@ -115,6 +115,11 @@ class PodRecord:
     kill_exit: int = 0
     final: Obj | None = None  # status to write when the pod is done (termination, rejection)
     delete_after_write: bool = False
+    # The status manager's cache (status_manager.go podStatuses / apiStatusVersions): the status the
+    # kubelet last decided on, and the resourceVersion of the stored pod once the store acknowledged it
+    # (0: not acknowledged - never written, or the write failed or its outcome is unknown).
+    intended: Obj | None = None
+    acked_rv: int = 0
 
 
 @dataclass
@@ -140,6 +145,10 @@ class ShardStats:
     max_tick_seconds: float = 0.0
     registered: int = 0
     adopted: int = 0
+    status_write_errors: int = 0  # pod/node status writes that failed (store unreachable, or refused)
+    reconcile_passes: int = 0  # full status reconciliations with the store (syncBatch(all))
+    reconciled: int = 0  # pods and nodes whose stored status a reconciliation found stale and re-wrote
+    last_reconcile_seconds: float = 0.0
 
 
 @dataclass(eq=False)
