@@ -158,6 +158,7 @@ class KubeletShard:
         self._removed: set[str] = set()  # uids of nodes remove_node deleted, until the informer says so too
         self._started = False
         self._store_down: str | None = None  # what failed first while the store was unreachable
+        self._io_failures = 0
         # Informer side.
         self._inbox: deque[tuple[str, str, Any]] = deque()
         self._seen_lock = threading.Lock()
@@ -275,6 +276,7 @@ class KubeletShard:
         state = self.state
         state.now = now
         io = self._store_io
+        failed_before = self._io_failures
         # Chaos state is read once per tick; with the store unreachable the last one read holds.
         read = io("reading chaos state", chaos.read, self.store.redis, self.store.config.prefix)
         if read is not None:
@@ -308,7 +310,7 @@ class KubeletShard:
             self.status.flush_nodes(now)
             io("writing events", self._flush_events)
             io("publishing usage", self.usage.publish, now)
-            if self._store_down is not None and not self.status.reconciler.after_error:
+            if self._store_down is not None and self._io_failures == failed_before and not self.status.outage:
                 log.warning("kubelet shard %d: the store is reachable again (%s had failed)", self.index,
                             self._store_down)
                 self._store_down = None
@@ -334,6 +336,7 @@ class KubeletShard:
         except Exception as e:
             if not store_unreachable(e):
                 raise
+            self._io_failures += 1
             if self._store_down is None:
                 log.warning("kubelet shard %d: %s failed, the store is unreachable: %s", self.index, what, e)
                 self._store_down = what

@@ -51,6 +51,7 @@ class StatusManager:
         self.node_status = node_status
         self._status_heap: list[tuple[float, str]] = []
         self.reconciler = StatusReconciler(state)
+        self.outage = False  # a write failed with the store unreachable, and none has got through since
 
     def node_added(self, node: NodeRecord, now: float) -> None:
         """First status write right away (conditions, heartbeat), then on the update cadence."""
@@ -167,6 +168,7 @@ class StatusManager:
                     rec.acked_rv = 0
                     state.dirty_pods.add(rec.uid)  # refused (not unreachable): retried by the next flush
                     continue
+                self.outage = False
                 rec.obj = result
                 rec.acked_rv = int(resource_version(result) or 0)
                 rec.final = None
@@ -177,9 +179,10 @@ class StatusManager:
 
     def _failed(self, what: str, e: Exception) -> None:
         """A write did not reach the store: say so once per outage, and reconcile once it is back."""
-        if not self.reconciler.after_error:
+        if not self.outage:
             log.warning("kubelet shard %d: %s not written, the store is unreachable (%s); kept to retry",
                         self.state.index, what, e)
+        self.outage = True
         self.reconciler.write_failed()
 
     def flush_nodes(self, now: float) -> None:
@@ -224,6 +227,7 @@ class StatusManager:
                                 result.message)
                     state.stats.status_write_errors += 1
                     continue
+                self.outage = False
                 node.obj = result
                 node.dirty = False
                 node.last_report = now
