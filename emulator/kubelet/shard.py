@@ -544,6 +544,8 @@ class KubeletShard:
                 "maxRenewGap": round(st.max_renew_gap, 3), "admitted": st.admitted, "rejected": st.rejected,
                 "restored": st.restored, "registered": st.registered, "adopted": st.adopted,
                 "podStatusWrites": st.pod_status_writes, "nodeStatusWrites": st.node_status_writes,
+                "statusWriteErrors": st.status_write_errors, "reconcilePasses": st.reconcile_passes,
+                "reconciled": st.reconciled, "lastReconcileSeconds": round(st.last_reconcile_seconds, 4),
                 "events": st.events_written, "eventsDropped": st.events_dropped, "inbox": len(self._inbox)}
 
 
