@@ -115,11 +115,9 @@ class PodRecord:
     kill_exit: int = 0
     final: Obj | None = None  # status to write when the pod is done (termination, rejection)
     delete_after_write: bool = False
-    # The status manager's cache (status_manager.go podStatuses / apiStatusVersions): the status the
-    # kubelet last decided on, and the resourceVersion of the stored pod once the store acknowledged it
-    # (0: not acknowledged - never written, or the write failed or its outcome is unknown).
+    # The status manager's cache (status_manager.go podStatuses): the status the kubelet last decided on
+    # (the resourceVersion the store acknowledged it at is the status reconciler's, apiStatusVersions).
     intended: Obj | None = None
-    acked_rv: int = 0
 
 
 @dataclass

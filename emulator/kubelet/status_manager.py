@@ -112,7 +112,7 @@ class StatusManager:
                 if merged != stored:
                     writes.append((rec, merged))
                     continue
-                rec.acked_rv = int(resource_version(rec.obj) or 0)  # the store has it already
+                self.reconciler.acknowledged(rec, int(resource_version(rec.obj) or 0))  # the store has it already
                 rec.final = None
             if rec.delete_after_write:
                 deletes.append(rec)
@@ -154,7 +154,7 @@ class StatusManager:
                 left = writes[start:]
                 state.stats.status_write_errors += len(left)
                 for rec, _status in left:
-                    rec.acked_rv = 0
+                    self.reconciler.unacknowledged(rec)
                     state.dirty_pods.add(rec.uid)
                 return True
             for (rec, _status), result in zip(chunk, results, strict=True):
@@ -165,12 +165,12 @@ class StatusManager:
                     log.warning("kubelet shard %d: status of pod %s/%s not written: %s", state.index, rec.ns,
                                 rec.name, result.message)
                     state.stats.status_write_errors += 1
-                    rec.acked_rv = 0
+                    self.reconciler.unacknowledged(rec)
                     state.dirty_pods.add(rec.uid)  # refused (not unreachable): retried by the next flush
                     continue
                 self.outage = False
                 rec.obj = result
-                rec.acked_rv = int(resource_version(result) or 0)
+                self.reconciler.acknowledged(rec, int(resource_version(result) or 0))
                 rec.final = None
                 state.stats.pod_status_writes += 1
                 if rec.delete_after_write:

@@ -9,15 +9,16 @@ retried on the spot: the pod simply stays out of step and the next pass sends it
 lost write is repaired without a restart. ``syncPod`` merges the intended status into the stored
 one (``mergePodStatus``: conditions the kubelet does not own stay as they are).
 
-In a kemu shard the intended status is ``PodRecord.intended`` and the acknowledgement is
-``PodRecord.acked_rv``, the resourceVersion of the stored pod right after the kubelet's write
-landed. The periodic pass (:meth:`StatusReconciler.reconcile`) is cheap at tens of thousands of
-pods: one pipelined ``HMGET`` of the pods' resourceVersions (the store's per-kind version hash:
-no object is read or decoded) and an integer comparison per pod. A pod whose stored version is
-still the acknowledged one holds exactly what the kubelet wrote. Only the others (written by
-someone else since, or whose write failed or has an unknown outcome) are read whole, with one
-more pipelined ``HMGET``, and compared; the ones whose kubelet-owned status differs are marked
-dirty and the status manager's next flush writes them (compare-and-set, merged).
+In a kemu shard the intended status is ``PodRecord.intended`` and the acknowledgement is the
+resourceVersion of the stored pod right after the kubelet's write landed
+(:meth:`StatusReconciler.acknowledged`). The periodic pass (:meth:`StatusReconciler.reconcile`)
+is cheap at tens of thousands of pods: one pipelined ``HMGET`` of the pods' resourceVersions (the
+store's per-kind version hash: no object is read or decoded) and one vectorised comparison with
+the acknowledged ones. A pod whose stored version is still the acknowledged one holds exactly
+what the kubelet wrote. Only the others (written by someone else since, or whose write failed or
+has an unknown outcome) are read whole, with one more pipelined ``HMGET``, and compared; the
+ones whose kubelet-owned status differs are marked dirty and the status manager's next flush
+writes them (compare-and-set, merged).
 
 The pass runs every ``status_sync_period`` of cluster time and at the first tick after a failed
 write (:meth:`StatusReconciler.write_failed`). What a failed write looks like is
@@ -31,6 +32,7 @@ import logging
 import math
 import time
 
+import numpy as np
 import redis
 
 from emulator.api import errors
@@ -52,6 +54,9 @@ KUBELET_CONDITIONS = frozenset({"PodScheduled", "Ready", "Initialized", "Contain
 SHARED_CONDITIONS = frozenset({"DisruptionTarget"})
 
 _READ_CHUNK = 5000  # fields per HMGET: one pipeline, no single command holding Redis for long
+_ABSENT = b"-2"  # what a pod missing from the store reads as
+_FREE = -2  # a free slot: its key is "" (absent), so it always compares equal
+_UNKNOWN = -1  # a failed write: never equal to a stored resourceVersion
 
 
 def store_unreachable(exc: BaseException) -> bool:
@@ -85,12 +90,63 @@ def merge_status(stored: Obj, intended: Obj) -> Obj:
 
 
 class StatusReconciler:
-    """``syncBatch(true)`` for one shard: finds pods whose stored status is not what the kubelet intends."""
+    """``syncBatch(true)`` for one shard: finds pods whose stored status is not what the kubelet intends.
+
+    The acknowledged resourceVersions live in one numpy array, a slot per pod that has one, beside
+    the slot's pod uid and store key (built once per pod, not per pass): a pass is one pipelined
+    read, one vectorised comparison, and Python work only for the pods that differ.
+    """
 
     def __init__(self, state: ShardState) -> None:
         self.state = state
         self.next_at = math.inf  # set by the first tick: a full pass one period after the shard starts
         self.after_error = False
+        self._slots: dict[str, int] = {}  # pod uid -> slot
+        self._uids: list[str | None] = []  # slot -> pod uid (None: free)
+        self._keys: list[str] = []  # slot -> the pod's store key ("" when free: reads as absent)
+        self._acked = np.full(64, _FREE, dtype=np.int64)  # slot -> acknowledged resourceVersion
+        self._free: list[int] = []
+
+    # ------------------------------------------------------------------ acknowledgements
+
+    def acknowledged(self, rec: PodRecord, rv: int) -> None:
+        """The store holds ``rec.intended`` at resourceVersion ``rv`` (written, or found there)."""
+        slot = self._slots.get(rec.uid)
+        if slot is None:
+            slot = self._free.pop() if self._free else len(self._uids)
+            if slot == len(self._uids):
+                self._uids.append(rec.uid)
+                self._keys.append(f"{rec.ns}/{rec.name}")
+                if slot >= len(self._acked):
+                    grown = np.full(2 * len(self._acked), _FREE, dtype=np.int64)
+                    grown[:len(self._acked)] = self._acked
+                    self._acked = grown
+            else:
+                self._uids[slot] = rec.uid
+                self._keys[slot] = f"{rec.ns}/{rec.name}"
+            self._slots[rec.uid] = slot
+        self._acked[slot] = rv
+
+    def unacknowledged(self, rec: PodRecord) -> None:
+        """A write of the pod failed or has an unknown outcome: whatever the store holds is not known to be ours."""
+        slot = self._slots.get(rec.uid)
+        if slot is not None:
+            self._acked[slot] = _UNKNOWN
+
+    def acknowledged_rv(self, rec: PodRecord) -> int | None:
+        slot = self._slots.get(rec.uid)
+        return None if slot is None or self._acked[slot] < 0 else int(self._acked[slot])
+
+    def _release(self, slot: int) -> None:
+        uid = self._uids[slot]
+        if uid is not None:
+            self._slots.pop(uid, None)
+        self._uids[slot] = None
+        self._keys[slot] = ""
+        self._acked[slot] = _FREE
+        self._free.append(slot)
+
+    # ------------------------------------------------------------------------- the pass
 
     def write_failed(self) -> None:
         """A status write failed or its outcome is unknown: reconcile at the next tick."""
@@ -110,18 +166,24 @@ class StatusReconciler:
         state = self.state
         wall = time.perf_counter()
         dirty = state.dirty_pods
-        recs = [r for r in state.pods.values() if r.intended is not None and r.uid not in dirty]
-        stale = self._unacknowledged(recs)
+        stale: list[PodRecord] = []
+        for slot in self._unacknowledged():
+            uid = self._uids[slot]
+            rec = state.pods.get(uid) if uid is not None else None
+            if rec is None:
+                self._release(slot)  # forgotten by the pod workers (deleted, node gone)
+            elif rec.uid not in dirty and rec.intended is not None:
+                stale.append(rec)
         repaired = 0
         for rec, pod in zip(stale, self._read(stale), strict=True):
             if pod is None or (pod.get("metadata") or {}).get("uid") != rec.uid:
                 continue  # deleted (or deleted and created again): the informer's events take it from here
             stored_rv = int(resource_version(pod) or 0)
             intended = rec.intended
-            if intended is None or rec.uid in dirty:
+            if intended is None:
                 continue
             if kubelet_equal(pod.get("status") or {}, intended):
-                rec.acked_rv = stored_rv  # someone else wrote (labels, foreign conditions): nothing of ours lost
+                self.acknowledged(rec, stored_rv)  # someone else wrote (labels, foreign conditions): ours is there
                 if stored_rv > int(resource_version(rec.obj) or 0):
                     rec.obj = pod
                 continue
@@ -130,7 +192,7 @@ class StatusReconciler:
                      "re-writing it", state.index, rec.ns, rec.name, (pod.get("status") or {}).get("phase"),
                      intended.get("phase"))
             rec.obj = pod
-            rec.acked_rv = 0
+            self.unacknowledged(rec)
             if rec.stage == DONE and rec.final is None:
                 rec.final = intended
             dirty.add(rec.uid)
@@ -143,19 +205,23 @@ class StatusReconciler:
         st.last_reconcile_seconds = time.perf_counter() - wall
         return repaired
 
-    def _unacknowledged(self, recs: list[PodRecord]) -> list[PodRecord]:
-        """The pods whose stored resourceVersion is not the one their last acknowledged write produced."""
-        if not recs:
+    def _unacknowledged(self) -> list[int]:
+        """Slots whose stored resourceVersion is not the acknowledged one (free slots never are)."""
+        n = len(self._uids)
+        if not n:
             return []
         store = self.state.core.store
         # The store's "key -> resourceVersion" hash of pods (see emulator.store.store's layout).
         versions = f"{store.config.prefix}v:{POD.resource}"
-        keys = [f"{r.ns}/{r.name}" for r in recs]
+        keys = self._keys
         pipe = store.redis.pipeline(transaction=False)
-        for start in range(0, len(keys), _READ_CHUNK):
+        for start in range(0, n, _READ_CHUNK):
             pipe.hmget(versions, keys[start:start + _READ_CHUNK])
-        stored = itertools.chain.from_iterable(pipe.execute())
-        return [r for r, raw in zip(recs, stored, strict=True) if raw is not None and int(raw) != r.acked_rv]
+        raw = [v or _ABSENT for v in itertools.chain.from_iterable(pipe.execute())]
+        stored = np.array(raw).astype(np.int64)
+        # A pod gone from the store reads -2: unequal to its acknowledged rv, so the pass looks at it
+        # (and releases its slot once the pod workers have forgotten it); a free slot expects -2.
+        return np.flatnonzero(stored != self._acked[:n]).tolist()
 
     def _read(self, recs: list[PodRecord]) -> list[Obj | None]:
         """The stored pods (None where gone), one pipelined round trip."""
