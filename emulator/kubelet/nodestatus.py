@@ -84,11 +84,13 @@ class NodeStatus:
             chunk = pending[start:start + batch]
             try:
                 results = state.core.create_many(NODE, chunk)
-            except STORE_ERRORS:
+            except STORE_ERRORS as e:
                 # registerWithAPIServer retries until it succeeds: the rest waits for the next tick
                 # (a node whose create landed anyway answers AlreadyExists then, and the informer brings it).
+                log.warning("kubelet shard %d: registering %d nodes failed, the store is unreachable (%s); "
+                            "retried at the next tick", state.index, len(pending) - start, e)
                 self._pending_nodes[:0] = pending[start:]
-                raise
+                break
             for body, result in zip(chunk, results, strict=True):
                 if isinstance(result, errors.StatusError):
                     if result.reason != "AlreadyExists":
