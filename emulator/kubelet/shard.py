@@ -32,7 +32,8 @@ pod records of :mod:`emulator.kubelet.state`:
   (``images/image_manager.go``);
 * :mod:`~emulator.kubelet.pod_status` and :mod:`~emulator.kubelet.status_manager` -
   the status a pod reports (``generateAPIPodStatus``) and the batched pod and
-  node status writes (``status/status_manager.go``);
+  node status writes (``status/status_manager.go``), reconciled with the store
+  every 10 s and after a failed write (:mod:`~emulator.kubelet.status_reconcile`);
 * :mod:`~emulator.kubelet.usage_publisher` - usage for ``metrics.k8s.io`` every
   ``metrics_window``; :class:`~emulator.kubelet.events.EventRecorder` - events.
 
@@ -51,6 +52,10 @@ instance would: its lease stops, the Node object is deleted (the garbage collect
 removes the Lease it owns) and its pods are handled as the pod garbage collector
 handles pods of a node that no longer exists (``Failed`` with a ``DisruptionTarget``
 condition, then deleted with grace 0) - kemu runs no pod GC controller.
+
+The store away. A tick never fails because the store is unreachable: the model runs on,
+and what it could not write is kept (pod and node status, leases, registrations) and written
+by the first tick after the store is back, without a restart.
 
 Recovery. A new shard object for the same index (an actor restart) re-lists
 its nodes and pods through its informers and carries on: its pool nodes
