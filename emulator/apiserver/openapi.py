@@ -249,3 +249,121 @@ def unknown_fields(kind: Kind, obj: dict[str, Any]) -> list[str]:
     out: list[str] = []
     _walk(kind.kind, obj, "", out)
     return out
+
+
+# ----------------------------------------------------------------------------- typed decoding
+# What Go's encoding/json says when a JSON value does not fit the typed field it is decoded into
+# (``UnmarshalTypeError``: "json: cannot unmarshal <value> into Go struct field <Struct>.<path> of type
+# <type>"). kemu keeps bodies as JSON, so this walk is its typed decode: a value of the wrong JSON type
+# is refused here with upstream's 400, before anything (managed fields, defaulting, validation, table
+# printers) reads the field as the type it is declared with.
+_INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1)}
+_GO_SCALAR = {"str": "string", "bytes": "[]uint8", "bool": "bool", "i32": "int32", "i64": "int64"}
+
+
+def _json_kind(value: Any) -> str:
+    """Go's name of a JSON value in UnmarshalTypeError ("number 1.5" for a number that is not an int)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "number"
+    if isinstance(value, float):
+        return f"number {value!r}"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _go_type(f: Field) -> str:
+    base = _GO_SCALAR.get(f.type, f.type if f.type in _OPAQUE else f"v1.{f.type}")
+    if f.map:
+        return f"map[string]{base}"
+    return f"[]{base}" if f.repeated else base
+
+
+def _time_ok(value: str) -> bool:
+    from datetime import datetime
+
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return "T" in value
+
+
+def _value_error(type_name: str, value: Any) -> str | None:
+    """Why ``value`` cannot decode into one (non-repeated) value of ``type_name``; None when it can."""
+    if value is None:  # JSON null leaves a Go field at its zero value
+        return None
+    if type_name in ("str", "bytes"):
+        return None if isinstance(value, str) else ""
+    if type_name == "bool":
+        return None if isinstance(value, bool) else ""
+    if type_name in _INT_RANGE:
+        lo, hi = _INT_RANGE[type_name]
+        if isinstance(value, int) and not isinstance(value, bool):
+            return None if lo <= value <= hi else f"number {value}"
+        return ""
+    if type_name == "raw":
+        return None
+    if type_name in ("Time", "MicroTime"):
+        if not isinstance(value, str):
+            return ""
+        return None if _time_ok(value) else f'parsing time "{value}"'
+    if type_name == "Quantity":  # resource.Quantity.UnmarshalJSON: a string or a bare number
+        return None if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
+    if type_name == "IntOrString":  # intstr.IntOrString.UnmarshalJSON: a string, else an int32
+        if isinstance(value, str):
+            return None
+        return _value_error("i32", value)
+    if type_name == "ExtraValue":
+        return None if isinstance(value, list) and all(isinstance(v, str) for v in value) else ""
+    return None if isinstance(value, dict) else ""  # a struct (FieldsV1 included: kemu keeps it an object)
+
+
+def _type_error(message: str, obj: dict[str, Any], path: str) -> str | None:
+    fields = _json_fields(message)
+    for key, value in obj.items():
+        f = fields.get(key)
+        if f is None or value is None:
+            continue
+        where = f"{path}.{key}" if path else key
+        if f.map or f.repeated:
+            if not isinstance(value, dict if f.map else list):
+                found: Any = value
+                items: list[tuple[Any, Any]] = []
+            else:
+                found, items = None, list(value.items()) if f.map else list(enumerate(value))
+        else:
+            found, items = None, [("", value)]
+        if found is not None:
+            return f"json: cannot unmarshal {_json_kind(found)} into Go struct field {message}.{where} of type " \
+                   f"{_go_type(f)}"
+        for _, item in items:
+            item_path = where  # Go names the field path without list indexes or map keys
+            detail = _value_error(f.type, item)
+            if detail is not None:
+                if detail.startswith("parsing time"):
+                    return f'{detail} as "2006-01-02T15:04:05Z07:00": cannot parse it as RFC 3339 ({item_path})'
+                shown = detail or _json_kind(item)
+                single = Field(f.number, f.json, f.type)
+                return (f"json: cannot unmarshal {shown} into Go struct field {message}.{item_path} of type "
+                        f"{_go_type(single)}")
+            if f.type in MESSAGES and f.type not in _OPAQUE and isinstance(item, dict):
+                inner = _type_error(f.type, item, item_path)
+                if inner is not None:
+                    return inner
+    return None
+
+
+def check_types(kind: Kind, obj: dict[str, Any]) -> None:
+    """400 when a field of ``obj`` holds a JSON value its Go type cannot take (kinds with a schema only).
+
+    Upstream ``transformDecodeError``: ``<Kind> in version "<v>" cannot be handled as a <Kind>: <decode error>``.
+    """
+    if not has_schema(kind):
+        return
+    error = _type_error(kind.kind, obj, "")
+    if error is not None:
+        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                 f"{error}")
