@@ -36,6 +36,8 @@ def check_depth(doc: Any, what: str, raw: bytes | str | None = None) -> None:
         text = raw.encode() if isinstance(raw, str) else raw
         if text.count(b"{") + text.count(b"[") <= MAX_DEPTH:
             return
+    if not isinstance(doc, dict | list):
+        return
     stack: list[tuple[Any, int]] = [(doc, 1)]
     while stack:  # iterative: a recursive walk would itself overflow on the documents it refuses
         node, depth = stack.pop()
