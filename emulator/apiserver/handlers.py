@@ -63,7 +63,7 @@ from emulator.api.kinds import Kind
 from emulator.api.meta import resource_version
 from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
-from emulator.apiserver import content, openapi, patch, tables, versions
+from emulator.apiserver import content, listrv, openapi, patch, tables, versions
 from emulator.apiserver.calls import (
     DRY_RUN_VALUES,
     Call,
@@ -204,9 +204,11 @@ class Handlers:
         limit = query_int(call, "limit") or 0
         if limit < 0:
             raise errors.bad_request("limit must not be negative")
+        version = listrv.parse(call.query, limit)  # resourceVersion / resourceVersionMatch (:mod:`.listrv`)
         result = self.core.list(kind, info.namespace, label_selector=call.query.get("labelSelector") or None,
                                 field_selector=call.query.get("fieldSelector") or None, limit=limit,
                                 continue_token=call.query.get("continue") or None)
+        result = listrv.serve(self.core.store, self.core.store.stream_key(kind), version, result)
         rv = str(result.resource_version)
         wanted = call.wanted
         if wanted.table:
