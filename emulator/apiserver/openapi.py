@@ -258,7 +258,8 @@ def unknown_fields(kind: Kind, obj: dict[str, Any]) -> list[str]:
 # is refused here with upstream's 400, before anything (managed fields, defaulting, validation, table
 # printers) reads the field as the type it is declared with.
 _INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1)}
-_GO_SCALAR = {"str": "string", "bytes": "[]uint8", "bool": "bool", "i32": "int32", "i64": "int64"}
+_GO_SCALAR = {"str": "string", "bytes": "[]uint8", "bool": "bool", "i32": "int32", "i64": "int64",
+              "Quantity": "resource.Quantity", "IntOrString": "intstr.IntOrString"}
 
 
 def _json_kind(value: Any) -> str:
@@ -275,7 +276,7 @@ def _json_kind(value: Any) -> str:
 
 
 def _go_type(f: Field) -> str:
-    base = _GO_SCALAR.get(f.type, f.type if f.type in _OPAQUE else f"v1.{f.type}")
+    base = _GO_SCALAR.get(f.type, f"v1.{f.type}")
     if f.map:
         return f"map[string]{base}"
     return f"[]{base}" if f.repeated else base
