@@ -315,3 +315,50 @@ def test_mutated_manifests_never_answer_500(kind: Kind, http: httpx.Client, core
 def test_every_served_kind_has_a_seed() -> None:
     assert {k.resource + "/" + k.version for k in kinds.served_kinds()} == {
         k.resource + "/" + k.version for k in SEEDS}
+
+
+# ------------------------------------------------------------------------------------------- quantities
+# A quantity past kemu's exact-integer bound (validation/resources.py: below 1e992; upstream's ParseQuantity
+# has no upper bound) in each kind's quantity fields: 422 Invalid naming the field, and nothing stored.
+HUGE = "1e1000"
+
+
+def _set(body: Obj, path: Path_, value: Any) -> Obj:
+    out = copy.deepcopy(body)
+    node: Any = out
+    for part in path[:-1]:
+        node = node[part]
+    node[path[-1]] = value
+    return out
+
+
+@pytest.mark.parametrize(("kind", "path", "field"), [
+    (kinds.POD, ("spec", "containers", 0, "resources", "requests", "cpu"),
+     "spec.containers[0].resources.requests[cpu]"),
+    (kinds.POD, ("spec", "containers", 1, "resources", "limits", "memory"),
+     "spec.containers[1].resources.limits[memory]"),
+    (kinds.DEPLOYMENT, ("spec", "template", "spec", "containers", 0, "resources", "limits", "cpu"),
+     "spec.template.spec.containers[0].resources.limits[cpu]"),
+    (kinds.RESOURCEQUOTA, ("spec", "hard", "requests.cpu"), "spec.hard[requests.cpu]"),
+    (kinds.LIMITRANGE, ("spec", "limits", 0, "max", "cpu"), "spec.limits[0].max[cpu]"),
+    (kinds.PERSISTENTVOLUMECLAIM, ("spec", "resources", "requests", "storage"), "spec.resources[storage]"),
+    # node/validation validateOverhead checks podFixed as ResourceRequirements{Limits: ...} at "overhead".
+    (kinds.RUNTIMECLASS, ("overhead", "podFixed", "cpu"), "overhead.limits[cpu]"),
+    (kinds.HORIZONTALPODAUTOSCALER, ("spec", "metrics", 1, "pods", "target", "averageValue"),
+     "spec.metrics[1].pods.target.averageValue"),
+    (kinds.VERTICALPODAUTOSCALER, ("spec", "resourcePolicy", "containerPolicies", 0, "maxAllowed", "memory"),
+     "spec.resourcePolicy.containerPolicies[0].maxAllowed[memory]"),
+], ids=["pod-request", "pod-limit", "deployment-template", "quota", "limitrange", "pvc", "runtimeclass", "hpa",
+        "vpa"])
+def test_a_quantity_of_1e1000_is_422_naming_the_field(kind: Kind, path: Path_, field: str, http: httpx.Client,
+                                                      core: ServerCore) -> None:
+    assert http.post("/api/v1/namespaces", json={"metadata": {"name": "fuzz"}}).status_code == 201
+    body = _set(SEEDS[kind], path, HUGE)
+    rv = core.store.current_rv()
+    r = http.post(collection(kind, "fuzz"), content=encode(body, True), headers={"Content-Type": JSON})
+    assert r.status_code == 422, r.text
+    status = r.json()
+    assert status["kind"] == "Status" and status["reason"] == "Invalid"
+    assert field in [c["field"] for c in status["details"]["causes"]], status
+    assert f'Invalid value: "{HUGE}"' in status["message"]
+    assert core.store.current_rv() == rv
