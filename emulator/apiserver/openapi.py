@@ -256,10 +256,23 @@ def unknown_fields(kind: Kind, obj: dict[str, Any]) -> list[str]:
 # (``UnmarshalTypeError``: "json: cannot unmarshal <value> into Go struct field <Struct>.<path> of type
 # <type>"). kemu keeps bodies as JSON, so this walk is its typed decode: a value of the wrong JSON type
 # is refused here with upstream's 400, before anything (managed fields, defaulting, validation, table
-# printers) reads the field as the type it is declared with.
+# printers) reads the field as the type it is declared with. It runs on every write, so the walk is a
+# precomputed plan per message and plain ``type(...) is`` tests; messages are built only for errors.
 _INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1)}
 _GO_SCALAR = {"str": "string", "bytes": "[]uint8", "bool": "bool", "i32": "int32", "i64": "int64",
               "Quantity": "resource.Quantity", "IntOrString": "intstr.IntOrString"}
+_SINGLE, _LIST, _MAP = 0, 1, 2
+
+
+@cache
+def _plan(message: str) -> dict[str, tuple[str, int, str | None]]:
+    """JSON key -> (field type, single/list/map, the sub-message to walk into or None)."""
+    out: dict[str, tuple[str, int, str | None]] = {}
+    for key, f in _json_fields(message).items():
+        shape = _MAP if f.map else _LIST if f.repeated else _SINGLE
+        sub = f.type if f.type in MESSAGES and f.type not in _OPAQUE else None
+        out[key] = (f.type, shape, sub)
+    return out
 
 
 def _json_kind(value: Any) -> str:
@@ -275,11 +288,9 @@ def _json_kind(value: Any) -> str:
     return "array" if isinstance(value, list) else "object"
 
 
-def _go_type(f: Field) -> str:
-    base = _GO_SCALAR.get(f.type, f"v1.{f.type}")
-    if f.map:
-        return f"map[string]{base}"
-    return f"[]{base}" if f.repeated else base
+def _go_type(type_name: str, shape: int = _SINGLE) -> str:
+    base = _GO_SCALAR.get(type_name, f"v1.{type_name}")
+    return f"map[string]{base}" if shape == _MAP else f"[]{base}" if shape == _LIST else base
 
 
 def _time_ok(value: str) -> bool:
@@ -292,68 +303,63 @@ def _time_ok(value: str) -> bool:
     return "T" in value
 
 
-def _value_error(type_name: str, value: Any) -> str | None:
-    """Why ``value`` cannot decode into one (non-repeated) value of ``type_name``; None when it can."""
-    if value is None:  # JSON null leaves a Go field at its zero value
-        return None
+def _scalar_error(type_name: str, value: Any) -> str | None:
+    """Why ``value`` (not null, not an object of a walked struct) cannot decode into one ``type_name``."""
+    t = type(value)
     if type_name in ("str", "bytes"):
-        return None if isinstance(value, str) else ""
+        return None if t is str else _json_kind(value)
     if type_name == "bool":
-        return None if isinstance(value, bool) else ""
-    if type_name in _INT_RANGE:
-        lo, hi = _INT_RANGE[type_name]
-        if isinstance(value, int) and not isinstance(value, bool):
+        return None if t is bool else _json_kind(value)
+    if type_name in ("i32", "i64"):
+        if t is int:
+            lo, hi = _INT_RANGE[type_name]
             return None if lo <= value <= hi else f"number {value}"
-        return ""
+        return _json_kind(value)
+    if type_name == "Quantity":  # resource.Quantity.UnmarshalJSON: a string or a bare number
+        return None if t is str or t is int or t is float else _json_kind(value)
+    if type_name == "IntOrString":  # intstr.IntOrString.UnmarshalJSON: a string, else an int32
+        return None if t is str else _scalar_error("i32", value)
+    if type_name in ("Time", "MicroTime"):
+        if t is not str:
+            return _json_kind(value)
+        return None if _time_ok(value) else f'time "{value}"'
     if type_name == "raw":
         return None
-    if type_name in ("Time", "MicroTime"):
-        if not isinstance(value, str):
-            return ""
-        return None if _time_ok(value) else f'parsing time "{value}"'
-    if type_name == "Quantity":  # resource.Quantity.UnmarshalJSON: a string or a bare number
-        return None if isinstance(value, str | int | float) and not isinstance(value, bool) else ""
-    if type_name == "IntOrString":  # intstr.IntOrString.UnmarshalJSON: a string, else an int32
-        if isinstance(value, str):
-            return None
-        return _value_error("i32", value)
     if type_name == "ExtraValue":
-        return None if isinstance(value, list) and all(isinstance(v, str) for v in value) else ""
-    return None if isinstance(value, dict) else ""  # a struct (FieldsV1 included: kemu keeps it an object)
+        return None if t is list and all(type(v) is str for v in value) else _json_kind(value)
+    return None if t is dict else _json_kind(value)  # a struct (FieldsV1 included: kemu keeps it an object)
+
+
+def _mismatch(message: str, where: str, shown: str, go_type: str) -> str:
+    if shown.startswith("time "):
+        return f'parsing {shown} as "2006-01-02T15:04:05Z07:00": cannot parse it as RFC 3339 ({where})'
+    return f"json: cannot unmarshal {shown} into Go struct field {message}.{where} of type {go_type}"
 
 
 def _type_error(message: str, obj: dict[str, Any], path: str) -> str | None:
-    fields = _json_fields(message)
+    plan = _plan(message)
     for key, value in obj.items():
-        f = fields.get(key)
-        if f is None or value is None:
+        entry = plan.get(key)
+        if entry is None or value is None:  # unknown fields are fieldValidation's; null is the zero value
             continue
-        where = f"{path}.{key}" if path else key
-        if f.map or f.repeated:
-            if not isinstance(value, dict if f.map else list):
-                found: Any = value
-                items: list[tuple[Any, Any]] = []
-            else:
-                found, items = None, list(value.items()) if f.map else list(enumerate(value))
+        type_name, shape, sub = entry
+        if shape == _SINGLE:
+            values: Any = (value,)
+        elif type(value) is (list if shape == _LIST else dict):
+            values = value if shape == _LIST else value.values()
         else:
-            found, items = None, [("", value)]
-        if found is not None:
-            return f"json: cannot unmarshal {_json_kind(found)} into Go struct field {message}.{where} of type " \
-                   f"{_go_type(f)}"
-        for _, item in items:
-            item_path = where  # Go names the field path without list indexes or map keys
-            detail = _value_error(f.type, item)
-            if detail is not None:
-                if detail.startswith("parsing time"):
-                    return f'{detail} as "2006-01-02T15:04:05Z07:00": cannot parse it as RFC 3339 ({item_path})'
-                shown = detail or _json_kind(item)
-                single = Field(f.number, f.json, f.type)
-                return (f"json: cannot unmarshal {shown} into Go struct field {message}.{item_path} of type "
-                        f"{_go_type(single)}")
-            if f.type in MESSAGES and f.type not in _OPAQUE and isinstance(item, dict):
-                inner = _type_error(f.type, item, item_path)
+            return _mismatch(message, f"{path}{key}", _json_kind(value), _go_type(type_name, shape))
+        for item in values:
+            if item is None:
+                continue
+            if sub is not None and type(item) is dict:
+                inner = _type_error(sub, item, f"{path}{key}.")
                 if inner is not None:
                     return inner
+                continue
+            shown = _scalar_error(type_name, item)
+            if shown is not None:  # Go names the field path without list indexes or map keys
+                return _mismatch(message, f"{path}{key}", shown, _go_type(type_name))
     return None
 
 
