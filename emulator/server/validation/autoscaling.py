@@ -248,7 +248,8 @@ def validate_horizontal_pod_autoscaler(obj: Obj, old: Obj | None, causes: list[C
             metrics = []
         for i, metric in enumerate(metrics):
             _check_metric_spec(causes, f"spec.metrics[{i}]", _dict(causes, f"spec.metrics[{i}]", metric))
-        types = {m.get("type") for m in metrics if isinstance(m, dict)}
+        # Only string types name a source (a dict "type" was reported above and is not hashable).
+        types = {m.get("type") for m in metrics if isinstance(m, dict) and isinstance(m.get("type"), str)}
         if min_replicas == 0 and not types & {"Object", "External"}:
             _forbidden(causes, "spec.metrics", "must specify at least one Object or External metric to support "
                                                "scaling to zero replicas")
