@@ -397,3 +397,37 @@ def test_list_options_never_answer_500(server: ApiServerProcess, redis_server: E
     # (storage.NewTooLargeResourceVersionError, a 504 Timeout the client retries).
     too_large = r.status_code == 504 and body["details"]["causes"][0]["reason"] == "ResourceVersionTooLarge"
     assert 400 <= r.status_code < 500 or too_large, what
+
+
+# ------------------------------------------------------------------------------------------- found by the fuzzer
+def _with(kind: Kind, path: Path_, value: Any) -> Obj:
+    return _set(SEEDS[kind], path, value)
+
+
+@pytest.mark.parametrize(("kind", "body", "code", "fragment"), [
+    # orjson parses 1024 levels but serializes 254: managed-fields tracking failed on the copy (500).
+    (kinds.CONFIGMAP, _with(kinds.CONFIGMAP, ("data",), _deep(900, None, False)), 400, "exceeded max depth of 100"),
+    # A float subject name was stored, then the RoleBinding table printer failed joining names (500 on LIST).
+    (kinds.ROLEBINDING, _with(kinds.ROLEBINDING, ("subjects", 0, "name"), 1.5), 400,
+     "cannot unmarshal number 1.5 into Go struct field Subject.subjects.name of type string"),
+    # Reviews merged a non-object metadata into their answer (500).
+    (kinds.SELFSUBJECTREVIEW, _with(kinds.SELFSUBJECTREVIEW, ("metadata",), True), 400,
+     "cannot unmarshal bool into Go struct field SelfSubjectReview.metadata of type v1.ObjectMeta"),
+    # HPA validation hashed every metric type into a set: a dict type was a 500.
+    (kinds.HORIZONTALPODAUTOSCALER, _with(kinds.HORIZONTALPODAUTOSCALER, ("spec", "metrics", 0, "type"), {}), 422,
+     "spec.metrics[0].type"),
+    # QoS classification converted 1e1000 to integer nanounits after validation had accepted it (500).
+    (kinds.POD, _with(kinds.POD, ("spec", "containers", 0, "resources", "limits", "cpu"), "1e1000"), 422,
+     "spec.containers[0].resources.limits[cpu]"),
+], ids=["nesting-900", "float-subject-name", "review-metadata-bool", "hpa-metric-type-object", "quantity-1e1000"])
+def test_bodies_that_were_500s(kind: Kind, body: Obj, code: int, fragment: str, http: httpx.Client,
+                               core: ServerCore) -> None:
+    assert http.post("/api/v1/namespaces", json={"metadata": {"name": "fuzz"}}).status_code == 201
+    rv = core.store.current_rv()
+    r = http.post(collection(kind, "fuzz"), content=encode(body, True), headers={"Content-Type": JSON})
+    assert r.status_code == code, r.text
+    assert r.json()["kind"] == "Status" and fragment in r.text
+    assert core.store.current_rv() == rv
+    if kind.group not in REVIEW_GROUPS:
+        table = "application/json;as=Table;v=v1;g=meta.k8s.io,application/json"
+        assert http.get(collection(kind, "fuzz"), headers={"Accept": table}).status_code == 200
