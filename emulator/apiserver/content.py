@@ -31,6 +31,7 @@ import yaml
 
 from emulator.api import errors
 from emulator.apiserver import protobuf
+from emulator.apiserver.patch.jsonvalue import check_depth
 
 MAX_BODY_BYTES = 3 * 1024 * 1024
 JSON = "application/json"
@@ -117,17 +118,21 @@ def decode_object(body: bytes, content_type: str | None, kind_name: str) -> Any:
     media = media_type(content_type)
     if media in ("", JSON, "*/*"):
         try:
-            return orjson.loads(body)
+            doc = orjson.loads(body)
         except orjson.JSONDecodeError as e:
             # Upstream's wording for a create or update whose body is not JSON.
             raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind_name}): "
                                      f"couldn't get version/kind; json parse error: {e}") from None
+        check_depth(doc, f"the object provided is unrecognized (must be of type {kind_name})", body)
+        return doc
     if media in (YAML, "application/x-yaml", "text/yaml"):
         try:
-            return yaml.safe_load(body)
-        except yaml.YAMLError as e:
+            doc = yaml.safe_load(body)
+        except (yaml.YAMLError, RecursionError) as e:
             raise errors.bad_request(f"the object provided is unrecognized (must be of type {kind_name}): "
                                      f"error converting YAML to JSON: {e}") from None
+        check_depth(doc, f"the object provided is unrecognized (must be of type {kind_name})")
+        return doc
     if media == PROTOBUF:
         return protobuf.decode(body, kind_name)
     raise errors.unsupported_media_type(content_type or "")

@@ -63,7 +63,7 @@ from emulator.api.kinds import Kind
 from emulator.api.meta import resource_version
 from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
-from emulator.apiserver import content, patch, tables, versions
+from emulator.apiserver import content, listrv, openapi, patch, tables, versions
 from emulator.apiserver.calls import (
     DRY_RUN_VALUES,
     Call,
@@ -204,9 +204,11 @@ class Handlers:
         limit = query_int(call, "limit") or 0
         if limit < 0:
             raise errors.bad_request("limit must not be negative")
+        version = listrv.parse(call.query, limit)  # resourceVersion / resourceVersionMatch (:mod:`.listrv`)
         result = self.core.list(kind, info.namespace, label_selector=call.query.get("labelSelector") or None,
                                 field_selector=call.query.get("fieldSelector") or None, limit=limit,
                                 continue_token=call.query.get("continue") or None)
+        result = listrv.serve(self.core.store, self.core.store.stream_key(kind), version, result)
         rv = str(result.resource_version)
         wanted = call.wanted
         if wanted.table:
@@ -242,6 +244,7 @@ class Handlers:
                                             f"/{'api' if not kind.group else 'apis/' + kind.group}/{kind.version}"
                                             f"/namespaces/NAMESPACE/{kind.plural}")
         obj = _require_object(content.decode_object(call.body, call.headers.get("content-type"), kind.kind), kind)
+        openapi.check_types(kind, obj)
         warnings = unknown_field_warnings(call, "CreateOptions", kind, obj)
         dry = dry_run(call, "CreateOptions")
         _check_namespace(kind, obj, info.namespace)
@@ -269,6 +272,7 @@ class Handlers:
         if info.subresource not in ("", "status", "finalize"):
             raise errors.method_not_allowed(f"PUT is not allowed on {kind.plural}/{info.subresource}")
         obj = _require_object(content.decode_object(call.body, call.headers.get("content-type"), kind.kind), kind)
+        openapi.check_types(kind, obj)
         warnings = unknown_field_warnings(call, "UpdateOptions", kind, obj) if not info.subresource else ()
         dry = dry_run(call, "UpdateOptions")
         _check_name(obj, info.name)
@@ -352,6 +356,7 @@ class Handlers:
             new = patch.apply_patch(kind, current, call.body, media)
             if not isinstance(new, dict):
                 raise errors.bad_request("the patch did not produce an object")
+            openapi.check_types(kind, new)  # upstream decodes the patched JSON into the typed object
             self._check_identity(kind, new, current, info)
             return new, resource_version(new) != resource_version(current)
 
@@ -378,6 +383,7 @@ class Handlers:
         if info.subresource == "scale":
             raise errors.unsupported_media_type(f"{patch.APPLY_PATCH_YAML} on the scale subresource")
         applied = patch.parse_apply_body(call.body)
+        openapi.check_types(kind, applied)
         meta = applied.get("metadata")
         if isinstance(meta, dict):
             _check_name(applied, info.name)

@@ -249,3 +249,128 @@ def unknown_fields(kind: Kind, obj: dict[str, Any]) -> list[str]:
     out: list[str] = []
     _walk(kind.kind, obj, "", out)
     return out
+
+
+# ----------------------------------------------------------------------------- typed decoding
+# What Go's encoding/json says when a JSON value does not fit the typed field it is decoded into
+# (``UnmarshalTypeError``: "json: cannot unmarshal <value> into Go struct field <Struct>.<path> of type
+# <type>"). kemu keeps bodies as JSON, so this walk is its typed decode: a value of the wrong JSON type
+# is refused here with upstream's 400, before anything (managed fields, defaulting, validation, table
+# printers) reads the field as the type it is declared with. It runs on every write, so the walk is a
+# precomputed plan per message and plain ``type(...) is`` tests; messages are built only for errors.
+_INT_RANGE = {"i32": (-(2**31), 2**31 - 1), "i64": (-(2**63), 2**63 - 1)}
+_GO_SCALAR = {"str": "string", "bytes": "[]uint8", "bool": "bool", "i32": "int32", "i64": "int64",
+              "Quantity": "resource.Quantity", "IntOrString": "intstr.IntOrString"}
+_SINGLE, _LIST, _MAP = 0, 1, 2
+
+
+@cache
+def _plan(message: str) -> dict[str, tuple[str, int, str | None]]:
+    """JSON key -> (field type, single/list/map, the sub-message to walk into or None)."""
+    out: dict[str, tuple[str, int, str | None]] = {}
+    for key, f in _json_fields(message).items():
+        shape = _MAP if f.map else _LIST if f.repeated else _SINGLE
+        sub = f.type if f.type in MESSAGES and f.type not in _OPAQUE else None
+        out[key] = (f.type, shape, sub)
+    return out
+
+
+def _json_kind(value: Any) -> str:
+    """Go's name of a JSON value in UnmarshalTypeError ("number 1.5" for a number that is not an int)."""
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "number"
+    if isinstance(value, float):
+        return f"number {value!r}"
+    if isinstance(value, str):
+        return "string"
+    return "array" if isinstance(value, list) else "object"
+
+
+def _go_type(type_name: str, shape: int = _SINGLE) -> str:
+    base = _GO_SCALAR.get(type_name, f"v1.{type_name}")
+    return f"map[string]{base}" if shape == _MAP else f"[]{base}" if shape == _LIST else base
+
+
+def _time_ok(value: str) -> bool:
+    from datetime import datetime
+
+    try:
+        datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return False
+    return "T" in value
+
+
+def _scalar_error(type_name: str, value: Any) -> str | None:
+    """Why ``value`` (not null, not an object of a walked struct) cannot decode into one ``type_name``."""
+    t = type(value)
+    if type_name in ("str", "bytes"):
+        return None if t is str else _json_kind(value)
+    if type_name == "bool":
+        return None if t is bool else _json_kind(value)
+    if type_name in ("i32", "i64"):
+        if t is int:
+            lo, hi = _INT_RANGE[type_name]
+            return None if lo <= value <= hi else f"number {value}"
+        return _json_kind(value)
+    if type_name == "Quantity":  # resource.Quantity.UnmarshalJSON: a string or a bare number
+        return None if t is str or t is int or t is float else _json_kind(value)
+    if type_name == "IntOrString":  # intstr.IntOrString.UnmarshalJSON: a string, else an int32
+        return None if t is str else _scalar_error("i32", value)
+    if type_name in ("Time", "MicroTime"):
+        if t is not str:
+            return _json_kind(value)
+        return None if _time_ok(value) else f'time "{value}"'
+    if type_name == "raw":
+        return None
+    if type_name == "ExtraValue":
+        return None if t is list and all(type(v) is str for v in value) else _json_kind(value)
+    return None if t is dict else _json_kind(value)  # a struct (FieldsV1 included: kemu keeps it an object)
+
+
+def _mismatch(message: str, where: str, shown: str, go_type: str) -> str:
+    if shown.startswith("time "):
+        return f'parsing {shown} as "2006-01-02T15:04:05Z07:00": cannot parse it as RFC 3339 ({where})'
+    return f"json: cannot unmarshal {shown} into Go struct field {message}.{where} of type {go_type}"
+
+
+def _type_error(message: str, obj: dict[str, Any], path: str) -> str | None:
+    plan = _plan(message)
+    for key, value in obj.items():
+        entry = plan.get(key)
+        if entry is None or value is None:  # unknown fields are fieldValidation's; null is the zero value
+            continue
+        type_name, shape, sub = entry
+        if shape == _SINGLE:
+            values: Any = (value,)
+        elif type(value) is (list if shape == _LIST else dict):
+            values = value if shape == _LIST else value.values()
+        else:
+            return _mismatch(message, f"{path}{key}", _json_kind(value), _go_type(type_name, shape))
+        for item in values:
+            if item is None:
+                continue
+            if sub is not None and type(item) is dict:
+                inner = _type_error(sub, item, f"{path}{key}.")
+                if inner is not None:
+                    return inner
+                continue
+            shown = _scalar_error(type_name, item)
+            if shown is not None:  # Go names the field path without list indexes or map keys
+                return _mismatch(message, f"{path}{key}", shown, _go_type(type_name))
+    return None
+
+
+def check_types(kind: Kind, obj: dict[str, Any]) -> None:
+    """400 when a field of ``obj`` holds a JSON value its Go type cannot take (kinds with a schema only).
+
+    Upstream ``transformDecodeError``: ``<Kind> in version "<v>" cannot be handled as a <Kind>: <decode error>``.
+    """
+    if not has_schema(kind):
+        return
+    error = _type_error(kind.kind, obj, "")
+    if error is not None:
+        raise errors.bad_request(f'{kind.kind} in version "{kind.version}" cannot be handled as a {kind.kind}: '
+                                 f"{error}")

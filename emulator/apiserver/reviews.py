@@ -23,7 +23,7 @@ from typing import Any
 from emulator.api import errors
 from emulator.api.errors import Cause
 from emulator.api.types import Obj
-from emulator.apiserver import content
+from emulator.apiserver import content, openapi
 from emulator.apiserver.calls import Call, Result
 from emulator.apiserver.routing import RequestInfo
 from emulator.auth.attributes import Attributes
@@ -96,6 +96,7 @@ def handle(call: Call, user: UserInfo, authorizer: RBACAuthorizer | None) -> Res
     body = content.decode_object(call.body, call.headers.get("content-type"), kind.kind)
     if not isinstance(body, dict):
         raise errors.bad_request(f"the body of a {kind.kind} must be an object")
+    openapi.check_types(kind, body)  # a review is decoded into its typed struct upstream, as any body
     spec: Obj = body.get("spec") if isinstance(body.get("spec"), dict) else {}  # type: ignore[assignment]
     out: Obj = {"kind": kind.kind, "apiVersion": kind.api_version,
                 "metadata": {**(body.get("metadata") or {}), "creationTimestamp": None}}

@@ -28,7 +28,7 @@ import orjson
 from emulator.api import errors, kinds
 from emulator.api.kinds import Kind
 from emulator.api.types import Obj
-from emulator.apiserver import content, patch
+from emulator.apiserver import content, openapi, patch
 
 
 def _convert_result(result: Any, from_storage: Callable[[Obj], Obj], alt: Kind, wanted: Any) -> Any:
@@ -60,6 +60,7 @@ def serve(call: Any, alt: Kind, handle: Callable[[Any], Any], core: Any) -> Any:
         sent = content.decode_object(call.body, call.headers.get("content-type"), alt.kind)
         if not isinstance(sent, dict):
             raise errors.bad_request(f"the object provided is unrecognized (must be of type {alt.kind})")
+        openapi.check_types(alt, sent)  # the converter reads the fields as their declared types
         body = orjson.dumps(to_storage(sent))
         headers["content-type"] = "application/json"
     elif info.verb == "patch" and info.subresource in ("", "status"):
@@ -71,6 +72,7 @@ def serve(call: Any, alt: Kind, handle: Callable[[Any], Any], core: Any) -> Any:
         patched = patch.apply_patch(alt, from_storage(current), call.body, media)
         if not isinstance(patched, dict):
             raise errors.bad_request("the patch did not produce an object")
+        openapi.check_types(alt, patched)
         new = to_storage(patched)
         new.setdefault("metadata", {}).setdefault("resourceVersion", current["metadata"].get("resourceVersion"))
         body = orjson.dumps(new)

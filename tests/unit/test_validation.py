@@ -293,6 +293,8 @@ INVALID: list[tuple[str, Kind, dict[str, Any], str, str]] = [
      "spec.containers[0].resources.requests[cpu]", "quantities must match the regular expression"),
     ("request-two-dots", kinds.POD, changed(pod(), spec__containers__1__resources__requests__memory="1.1.1"),
      "spec.containers[1].resources.requests[memory]", "quantities must match the regular expression"),
+    ("request-1e1000", kinds.POD, changed(pod(), spec__containers__1__resources__requests__cpu="1e1000"),
+     "spec.containers[1].resources.requests[cpu]", 'Invalid value: "1e1000": must be less than 1e992'),
     ("limit-negative", kinds.POD, changed(pod(), spec__containers__0__resources__limits__memory="-1"),
      "spec.containers[0].resources.limits[memory]", 'Invalid value: "-1": must be greater than or equal to 0'),
     ("request-over-limit", kinds.POD, changed(pod(), spec__containers__0__resources__requests__cpu="2"),
@@ -771,7 +773,19 @@ def test_unknown_resource_gets_object_meta_validation_only() -> None:
     ("-1", True, 'Invalid value: "-1": must be greater than or equal to 0'),
     ("12xyz", True, "quantities must match the regular expression"),
     (True, True, "a quantity must be a string or a number"),
-], ids=["milli", "int", "negative-allowed", "negative", "garbage", "bool"])
+    # quantity.go ParseQuantity accepts any exponent that strconv.ParseInt(..., 10, 64) reads (suffix.go
+    # interpret); kemu refuses values whose nanounits have over 1000 digits: value < 10**(1000 - 9).
+    ("1e1000", True, "must be less than 1e992"),
+    ("-1e1000", False, "must be less than 1e992"),
+    ("1e2147483647", True, "must be less than 1e992"),
+    ("1e992", True, "must be less than 1e992"),
+    ("9.99e991", True, None),
+    ("1e9223372036854775808", True, "unable to parse quantity's suffix"),  # past int64: ErrSuffix
+    ("99999999999999999999999Ei", True, None),  # BinarySI: capped at 2^63-1 (maxAllowed), not refused
+    ("1e-1000", True, None),  # rounded up to 1n
+    (1e308, True, None),
+], ids=["milli", "int", "negative-allowed", "negative", "garbage", "bool", "1e1000", "minus-1e1000",
+        "max-int32-exponent", "bound", "under-bound", "exponent-past-int64", "binary-capped", "tiny", "float-max"])
 def test_validate_quantity(value: Any, non_negative: bool, message: str | None) -> None:
     causes: list[Cause] = []
     q = validate_quantity(value, "spec.x", causes, non_negative=non_negative)

@@ -61,7 +61,7 @@ from emulator.apiserver.patch.fieldpath import (
     ownable_filter,
     path_string,
 )
-from emulator.apiserver.patch.jsonvalue import MISSING, copy_json, hkey, json_type
+from emulator.apiserver.patch.jsonvalue import MISSING, check_depth, copy_json, hkey, json_type
 from emulator.apiserver.patch.managedfields import (
     APPLY,
     UPDATE,
@@ -94,6 +94,7 @@ def parse_apply_body(body: bytes | str) -> Obj:
         doc = _yaml_to_json(doc, [2 * len(body) + 64])
     except (yaml.YAMLError, ValueError, RecursionError) as e:
         raise errors.bad_request(f"error decoding patch: {e}") from None
+    check_depth(doc, "error decoding patch")
     if not isinstance(doc, dict):
         raise errors.bad_request(f"error decoding patch: the applied configuration is a {json_type(doc)}, "
                                  "not an object")

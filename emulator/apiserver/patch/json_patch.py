@@ -24,7 +24,7 @@ from emulator.api import errors
 from emulator.api.errors import Cause, StatusError
 from emulator.api.kinds import Kind
 from emulator.api.types import Obj
-from emulator.apiserver.patch.jsonvalue import copy_json, json_type
+from emulator.apiserver.patch.jsonvalue import check_depth, copy_json, json_type
 from emulator.apiserver.patch.schema import schema_for
 from emulator.apiserver.patch.strategic import smp_map
 
@@ -55,10 +55,12 @@ def patch_type(content_type: str) -> str:
 
 def _load_json(body: bytes | str) -> Any:
     try:
-        return orjson.loads(body)
+        patch = orjson.loads(body)
     except orjson.JSONDecodeError:
         # Upstream validateAndTranscodePatch: the same words for every non-apply patch type.
         raise errors.bad_request("invalid JSON patch") from None
+    check_depth(patch, "invalid JSON patch", body)
+    return patch
 
 
 # ----------------------------------------------------------------------------- entry point: non-apply patches

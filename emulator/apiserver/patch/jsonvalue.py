@@ -12,9 +12,39 @@ from typing import Any, Final
 
 import orjson
 
+from emulator.api import errors
+
 # ----------------------------------------------------------------------------- JSON helpers
 
 MISSING: Final = object()
+
+# Upstream's JSON decoder (Go encoding/json, forked as sigs.k8s.io/json) refuses a document nested
+# deeper than 10000 levels ("exceeded max depth", scanner.go maxNestingDepth). kemu's bound is lower
+# because orjson serializes at most 254 levels and every written object is serialized: a request
+# document (a body or a patch) may nest MAX_DEPTH levels, so even a JSON patch that puts such a value
+# at a path as deep leaves a storable object (docs/architecture.md, Simplifications).
+MAX_DEPTH: Final = 100
+
+
+def check_depth(doc: Any, what: str, raw: bytes | str | None = None) -> None:
+    """400 when ``doc`` nests objects/arrays deeper than :data:`MAX_DEPTH`.
+
+    ``raw`` (the text ``doc`` was decoded from) lets the common case skip the walk: a document
+    with fewer opening brackets than the bound cannot be nested that deep.
+    """
+    if raw is not None:
+        text = raw.encode() if isinstance(raw, str) else raw
+        if text.count(b"{") + text.count(b"[") <= MAX_DEPTH:
+            return
+    if not isinstance(doc, dict | list):
+        return
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:  # iterative: a recursive walk would itself overflow on the documents it refuses
+        node, depth = stack.pop()
+        children = node.values() if isinstance(node, dict) else node
+        if depth > MAX_DEPTH:
+            raise errors.bad_request(f"{what}: exceeded max depth of {MAX_DEPTH} nested objects and arrays")
+        stack.extend((c, depth + 1) for c in children if isinstance(c, dict | list))
 
 
 def copy_json(obj: Any) -> Any:

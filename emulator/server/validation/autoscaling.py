@@ -26,9 +26,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from emulator.api.errors import Cause, render_value
-from emulator.api.quantity import QuantityError, parse_quantity
 from emulator.api.types import Obj
 from emulator.server.validation.registry import register
+from emulator.server.validation.resources import TOO_LARGE, quantity
 
 MAX_PERIOD_SECONDS = 1800
 MAX_STABILIZATION_WINDOW_SECONDS = 3600
@@ -108,12 +108,11 @@ def _check_metric_target(causes: list[Cause], path: str, target: Obj) -> None:
         raw = target.get(field)
         if raw is None:
             continue
-        try:
-            quantity = parse_quantity(raw)
-        except QuantityError:
-            _invalid(causes, f"{path}.{field}", raw, "must be a quantity")
+        parsed = quantity(raw)
+        if isinstance(parsed, str):
+            _invalid(causes, f"{path}.{field}", raw, parsed if parsed == TOO_LARGE else "must be a quantity")
             continue
-        if quantity.sign() != 1:
+        if parsed[1] != 1:
             _invalid(causes, f"{path}.{field}", raw, "must be positive")
     utilization = _int(causes, path + ".averageUtilization", target.get("averageUtilization"))
     if utilization is not None and utilization < 1:
@@ -249,7 +248,8 @@ def validate_horizontal_pod_autoscaler(obj: Obj, old: Obj | None, causes: list[C
             metrics = []
         for i, metric in enumerate(metrics):
             _check_metric_spec(causes, f"spec.metrics[{i}]", _dict(causes, f"spec.metrics[{i}]", metric))
-        types = {m.get("type") for m in metrics if isinstance(m, dict)}
+        # Only string types name a source (a dict "type" was reported above and is not hashable).
+        types = {m.get("type") for m in metrics if isinstance(m, dict) and isinstance(m.get("type"), str)}
         if min_replicas == 0 and not types & {"Object", "External"}:
             _forbidden(causes, "spec.metrics", "must specify at least one Object or External metric to support "
                                                "scaling to zero replicas")

@@ -22,8 +22,23 @@ from emulator.server.validation.field import IS_NEGATIVE, NOT_INTEGER, dict_at, 
 # spellings ("100m", "128Mi"), so after warm-up validation does no parsing at all.
 _QUANTITY_MEMO: dict[Any, tuple[Quantity, int] | str] = {}
 
+# The finest unit kemu accounts resources in (pods.py, the scheduler and the kubelet sum requests as
+# exact integer nanounits); upstream's ``Nano`` scale, the finest a parsed quantity keeps.
+_NANO_SCALE = -9
+TOO_LARGE = "must be less than 1e992 (kemu accounts quantities as exact integers of nanounits)"
+
 
 def quantity(raw: Any) -> tuple[Quantity, int] | str:
+    """``raw`` parsed as upstream ``resource.ParseQuantity`` does, with its sign; or the error message.
+
+    Upstream's parser (apimachinery ``pkg/api/resource/quantity.go``) has no upper bound: its limits
+    are that the exponent after ``e`` parses as an int64 (``strconv.ParseInt(..., 10, 64)`` in
+    suffix.go ``interpret``, else ErrSuffix) and that BinarySI values are capped at 2^63-1
+    (``maxAllowed``); ``1e1000`` parses, and ``MilliValue()`` later overflows int64 silently. kemu
+    computes exactly instead, so a quantity too large for :meth:`Quantity.scaled_value` at nano
+    scale (what every consumer of a stored object computes) is refused here, at the field, rather
+    than failing every reader of the object later (docs/architecture.md, Simplifications).
+    """
     if isinstance(raw, bool) or not isinstance(raw, str | int | float):
         return f"a quantity must be a string or a number, not {type(raw).__name__}"
     key = (type(raw), raw)
@@ -31,9 +46,14 @@ def quantity(raw: Any) -> tuple[Quantity, int] | str:
     if hit is None:
         try:
             q = parse_quantity(raw)
-            hit = (q, q.sign())
         except QuantityError as exc:
             hit = str(exc)
+        else:
+            try:
+                q.scaled_value(_NANO_SCALE)  # raises QuantityError past the exact-integer bound
+                hit = (q, q.sign())
+            except QuantityError:
+                hit = TOO_LARGE
         if len(_QUANTITY_MEMO) >= _MEMO_LIMIT:
             _QUANTITY_MEMO.clear()
         _QUANTITY_MEMO[key] = hit
