@@ -44,13 +44,14 @@ from emulator.apiserver.calls import Call, Result, query_bool, query_int
 from emulator.apiserver.handlers import Handlers
 from emulator.apiserver.rbacsource import RBACSource
 from emulator.apiserver.settings import ServerSettings, is_loopback
+from emulator.apiserver.unavailable import StoreUnavailableMiddleware, store_unavailable
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
 from emulator.auth.rbac import RBACAuthorizer
 from emulator.auth.user import ADMIN
 from emulator.metrics import SD_PATH, discover, process_instance, serve_and_register
 from emulator.server.core import ServerCore
 from emulator.server.services import ensure_kubernetes_service
-from emulator.store.store import Store, StoreConfig, parse_resource_version
+from emulator.store.store import UNAVAILABLE, Store, StoreConfig, parse_resource_version
 
 log = logging.getLogger("kemu.apiserver")
 
@@ -156,6 +157,9 @@ class ApiServer:
             return self.respond(call, result), info
         except errors.StatusError as e:
             return status_response(e), info
+        except UNAVAILABLE as e:  # Redis restarting: 503 + Retry-After, never a 500
+            log.warning("store unavailable serving %s %s: %s", request.method, request.url.path, e)
+            return status_response(store_unavailable(e)), info
         except Exception:
             log.exception("internal error serving %s %s", request.method, request.url.path)
             return status_response(errors.internal("an internal error occurred; see the API server log")), info
@@ -357,7 +361,7 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
             f"the server does not allow this method on the requested resource: {request.method}"))
 
     authn = Authenticator(settings.token, server.core.store.redis, settings.prefix)
-    return AuthMiddleware(app, authn, server.authorizer, settings.require_token)
+    return StoreUnavailableMiddleware(AuthMiddleware(app, authn, server.authorizer, settings.require_token))
 
 
 def app_from_env() -> Any:
