@@ -56,6 +56,7 @@ if TYPE_CHECKING:
         SchedulerRunnerFactory,
     )
     from emulator.processes import ProcessTable
+    from emulator.supervisor import Supervisor
 
 
 class CLIError(Exception):
@@ -83,6 +84,7 @@ def _config(args: argparse.Namespace) -> Config:
                        api_tls=getattr(args, "api_tls", None), users_file=getattr(args, "users", None),
                        api_authorization_mode=getattr(args, "authorization_mode", None),
                        clock_speed=getattr(args, "clock_speed", None),
+                       durability=getattr(args, "durability", None),
                        prometheus_url=getattr(args, "prometheus_url", None),
                        metrics_rules=getattr(args, "metrics_rules", None))
     return with_descheduler(cfg, args)
@@ -130,6 +132,9 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redis-url", help="use this Redis instead of starting one (env KEMU_REDIS_URL)")
     p.add_argument("--redis-port", type=int, help="port for the embedded Redis (default: a free one)")
     p.add_argument("--data-dir", help="data directory of the embedded Redis (default $KEMU_HOME/data)")
+    p.add_argument("--durability", choices=("everysec", "strict"),
+                   help="the embedded Redis's AOF fsync: everysec (default; a machine crash may lose the last "
+                        "second of acknowledged writes) or strict (appendfsync always, as etcd fsyncs every write)")
     p.add_argument("--api-host", help="address the Kubernetes API server binds (default 127.0.0.1; any other "
                                       "address makes the kubeconfig's token required)")
     p.add_argument("--api-port", type=int, help="port of the Kubernetes API server (default 6443, or a free one "
@@ -206,6 +211,7 @@ def _record_self(table: ProcessTable) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     from emulator import processes
     from emulator.cluster import LocalCluster, StartGuard, StartInterrupted, exited_message, part_name, tail_text, were
+    from emulator.supervisor import Supervisor
 
     table = processes.ProcessTable(kemu_home())
     _refuse_second_cluster(table)
@@ -220,7 +226,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     stop = threading.Event()
     cluster = LocalCluster(cfg, kubelets=getattr(args, "kubelets", None),
                            schedulers=getattr(args, "scheduler_runner", None),
-                           controllers=getattr(args, "controller_runner", None), records=table)
+                           controllers=getattr(args, "controller_runner", None), records=table,
+                           controller_processes=True)
+    supervisor: Supervisor | None = None
     try:
         try:
             with StartGuard(cluster):
@@ -245,6 +253,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                            + tail_text(cluster.starting_log, message)) from None
         for sig in (signal.SIGTERM, signal.SIGINT):  # from now on a signal means "stop, in order"
             signal.signal(sig, lambda *_: stop.set())
+        # Every process it started is restarted if it dies, with back-off (emulator.supervisor).
+        supervisor = Supervisor(cluster.supervised_parts(), table).start()
         state = cluster.state()
         if cluster.api_url is not None:
             state.kubeconfig = str(cluster.write_kubeconfig())
@@ -269,6 +279,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         stop.wait()
         _quiet_while_stopping()
     finally:
+        if supervisor is not None:
+            supervisor.stop()  # before the parts stop: none is started again meanwhile
         _stop_cluster(cluster, table)
     print("kemu cluster stopped.", flush=True)
     return 0
@@ -314,7 +326,7 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
                  "schedulers",
                  "scheduler_config", "api_token_file", "api_advertise_url", "clock_speed", "prometheus_url",
                  "metrics_rules", "descheduler_policy", "descheduling_interval", "users",
-                 "authorization_mode"):
+                 "authorization_mode", "durability"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
@@ -392,13 +404,14 @@ def _failure_lines(log: Path) -> list[str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from emulator.cluster import object_counts
+    """The cluster's parts, one line each (state, pid, restarts), its Redis and API server as a client finds
+    them, and its objects. Exit code 0 when every part is up; 1 when none runs or a part is down (being
+    restarted by the supervisor, or unreachable) - never a traceback."""
     from emulator.processes import ProcessTable
-    from emulator.store.store import Store, StoreConfig
 
     table = ProcessTable(kemu_home())
-    procs = [{"name": r.name, "pid": r.pid, "part": r.part, "state": r.state(), "log": r.log}
-             for r in table.records()]
+    procs = [{"name": r.name, "pid": r.pid, "part": r.part, "state": r.state(), "restarts": r.restarts,
+              "log": r.log} for r in table.records()]
     state = _running_state(table)
     if state is None:
         left = [p for p in procs if p["state"] == "running"]
@@ -411,32 +424,93 @@ def cmd_status(args: argparse.Namespace) -> int:
                       "(`kemu down` stops them):")
             _print_processes(procs)
         return 1
-    store = Store.connect(state.redis_url, StoreConfig())
-    try:
-        info: dict[str, Any] = {"running": True, "pid": state.pid, "redis": state.redis_url, "api": state.api_url,
-                                "kubeconfig": state.kubeconfig, "uptimeSeconds":
-                                round(time.time() - state.started_at, 1), **object_counts(store),
-                                "processes": procs}
-    finally:
-        store.close()
+    counts, redis_error = _store_counts(state.redis_url)
+    api_error = _api_not_ready(state) if state.api_url else None
+    down = [p["name"] for p in procs if p["state"] != "running"]
+    healthy = not down and redis_error is None and api_error is None
+    info: dict[str, Any] = {"running": True, "healthy": healthy, "pid": state.pid, "redis": state.redis_url,
+                            "redisError": redis_error, "api": state.api_url, "apiError": api_error,
+                            "kubeconfig": state.kubeconfig, "uptimeSeconds": round(time.time() - state.started_at, 1),
+                            **counts, "processes": procs}
     if args.output == "json":
         print(json.dumps(info, indent=2))
     else:
         print(f"kemu cluster running (pid {info['pid']}, up {info['uptimeSeconds']} s), redis {info['redis']}")
         if info["api"]:
             print(f"Kubernetes API at {info['api']}; kubeconfig: {info['kubeconfig']}")
-        print(f"resourceVersion {info['resourceVersion']}")
-        for resource, n in sorted(info["objects"].items()):
-            print(f"  {resource:<40} {n}")
         _print_processes(procs)
-    return 0
+        print(f"  {'redis':<24} {'reachable' if redis_error is None else 'UNREACHABLE: ' + redis_error}")
+        if info["api"]:
+            print(f"  {'api /readyz':<24} {'ok' if api_error is None else 'NOT READY: ' + api_error}")
+        if not healthy:
+            print("kemu cluster is degraded: " + ", ".join(
+                [*(f"{n} is down (the supervisor restarts it)" for n in down),
+                 *(["Redis is unreachable"] if redis_error else []),
+                 *(["the API server is not ready"] if api_error else [])]))
+        if redis_error is None:
+            print(f"resourceVersion {info['resourceVersion']}")
+            for resource, n in sorted(info["objects"].items()):
+                print(f"  {resource:<40} {n}")
+    return 0 if healthy else 1
+
+
+def _store_counts(redis_url: str) -> tuple[dict[str, Any], str | None]:
+    """Objects per kind and the resourceVersion, or why Redis cannot be read (one try: no retries)."""
+    from emulator.cluster import object_counts
+    from emulator.store.store import UNAVAILABLE, Store, StoreConfig
+
+    try:
+        store = Store.connect(redis_url, StoreConfig(retries=0))
+    except UNAVAILABLE as e:
+        return {}, str(e) or type(e).__name__
+    try:
+        return object_counts(store), None
+    except UNAVAILABLE as e:
+        return {}, str(e) or type(e).__name__
+    finally:
+        store.close()
+
+
+def _api_not_ready(state: ClusterState) -> str | None:
+    """None when the API server's ``/readyz`` answers 200 (with the kubeconfig's token), else why not."""
+    import base64
+    import ssl
+    import tempfile
+    import urllib.error
+    import urllib.request
+
+    import yaml
+
+    token, context = "", None
+    try:
+        doc = yaml.safe_load(Path(state.kubeconfig).read_text()) if state.kubeconfig else {}
+        token = str(doc["users"][0]["user"].get("token") or "")
+        ca = doc["clusters"][0]["cluster"].get("certificate-authority-data")
+        if ca:
+            with tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False) as f:
+                f.write(base64.b64decode(ca))
+            context = ssl.create_default_context(cafile=f.name)
+            os.unlink(f.name)
+    except (OSError, KeyError, IndexError, TypeError, AttributeError, yaml.YAMLError):
+        pass  # no kubeconfig to read: ask without a token
+    request = urllib.request.Request(f"{state.api_url}/readyz", headers={"Authorization": f"Bearer {token}"}
+                                     if token else {})
+    try:
+        with urllib.request.urlopen(request, timeout=5.0, context=context) as r:
+            return None if r.status == 200 else f"HTTP {r.status}"
+    except urllib.error.HTTPError as e:
+        failed = [line for line in e.read().decode(errors="replace").splitlines() if line.startswith("[-]")]
+        return f"HTTP {e.code}" + (f" ({'; '.join(failed)})" if failed else "")
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        return str(reason) or type(e).__name__
 
 
 def _print_processes(procs: list[dict[str, Any]]) -> None:
     if procs:
         print("processes:")
     for p in procs:
-        print(f"  {p['name']:<24} pid {p['pid']:<8} {p['state']:<8} {p['part']}"
+        print(f"  {p['name']:<24} pid {p['pid']:<8} {p['state']:<8} restarts {p.get('restarts', 0):<3} {p['part']}"
               + (f" (log {p['log']})" if p["log"] else ""))
 
 

@@ -44,7 +44,7 @@ from emulator.apiserver.calls import Call, Result, query_bool, query_int
 from emulator.apiserver.handlers import Handlers
 from emulator.apiserver.rbacsource import RBACSource
 from emulator.apiserver.settings import ServerSettings, is_loopback
-from emulator.apiserver.unavailable import StoreUnavailableMiddleware, store_unavailable
+from emulator.apiserver.unavailable import StoreUnavailableMiddleware, part_checks, store_unavailable
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
 from emulator.auth.rbac import RBACAuthorizer
 from emulator.auth.user import ADMIN
@@ -295,12 +295,22 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
     async def healthz(_: Request) -> Response:
         return Response(b"ok", 200, media_type="text/plain")
 
-    async def readyz(_: Request) -> Response:
+    async def readyz(request: Request) -> Response:
+        # Upstream's shape: one "[+]name ok" / "[-]name failed: why" line per check (listed with ?verbose or
+        # when one fails). Under `kemu up` the cluster's supervised processes are checks too (state, restarts).
+        checks: list[tuple[str, str | None]] = []
         try:
             await server.watches.client.ping()
+            checks.append(("redis", None))
         except Exception as e:  # Redis unreachable: not ready, say why
-            return Response(f"[-]redis failed: {e}\nreadyz check failed".encode(), 500, media_type="text/plain")
-        return Response(b"ok", 200, media_type="text/plain")
+            checks.append(("redis", str(e) or type(e).__name__))
+        checks += part_checks()
+        failed = any(why is not None for _, why in checks)
+        if not failed and "verbose" not in request.query_params:
+            return Response(b"ok", 200, media_type="text/plain")
+        lines = [f"[+]{name} ok" if why is None else f"[-]{name} failed: {why}" for name, why in checks]
+        lines.append(f"readyz check {'failed' if failed else 'passed'}")
+        return Response("\n".join(lines).encode(), 500 if failed else 200, media_type="text/plain")
 
     async def openapi_v2(request: Request) -> Response:
         accept = request.headers.get("accept") or "*/*"

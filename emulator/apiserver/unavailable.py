@@ -15,6 +15,8 @@ a handler into that answer if no byte of the response has been sent yet.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
 from typing import Any
 
 import orjson
@@ -60,3 +62,23 @@ class StoreUnavailableMiddleware:
                         "headers": [(b"content-type", b"application/json"),
                                     (b"retry-after", str(RETRY_AFTER_SECONDS).encode())]})
             await send({"type": "http.response.body", "body": orjson.dumps(err.to_status())})
+
+
+def part_checks() -> list[tuple[str, str | None]]:
+    """``/readyz`` checks for the processes of the ``kemu up`` this server belongs to (its records, named by
+    ``$KEMU_APISERVER_RECORDS``): ("process/NAME", None when it runs, else why not), restarts included."""
+    from emulator.apiserver.process import RECORDS_ENV
+    from emulator.processes import ProcessTable
+
+    home = os.environ.get(RECORDS_ENV)
+    if not home:
+        return []
+    out: list[tuple[str, str | None]] = []
+    for rec in ProcessTable(Path(home)).records():
+        state = rec.state()
+        restarts = f", {rec.restarts} restart(s)" if rec.restarts else ""
+        if state == "running":
+            out.append((f"process/{rec.name} (pid {rec.pid}{restarts})", None))
+        else:
+            out.append((f"process/{rec.name}", f"{state} (pid {rec.pid}{restarts}); restarting"))
+    return out
