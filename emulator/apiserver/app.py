@@ -21,6 +21,7 @@ including 404 for unknown paths, 405 for methods a resource does not take and
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -79,7 +80,7 @@ class ApiServer:
         self.settings = settings
         if core is None:
             store_config = StoreConfig(prefix=settings.prefix, stream_cap=settings.stream_cap,
-                                       node_shards=settings.node_shards)
+                                       node_shards=settings.node_shards, retries=settings.store_retries)
             store = Store.connect(settings.redis_url, store_config)
             core = ServerCore(store, settings.clock())
         self.core = core
@@ -300,7 +301,8 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
         # when one fails). Under `kemu up` the cluster's supervised processes are checks too (state, restarts).
         checks: list[tuple[str, str | None]] = []
         try:
-            await server.watches.client.ping()
+            # One second, not the store client's retries: readiness answers now, whatever Redis is doing.
+            await asyncio.wait_for(server.watches.client.ping(), 1.0)
             checks.append(("redis", None))
         except Exception as e:  # Redis unreachable: not ready, say why
             checks.append(("redis", str(e) or type(e).__name__))
