@@ -259,6 +259,10 @@ class LocalCluster:
         if cfg.api_enabled:
             self._begin("api-server", self._api_log())
             self._start_api_server()
+        if self.manager_processes:
+            self._begin("controller-managers", self.manager_processes[0].log_path)
+            for manager in self.manager_processes:
+                manager.wait_ready()
         if cfg.wants_kubelets():
             self._begin("kubelets")
             self._start_kubelets()
@@ -446,7 +450,7 @@ class LocalCluster:
                 settings, name=name, log_path=self._manager_log(name),
                 on_spawn=self._recorder(name, "controller-managers")))
         for manager in self.manager_processes:
-            manager.start()
+            manager.spawn()  # ready is awaited once the API server is up: their interpreters start meanwhile
 
     def _declare_node_groups(self) -> None:
         """The node groups into the emulated cloud (Redis): new ones start at their initial size, known ones

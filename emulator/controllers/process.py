@@ -97,10 +97,13 @@ def run(settings: ManagerProcessSettings, ready_fd: int | None) -> int:
         os.write(ready_fd, b"ready")
         os.close(ready_fd)
     stop.wait()
+    started = time.monotonic()
     manager.stop()
     if metrics is not None:
         metrics.stop()
     store.close()
+    logging.getLogger(__name__).info("controller manager %s stopped in %.2f s", manager.identity,
+                                     time.monotonic() - started)
     return 0
 
 
@@ -119,6 +122,7 @@ class ControllerManagerProcess:
         self.on_spawn = on_spawn
         self.proc: subprocess.Popen[bytes] | None = None
         self._log_file: IO[bytes] | None = None
+        self._ready_fd: int | None = None
 
     def pid(self) -> int | None:
         proc = self.proc
@@ -129,6 +133,11 @@ class ControllerManagerProcess:
         return proc.poll() if proc is not None else None
 
     def start(self, timeout: float = 60.0) -> int:
+        self.spawn()
+        return self.wait_ready(timeout)
+
+    def spawn(self) -> None:
+        """Start the child; :meth:`wait_ready` waits for it (other parts may start meanwhile)."""
         read_end, write_end = os.pipe()
         try:
             env = {**os.environ, ENV: self.settings.to_env()}
@@ -139,11 +148,20 @@ class ControllerManagerProcess:
             self.proc = subprocess.Popen([sys.executable, "-m", "emulator.controllers.process", "--ready-fd",
                                           str(write_end)], env=env, stdin=subprocess.DEVNULL, stdout=out,
                                          stderr=subprocess.STDOUT, pass_fds=[write_end], process_group=0)
+        except BaseException:
+            os.close(read_end)
+            raise
         finally:
             os.close(write_end)  # the child holds its own copy: EOF here when it exits
+        self._ready_fd = read_end
+        if self.on_spawn is not None:
+            self.on_spawn(self.proc.pid)
+
+    def wait_ready(self, timeout: float = 60.0) -> int:
+        """Wait until the child spawned last says it is ready; its pid."""
+        read_end, self._ready_fd = self._ready_fd, None
+        assert self.proc is not None and read_end is not None, "spawn() first"
         try:
-            if self.on_spawn is not None:
-                self.on_spawn(self.proc.pid)
             ready, _, _ = select.select([read_end], [], [], timeout)
             said = os.read(read_end, 16) if ready else b""
         finally:
@@ -171,6 +189,9 @@ class ControllerManagerProcess:
                 proc.wait(5.0)
 
     def stop(self, timeout: float = 10.0) -> None:
+        if self._ready_fd is not None:
+            os.close(self._ready_fd)
+            self._ready_fd = None
         proc = self.proc
         if proc is not None and proc.poll() is None:
             proc.terminate()
