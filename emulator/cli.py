@@ -25,13 +25,20 @@ and why (its last log lines) before exiting non-zero (128 + the signal for
 a signal). ``kemu down`` stops the cluster's ``kemu up`` and then whatever is
 still recorded, which is everything when that ``kemu up`` was killed;
 ``kemu status`` lists the records with their state.
+
+Nothing stays dead: once the cluster is up, ``kemu up`` (the detached process
+with ``--detach``) supervises its processes - redis-server, the API server,
+the controller managers, each a child process - and restarts one that dies
+with the kubelet's back-off (:mod:`emulator.supervisor`), its record updated
+(new pid, restart count). ``kemu status`` prints a line per process, whether
+Redis answers and the API server's ``/readyz`` passes, and exits 1 while a
+part is down.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -404,114 +411,9 @@ def _failure_lines(log: Path) -> list[str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    """The cluster's parts, one line each (state, pid, restarts), its Redis and API server as a client finds
-    them, and its objects. Exit code 0 when every part is up; 1 when none runs or a part is down (being
-    restarted by the supervisor, or unreachable) - never a traceback."""
-    from emulator.processes import ProcessTable
+    from emulator.status_command import status
 
-    table = ProcessTable(kemu_home())
-    procs = [{"name": r.name, "pid": r.pid, "part": r.part, "state": r.state(), "restarts": r.restarts,
-              "log": r.log} for r in table.records()]
-    state = _running_state(table)
-    if state is None:
-        left = [p for p in procs if p["state"] == "running"]
-        if args.output == "json":
-            print(json.dumps({"running": False, "processes": procs}, indent=2))
-        else:
-            print("no kemu cluster is running (start one with `kemu up --detach`)")
-            if left:
-                print(f"{len(left)} recorded process(es) of an earlier cluster are still running "
-                      "(`kemu down` stops them):")
-            _print_processes(procs)
-        return 1
-    counts, redis_error = _store_counts(state.redis_url)
-    api_error = _api_not_ready(state) if state.api_url else None
-    down = [p["name"] for p in procs if p["state"] != "running"]
-    healthy = not down and redis_error is None and api_error is None
-    info: dict[str, Any] = {"running": True, "healthy": healthy, "pid": state.pid, "redis": state.redis_url,
-                            "redisError": redis_error, "api": state.api_url, "apiError": api_error,
-                            "kubeconfig": state.kubeconfig, "uptimeSeconds": round(time.time() - state.started_at, 1),
-                            **counts, "processes": procs}
-    if args.output == "json":
-        print(json.dumps(info, indent=2))
-    else:
-        print(f"kemu cluster running (pid {info['pid']}, up {info['uptimeSeconds']} s), redis {info['redis']}")
-        if info["api"]:
-            print(f"Kubernetes API at {info['api']}; kubeconfig: {info['kubeconfig']}")
-        _print_processes(procs)
-        print(f"  {'redis':<24} {'reachable' if redis_error is None else 'UNREACHABLE: ' + redis_error}")
-        if info["api"]:
-            print(f"  {'api /readyz':<24} {'ok' if api_error is None else 'NOT READY: ' + api_error}")
-        if not healthy:
-            print("kemu cluster is degraded: " + ", ".join(
-                [*(f"{n} is down (the supervisor restarts it)" for n in down),
-                 *(["Redis is unreachable"] if redis_error else []),
-                 *(["the API server is not ready"] if api_error else [])]))
-        if redis_error is None:
-            print(f"resourceVersion {info['resourceVersion']}")
-            for resource, n in sorted(info["objects"].items()):
-                print(f"  {resource:<40} {n}")
-    return 0 if healthy else 1
-
-
-def _store_counts(redis_url: str) -> tuple[dict[str, Any], str | None]:
-    """Objects per kind and the resourceVersion, or why Redis cannot be read (one try: no retries)."""
-    from emulator.cluster import object_counts
-    from emulator.store.store import UNAVAILABLE, Store, StoreConfig
-
-    try:
-        store = Store.connect(redis_url, StoreConfig(retries=0))
-    except UNAVAILABLE as e:
-        return {}, str(e) or type(e).__name__
-    try:
-        return object_counts(store), None
-    except UNAVAILABLE as e:
-        return {}, str(e) or type(e).__name__
-    finally:
-        store.close()
-
-
-def _api_not_ready(state: ClusterState) -> str | None:
-    """None when the API server's ``/readyz`` answers 200 (with the kubeconfig's token), else why not."""
-    import base64
-    import ssl
-    import tempfile
-    import urllib.error
-    import urllib.request
-
-    import yaml
-
-    token, context = "", None
-    try:
-        doc = yaml.safe_load(Path(state.kubeconfig).read_text()) if state.kubeconfig else {}
-        token = str(doc["users"][0]["user"].get("token") or "")
-        ca = doc["clusters"][0]["cluster"].get("certificate-authority-data")
-        if ca:
-            with tempfile.NamedTemporaryFile("wb", suffix=".pem", delete=False) as f:
-                f.write(base64.b64decode(ca))
-            context = ssl.create_default_context(cafile=f.name)
-            os.unlink(f.name)
-    except (OSError, KeyError, IndexError, TypeError, AttributeError, yaml.YAMLError):
-        pass  # no kubeconfig to read: ask without a token
-    request = urllib.request.Request(f"{state.api_url}/readyz", headers={"Authorization": f"Bearer {token}"}
-                                     if token else {})
-    try:
-        with urllib.request.urlopen(request, timeout=5.0, context=context) as r:
-            return None if r.status == 200 else f"HTTP {r.status}"
-    except urllib.error.HTTPError as e:
-        failed = [line for line in e.read().decode(errors="replace").splitlines() if line.startswith("[-]")]
-        return f"HTTP {e.code}" + (f" ({'; '.join(failed)})" if failed else "")
-    except (urllib.error.URLError, OSError) as e:
-        reason = getattr(e, "reason", e)
-        return str(reason) or type(e).__name__
-
-
-def _print_processes(procs: list[dict[str, Any]]) -> None:
-    if procs:
-        print("processes:")
-    for p in procs:
-        print(f"  {p['name']:<24} pid {p['pid']:<8} {p['state']:<8} restarts {p.get('restarts', 0):<3} {p['part']}"
-              + (f" (log {p['log']})" if p["log"] else ""))
+    return status(kemu_home(), _running_state, args.output)
 
 
 def _running_state(table: ProcessTable) -> ClusterState | None:

@@ -12,6 +12,13 @@ injects - ``emulator`` never imports Ray; the ``kemu`` entry point in
 components (schedulers) are added to :meth:`LocalCluster.start` and stopped
 in reverse order by :meth:`LocalCluster.stop`.
 
+**Supervision.** :meth:`LocalCluster.supervised_parts` are the child
+processes it started (redis-server, the API server, and with
+``controller_processes`` - what ``kemu up`` asks for - one process per
+controller manager, :mod:`emulator.controllers.process`), which ``kemu up``
+hands to :class:`emulator.supervisor.Supervisor` to restart when they die.
+``durability`` "strict" runs the embedded Redis with ``appendfsync always``.
+
 A detached cluster is the foreground ``kemu up`` running in a background
 process; it writes a state file (``$KEMU_HOME/cluster.json``) once it is
 ready, which ``kemu status`` and ``kemu down`` read.
@@ -315,11 +322,13 @@ class LocalCluster:
 
     def supervised_parts(self) -> list[Part]:
         """The child processes this cluster started, for :class:`emulator.supervisor.Supervisor` to restart."""
+        from emulator.supervisor import ApiServerPart, RedisPart
+
         parts: list[Part] = []
         if self.redis is not None:
-            parts.append(_RedisPart(self.redis))
+            parts.append(RedisPart(self.redis))
         if self.api is not None:
-            parts.append(_ApiServerPart(self.api))
+            parts.append(ApiServerPart(self.api))
         parts.extend(self.manager_processes)
         return parts
 
@@ -569,48 +578,6 @@ class LocalCluster:
 # Redis's appendfsync for each --durability: "strict" fsyncs every write before it is acknowledged, as
 # etcd does; "everysec" (the default) may lose the last second of acknowledged writes if the machine dies.
 APPENDFSYNC = {"everysec": "everysec", "strict": "always"}
-
-
-class _RedisPart:
-    """The embedded redis-server as a supervised part: restarted on the same port, it replays its AOF."""
-
-    name = "redis-server"
-    part = PARTS["redis"]
-
-    def __init__(self, redis: EmbeddedRedis) -> None:
-        self.redis = redis
-
-    def pid(self) -> int | None:
-        return self.redis.pid
-
-    def exit_status(self) -> int | None:
-        return self.redis.exit_status()
-
-    def restart(self) -> int:
-        self.redis.start()
-        return self.redis.pid or 0
-
-
-class _ApiServerPart:
-    """The API server process (its workers are the API server's own to restart) as a supervised part."""
-
-    name = "apiserver"
-    part = PARTS["api-server"]
-
-    def __init__(self, api: ApiServerProcess) -> None:
-        self.api = api
-
-    def pid(self) -> int | None:
-        proc = self.api.proc
-        return proc.pid if proc is not None and proc.poll() is None else None
-
-    def exit_status(self) -> int | None:
-        return self.api.exit_status()
-
-    def restart(self) -> int:
-        self.api.restart()
-        assert self.api.proc is not None
-        return self.api.proc.pid
 
 
 # ------------------------------------------------- the start of a supervised cluster (`kemu up`)

@@ -40,11 +40,16 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from emulator.processes import ProcessRecord, ProcessTable, proc_stat
 
-__all__ = ["CrashLoopBackOff", "Part", "PartStatus", "Supervisor", "describe_exit", "kill_part", "part_records"]
+if TYPE_CHECKING:
+    from emulator.apiserver.process import ApiServerProcess
+    from emulator.store.redis_server import EmbeddedRedis
+
+__all__ = ["ApiServerPart", "CrashLoopBackOff", "Part", "PartStatus", "RedisPart", "Supervisor", "describe_exit",
+           "kill_part", "part_records"]
 
 log = logging.getLogger(__name__)
 
@@ -224,6 +229,51 @@ class Supervisor:
             raise LookupError(f"no running supervised part named {name!r}; parts: {', '.join(self._parts)}")
         os.kill(pid, sig)
         return pid
+
+
+# ------------------------------------------------------------ the parts of a local cluster
+
+
+class RedisPart:
+    """The embedded redis-server as a supervised part: restarted on the same port, it replays its AOF."""
+
+    name = "redis-server"
+    part = "Redis"
+
+    def __init__(self, redis: EmbeddedRedis) -> None:
+        self.redis = redis
+
+    def pid(self) -> int | None:
+        return self.redis.pid
+
+    def exit_status(self) -> int | None:
+        return self.redis.exit_status()
+
+    def restart(self) -> int:
+        self.redis.start()
+        return self.redis.pid or 0
+
+
+class ApiServerPart:
+    """The API server process (its workers are the API server's own to restart) as a supervised part."""
+
+    name = "apiserver"
+    part = "the API server"
+
+    def __init__(self, api: ApiServerProcess) -> None:
+        self.api = api
+
+    def pid(self) -> int | None:
+        proc = self.api.proc
+        return proc.pid if proc is not None and proc.poll() is None else None
+
+    def exit_status(self) -> int | None:
+        return self.api.exit_status()
+
+    def restart(self) -> int:
+        self.api.restart()
+        assert self.api.proc is not None
+        return self.api.proc.pid
 
 
 # ------------------------------------------------------------ from other processes: the records

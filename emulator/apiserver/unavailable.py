@@ -11,6 +11,7 @@ spent: the request is well-formed and will succeed when Redis is back, which
 :class:`StoreUnavailableMiddleware` wraps the whole application (the token
 lookup of authentication reads Redis too) and turns a store error that escapes
 a handler into that answer if no byte of the response has been sent yet.
+:func:`part_checks` are ``/readyz``'s checks of the ``kemu up`` processes.
 """
 
 from __future__ import annotations
