@@ -22,6 +22,7 @@ after spawning.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import socket
@@ -110,6 +111,10 @@ def _serve_workers(config: uvicorn.Config, sock: socket.socket, workers: int) ->
 
     records_home = os.environ.get(RECORDS_ENV)
     records = ProcessTable(Path(records_home)) if records_home else None
+    # Import the application's modules once, here, before forking (as gunicorn's --preload): each worker,
+    # and each worker forked again after a crash, starts serving without a second or two of imports. The
+    # application itself (its Redis connections) is still made in each worker, by the factory.
+    importlib.import_module(_APP.partition(":")[0])
 
     def spawn(slot: int) -> int:
         pid = os.fork()
