@@ -97,6 +97,11 @@ class Cluster:
         raw = self.api.list_namespaced_pod(NAMESPACE, _preload_content=False)
         return {p["metadata"]["name"]: p for p in json.loads(raw.data)["items"]}
 
+    def readyz(self) -> str:
+        data = self.api.api_client.call_api("/readyz", "GET", query_params=[("verbose", "")],
+                                             auth_settings=["BearerToken"], _preload_content=False).data
+        return str(data.decode())
+
     def status(self) -> tuple[int, str]:
         """``kemu status`` in this process (no interpreter start: it answers within the back-off window)."""
         out = io.StringIO()
@@ -179,6 +184,9 @@ def test_a_killed_part_is_back_within_seconds_and_no_acknowledged_create_is_lost
     wait_for(lambda: _back(cluster, name, again.pid, again.restarts + 1), DEADLINE,
              f"{name} to be back after its second kill -9")
     second = time.monotonic() - killed_at
+    # /readyz lists every part with its restarts (upstream's verbose form).
+    rec = cluster.record(name)
+    assert f"[+]process/{name} (pid {rec.pid}, {rec.restarts} restart(s)) ok" in cluster.readyz(), cluster.readyz()
     print(f"\n{name}: back {first:.2f} s after kill -9 (restarted at once), {second:.2f} s after a second "
           f"kill -9 (1 s back-off); asked: within {BACK_WITHIN:g} s")
     if name.startswith("controller-manager"):
