@@ -144,8 +144,11 @@ def _serve_workers(config: uvicorn.Config, sock: socket.socket, workers: int) ->
     signal.signal(signal.SIGINT, stop)
     while children or (pending and not stopping.is_set()):
         try:
-            pid, status = os.waitpid(-1, os.WNOHANG)
-        except ChildProcessError:
+            # Stopping: block until the next worker exits (nothing is forked any more).
+            pid, status = os.waitpid(-1, 0 if stopping.is_set() else os.WNOHANG)
+        except ChildProcessError:  # no worker alive: only those waiting out their back-off
+            if stopping.is_set():
+                break
             pid, status = 0, 0
         if pid:
             slot = children.pop(pid, None)
