@@ -202,7 +202,8 @@ class Store:
 
     def _landed(self, kind: Kind, args: list[Any]) -> list[Any] | None:
         """Whether the commit with ``args`` (op, field, expected rv, head, tail ...) is in the store: the reply
-        it gave (``[1, rv]``), the error reply a lost race gives, or None when it did not run."""
+        it gave (``[1, rv]``; ``[2, stored bytes]`` for a create that landed and was changed since), the error
+        reply a lost race gives, or None when it did not run."""
         op, field, expected, head, tail = args[:5]
         stored = self.redis.hget(self.objects_key(kind), field)
         if op == "d":
@@ -219,7 +220,7 @@ class Store:
             uid = args[10]
             found = codec.decode(stored)
             if uid and (found.get("metadata") or {}).get("uid") == uid:
-                return [1, int(found["metadata"]["resourceVersion"])]  # ours, changed since by someone else
+                return [2, stored]  # ours, changed since by someone else: the caller gets it as it is now
             return [0, "exists"]
         current = str((codec.decode(stored).get("metadata") or {}).get("resourceVersion") or "")
         return None if current == expected else [0, "conflict"]
@@ -261,6 +262,8 @@ class Store:
     def _result(self, kind: Kind, obj: dict[str, Any], reply: list[Any]) -> dict[str, Any]:
         if reply[0] == 1:
             return _with_rv(obj, int(reply[1]))
+        if reply[0] == 2:  # from _landed: the write landed and the object changed since; this is it now
+            return codec.decode(reply[1])
         meta = obj.get("metadata") or {}
         name = meta.get("name", "")
         reason = reply[1].decode() if isinstance(reply[1], bytes) else reply[1]
