@@ -25,13 +25,20 @@ and why (its last log lines) before exiting non-zero (128 + the signal for
 a signal). ``kemu down`` stops the cluster's ``kemu up`` and then whatever is
 still recorded, which is everything when that ``kemu up`` was killed;
 ``kemu status`` lists the records with their state.
+
+Nothing stays dead: once the cluster is up, ``kemu up`` (the detached process
+with ``--detach``) supervises its processes - redis-server, the API server,
+the controller managers, each a child process - and restarts one that dies
+with the kubelet's back-off (:mod:`emulator.supervisor`), its record updated
+(new pid, restart count). ``kemu status`` prints a line per process, whether
+Redis answers and the API server's ``/readyz`` passes, and exits 1 while a
+part is down.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import signal
 import subprocess
@@ -56,6 +63,7 @@ if TYPE_CHECKING:
         SchedulerRunnerFactory,
     )
     from emulator.processes import ProcessTable
+    from emulator.supervisor import Supervisor
 
 
 class CLIError(Exception):
@@ -83,6 +91,7 @@ def _config(args: argparse.Namespace) -> Config:
                        api_tls=getattr(args, "api_tls", None), users_file=getattr(args, "users", None),
                        api_authorization_mode=getattr(args, "authorization_mode", None),
                        clock_speed=getattr(args, "clock_speed", None),
+                       durability=getattr(args, "durability", None),
                        prometheus_url=getattr(args, "prometheus_url", None),
                        metrics_rules=getattr(args, "metrics_rules", None))
     return with_descheduler(cfg, args)
@@ -130,6 +139,9 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--redis-url", help="use this Redis instead of starting one (env KEMU_REDIS_URL)")
     p.add_argument("--redis-port", type=int, help="port for the embedded Redis (default: a free one)")
     p.add_argument("--data-dir", help="data directory of the embedded Redis (default $KEMU_HOME/data)")
+    p.add_argument("--durability", choices=("everysec", "strict"),
+                   help="the embedded Redis's AOF fsync: everysec (default; a machine crash may lose the last "
+                        "second of acknowledged writes) or strict (appendfsync always, as etcd fsyncs every write)")
     p.add_argument("--api-host", help="address the Kubernetes API server binds (default 127.0.0.1; any other "
                                       "address makes the kubeconfig's token required)")
     p.add_argument("--api-port", type=int, help="port of the Kubernetes API server (default 6443, or a free one "
@@ -206,6 +218,7 @@ def _record_self(table: ProcessTable) -> None:
 def cmd_up(args: argparse.Namespace) -> int:
     from emulator import processes
     from emulator.cluster import LocalCluster, StartGuard, StartInterrupted, exited_message, part_name, tail_text, were
+    from emulator.supervisor import Supervisor
 
     table = processes.ProcessTable(kemu_home())
     _refuse_second_cluster(table)
@@ -220,7 +233,9 @@ def cmd_up(args: argparse.Namespace) -> int:
     stop = threading.Event()
     cluster = LocalCluster(cfg, kubelets=getattr(args, "kubelets", None),
                            schedulers=getattr(args, "scheduler_runner", None),
-                           controllers=getattr(args, "controller_runner", None), records=table)
+                           controllers=getattr(args, "controller_runner", None), records=table,
+                           controller_processes=True)
+    supervisor: Supervisor | None = None
     try:
         try:
             with StartGuard(cluster):
@@ -245,6 +260,8 @@ def cmd_up(args: argparse.Namespace) -> int:
                            + tail_text(cluster.starting_log, message)) from None
         for sig in (signal.SIGTERM, signal.SIGINT):  # from now on a signal means "stop, in order"
             signal.signal(sig, lambda *_: stop.set())
+        # Every process it started is restarted if it dies, with back-off (emulator.supervisor).
+        supervisor = Supervisor(cluster.supervised_parts(), table).start()
         state = cluster.state()
         if cluster.api_url is not None:
             state.kubeconfig = str(cluster.write_kubeconfig())
@@ -269,6 +286,8 @@ def cmd_up(args: argparse.Namespace) -> int:
         stop.wait()
         _quiet_while_stopping()
     finally:
+        if supervisor is not None:
+            supervisor.stop()  # before the parts stop: none is started again meanwhile
         _stop_cluster(cluster, table)
     print("kemu cluster stopped.", flush=True)
     return 0
@@ -314,7 +333,7 @@ def _detach(args: argparse.Namespace, table: ProcessTable) -> int:
                  "schedulers",
                  "scheduler_config", "api_token_file", "api_advertise_url", "clock_speed", "prometheus_url",
                  "metrics_rules", "descheduler_policy", "descheduling_interval", "users",
-                 "authorization_mode"):
+                 "authorization_mode", "durability"):
         value = getattr(args, flag)
         if value is not None:
             argv += [f"--{flag.replace('_', '-')}", str(value)]
@@ -392,52 +411,9 @@ def _failure_lines(log: Path) -> list[str]:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from emulator.cluster import object_counts
-    from emulator.processes import ProcessTable
-    from emulator.store.store import Store, StoreConfig
+    from emulator.status_command import status
 
-    table = ProcessTable(kemu_home())
-    procs = [{"name": r.name, "pid": r.pid, "part": r.part, "state": r.state(), "log": r.log}
-             for r in table.records()]
-    state = _running_state(table)
-    if state is None:
-        left = [p for p in procs if p["state"] == "running"]
-        if args.output == "json":
-            print(json.dumps({"running": False, "processes": procs}, indent=2))
-        else:
-            print("no kemu cluster is running (start one with `kemu up --detach`)")
-            if left:
-                print(f"{len(left)} recorded process(es) of an earlier cluster are still running "
-                      "(`kemu down` stops them):")
-            _print_processes(procs)
-        return 1
-    store = Store.connect(state.redis_url, StoreConfig())
-    try:
-        info: dict[str, Any] = {"running": True, "pid": state.pid, "redis": state.redis_url, "api": state.api_url,
-                                "kubeconfig": state.kubeconfig, "uptimeSeconds":
-                                round(time.time() - state.started_at, 1), **object_counts(store),
-                                "processes": procs}
-    finally:
-        store.close()
-    if args.output == "json":
-        print(json.dumps(info, indent=2))
-    else:
-        print(f"kemu cluster running (pid {info['pid']}, up {info['uptimeSeconds']} s), redis {info['redis']}")
-        if info["api"]:
-            print(f"Kubernetes API at {info['api']}; kubeconfig: {info['kubeconfig']}")
-        print(f"resourceVersion {info['resourceVersion']}")
-        for resource, n in sorted(info["objects"].items()):
-            print(f"  {resource:<40} {n}")
-        _print_processes(procs)
-    return 0
-
-
-def _print_processes(procs: list[dict[str, Any]]) -> None:
-    if procs:
-        print("processes:")
-    for p in procs:
-        print(f"  {p['name']:<24} pid {p['pid']:<8} {p['state']:<8} {p['part']}"
-              + (f" (log {p['log']})" if p["log"] else ""))
+    return status(kemu_home(), _running_state, args.output)
 
 
 def _running_state(table: ProcessTable) -> ClusterState | None:

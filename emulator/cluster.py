@@ -12,6 +12,13 @@ injects - ``emulator`` never imports Ray; the ``kemu`` entry point in
 components (schedulers) are added to :meth:`LocalCluster.start` and stopped
 in reverse order by :meth:`LocalCluster.stop`.
 
+**Supervision.** :meth:`LocalCluster.supervised_parts` are the child
+processes it started (redis-server, the API server, and with
+``controller_processes`` - what ``kemu up`` asks for - one process per
+controller manager, :mod:`emulator.controllers.process`), which ``kemu up``
+hands to :class:`emulator.supervisor.Supervisor` to restart when they die.
+``durability`` "strict" runs the embedded Redis with ``appendfsync always``.
+
 A detached cluster is the foreground ``kemu up`` running in a background
 process; it writes a state file (``$KEMU_HOME/cluster.json``) once it is
 ready, which ``kemu status`` and ``kemu down`` read.
@@ -66,8 +73,10 @@ from emulator.store.store import Store, StoreConfig
 if TYPE_CHECKING:
     from emulator.apiserver.process import ApiServerProcess
     from emulator.controllers.manager import ControllerManager, ManagerConfig
+    from emulator.controllers.process import ControllerManagerProcess
     from emulator.metrics import MetricsEndpoint
     from emulator.processes import ProcessTable
+    from emulator.supervisor import Part
 
 log = logging.getLogger(__name__)
 
@@ -196,9 +205,12 @@ class InProcessSchedulers:
 class LocalCluster:
     def __init__(self, config: Config, *, kubelets: KubeletRunnerFactory | None = None,
                  schedulers: SchedulerRunnerFactory | None = None,
-                 controllers: ControllerRunnerFactory | None = None, records: ProcessTable | None = None) -> None:
+                 controllers: ControllerRunnerFactory | None = None, records: ProcessTable | None = None,
+                 controller_processes: bool = False) -> None:
         self.config = config
         self.records = records
+        # Controller managers as child processes (``kemu up``: supervised, see emulator.supervisor), not threads.
+        self.controller_processes = controller_processes
         self.starting: str | None = None  # the part being started (a key of PARTS), None once all are up
         self.starting_log: Path | None = None
         self.stopping = False
@@ -218,6 +230,7 @@ class LocalCluster:
         self.api_ca: bytes | None = None
         self.user_tokens: dict[str, str] = {}
         self.controller_managers: list[ControllerManager] = []
+        self.manager_processes: list[ControllerManagerProcess] = []
         self.metrics: MetricsEndpoint | None = None
 
     def start(self) -> ServerCore:
@@ -237,7 +250,8 @@ class LocalCluster:
             wait_for_redis(cfg.redis_url, timeout=cfg.redis_timeout)
             self.redis_url = cfg.redis_url
         else:
-            redis_config = RedisServerConfig(data_dir=Path(cfg.data_dir), port=cfg.redis_port)
+            redis_config = RedisServerConfig(data_dir=Path(cfg.data_dir), port=cfg.redis_port,
+                                             appendfsync=APPENDFSYNC[cfg.durability])
             self.redis = EmbeddedRedis(redis_config, on_spawn=self._recorder("redis-server", "redis"))
             self._begin("redis", self.redis.log_path)
             self.redis_url = self.redis.start()
@@ -252,6 +266,10 @@ class LocalCluster:
         if cfg.api_enabled:
             self._begin("api-server", self._api_log())
             self._start_api_server()
+        if self.manager_processes:
+            self._begin("controller-managers", self.manager_processes[0].log_path)
+            for manager in self.manager_processes:
+                manager.wait_ready()
         if cfg.wants_kubelets():
             self._begin("kubelets")
             self._start_kubelets()
@@ -277,8 +295,12 @@ class LocalCluster:
         records = self.records
         if records is None:
             return None
-        log = {"redis": lambda: self.redis.log_path if self.redis else None, "api-server": self._api_log}[part]
+        log = {"redis": lambda: self.redis.log_path if self.redis else None, "api-server": self._api_log,
+               "controller-managers": lambda: self._manager_log(name)}[part]
         return lambda pid: records.record(name, pid, part=PARTS[part], log=log())
+
+    def _manager_log(self, name: str) -> Path:
+        return Path(self.config.data_dir).parent / f"{name}.log"
 
     def _api_log(self) -> Path:
         return Path(self.config.data_dir).parent / "apiserver.log"
@@ -291,7 +313,24 @@ class LocalCluster:
         proc = api.proc if api is not None else None
         if api is not None and proc is not None and self.api_url is not None and proc.poll() is not None:
             return "api-server", f"the API server (pid {proc.pid}) exited with code {proc.returncode}", api.log_path
+        for manager in self.manager_processes:
+            code = manager.exit_status()
+            if code is not None:
+                return ("controller-managers", f"controller manager {manager.name} exited with code {code}",
+                        manager.log_path)
         return None
+
+    def supervised_parts(self) -> list[Part]:
+        """The child processes this cluster started, for :class:`emulator.supervisor.Supervisor` to restart."""
+        from emulator.supervisor import ApiServerPart, RedisPart
+
+        parts: list[Part] = []
+        if self.redis is not None:
+            parts.append(RedisPart(self.redis))
+        if self.api is not None:
+            parts.append(ApiServerPart(self.api))
+        parts.extend(self.manager_processes)
+        return parts
 
     def _start_schedulers(self) -> None:
         """``scheduler_count()`` competing scheduler replicas, through the injected runner (Ray actors under
@@ -345,7 +384,8 @@ class LocalCluster:
             prometheus_url=cfg.prometheus_url, authorization_mode=cfg.api_authorization_mode, **tls)
         # Without an explicit port, 6443 if it is free, else any free port: the kubeconfig says which.
         self.api = ApiServerProcess(settings, log_path=self._api_log(), fallback_to_free_port=cfg.api_port is None,
-                                    on_spawn=self._recorder("apiserver", "api-server"))
+                                    on_spawn=self._recorder("apiserver", "api-server"),
+                                    records_home=self.records.home if self.records is not None else None)
         self.api.start()
         self.api_url = kubeconfig.client_url(cfg.api_host, self.api.settings.port, tls=cfg.api_tls)
         if cfg.api_token_file:
@@ -390,8 +430,36 @@ class LocalCluster:
         config = ManagerConfig.from_dict(self.config.manager_settings())
         if self.config.node_groups:
             config = self._with_autoscaler(config)
+        if self.controller_processes:
+            self._start_manager_processes(config)
+            return
         self.controller_managers = [ControllerManager(self.core, config).start()
                                     for _ in range(self.config.controller_managers)]
+
+    def _start_manager_processes(self, config: ManagerConfig) -> None:
+        """One ``python -m emulator.controllers.process`` per manager, each with a leader-election identity
+        of its own that it keeps across restarts (so a restarted leader renews its Lease at once)."""
+        import socket
+        from dataclasses import asdict, replace
+
+        from emulator.controllers.process import ControllerManagerProcess, ManagerProcessSettings
+
+        assert self.redis_url is not None and self.core is not None
+        cfg = self.config
+        for i in range(cfg.controller_managers):
+            name = f"controller-manager-{i}"
+            identity = config.identity or f"{socket.gethostname()}_kemu-{os.getpid()}-{i}"
+            settings = ManagerProcessSettings(
+                self.redis_url, {**asdict(replace(config, identity=identity)),
+                                 "controllers": list(config.controllers), "options": dict(config.options)},
+                prefix=cfg.prefix, stream_cap=cfg.stream_cap, node_shards=cfg.node_shards,
+                clock_speed=cfg.clock_speed, clock_start=self.core.clock.now(), clock_wall=time.time(),
+                serve_metrics=cfg.metrics)
+            self.manager_processes.append(ControllerManagerProcess(
+                settings, name=name, log_path=self._manager_log(name),
+                on_spawn=self._recorder(name, "controller-managers")))
+        for manager in self.manager_processes:
+            manager.spawn()  # ready is awaited once the API server is up: their interpreters start meanwhile
 
     def _declare_node_groups(self) -> None:
         """The node groups into the emulated cloud (Redis): new ones start at their initial size, known ones
@@ -420,7 +488,7 @@ class LocalCluster:
 
         assert self.store is not None
         cfg = self.config
-        if cfg.controller_managers:
+        if cfg.controller_managers and not self.controller_processes:
             component = "controller-manager"
         elif cfg.scheduler_count() and self._scheduler_factory is None:
             component = "scheduler"  # a compose scheduler part: in-process schedulers, nothing else
@@ -460,10 +528,15 @@ class LocalCluster:
     def _stop_controllers(self) -> None:
         runner, self.controller_runner = self.controller_runner, None
         managers, self.controller_managers = self.controller_managers, []
+        processes, self.manager_processes = self.manager_processes, []
         if runner is not None:
             runner.stop()
         for manager in reversed(managers):
             manager.stop()
+        for process in reversed(processes):
+            process.stop()
+            if self.records is not None:
+                self.records.forget(process.name)
 
     def _stop_metrics(self) -> None:
         metrics, self.metrics = self.metrics, None
@@ -500,6 +573,11 @@ class LocalCluster:
         assert self.redis_url is not None
         return ClusterState(os.getpid(), self.redis_url, self.redis is not None, str(self.config.data_dir),
                             time.time(), api_url=self.api_url)
+
+
+# Redis's appendfsync for each --durability: "strict" fsyncs every write before it is acknowledged, as
+# etcd does; "everysec" (the default) may lose the last second of acknowledged writes if the machine dies.
+APPENDFSYNC = {"everysec": "everysec", "strict": "always"}
 
 
 # ------------------------------------------------- the start of a supervised cluster (`kemu up`)

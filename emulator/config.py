@@ -32,6 +32,10 @@ class Config:
     # How long to keep trying an external Redis before giving up.
     redis_timeout: float = 10.0
     data_dir: Path = field(default_factory=lambda: kemu_home() / "data")
+    # The embedded Redis's AOF fsync policy (`kemu up --durability`): "everysec" (Redis's default; the last
+    # second of acknowledged writes may be lost if the machine, not the process, dies) or "strict"
+    # (appendfsync always: every write is on disk before it is acknowledged, as etcd does).
+    durability: str = "everysec"
     # Store.
     prefix: str = "kemu:"
     stream_cap: int = 200_000
@@ -65,8 +69,8 @@ class Config:
     api_authorization_mode: str = "RBAC"
     # A YAML file of users (emulator.apiserver.users): each gets a token and a kubeconfig context.
     users_file: str | None = None
-    # Controller managers (emulator.controllers.manager) LocalCluster runs in-process; they elect one
-    # leader through a Lease, the others stand by. 0 runs no controllers.
+    # Controller managers (emulator.controllers.manager) LocalCluster runs in-process (`kemu up`: one child
+    # process each, supervised); they elect one leader through a Lease, the others stand by. 0: none.
     controller_managers: int = 1
     # ManagerConfig settings (controllers: ["*", "-garbagecollector"], lease_duration, options ...).
     controller_manager: dict[str, Any] = field(default_factory=dict)
@@ -163,6 +167,8 @@ class Config:
             raise ConfigError(f"api_advertise_url must be an http:// or https:// URL, not {cfg.api_advertise_url!r}")
         if cfg.controller_managers < 0:
             raise ConfigError("controller_managers must not be negative")
+        if cfg.durability not in ("everysec", "strict"):
+            raise ConfigError(f"durability must be everysec or strict, not {cfg.durability!r}")
         if not isinstance(cfg.controller_manager, dict):
             raise ConfigError("controller_manager must be a mapping of controller manager settings")
         from emulator.controllers.manager import ManagerConfig

@@ -35,7 +35,7 @@ import os
 import signal
 import time
 from collections.abc import Collection
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 __all__ = ["ProcessRecord", "ProcessTable", "StillRunning", "Stopped", "activate", "active", "log_tail", "pid_alive",
@@ -84,6 +84,7 @@ class ProcessRecord:
     pgid: int  # the process group it was in when recorded
     part: str  # the part of the cluster it belongs to, as messages name it
     log: str | None = None
+    restarts: int = 0  # how often the supervisor (emulator.supervisor) started it again after it died
 
     @property
     def leads_group(self) -> bool:
@@ -125,8 +126,13 @@ class ProcessTable:
 
     # -------------------------------------------------------------------------------- records
 
-    def record(self, name: str, pid: int, *, part: str, log: Path | str | None = None) -> ProcessRecord:
-        """Write the record of ``pid`` (just spawned) under ``name``, replacing an older one."""
+    def record(self, name: str, pid: int, *, part: str, log: Path | str | None = None,
+               restarts: int | None = None) -> ProcessRecord:
+        """Write the record of ``pid`` (just spawned) under ``name``, replacing an older one (whose restart
+        count it keeps unless ``restarts`` is given: a part started again keeps its name)."""
+        if restarts is None:
+            old = self.get(name)
+            restarts = old.restarts if old is not None else 0
         st = proc_stat(pid)
         if st is not None:
             start, pgid = st.start, st.pgid
@@ -134,7 +140,16 @@ class ProcessTable:
             start, pgid = 0, -1
             with contextlib.suppress(ProcessLookupError):
                 pgid = os.getpgid(pid)
-        rec = ProcessRecord(name, pid, start, pgid, part, str(log) if log is not None else None)
+        rec = ProcessRecord(name, pid, start, pgid, part, str(log) if log is not None else None, restarts)
+        self._write(f"{name}.json", asdict(rec))
+        return rec
+
+    def count_restart(self, name: str) -> ProcessRecord | None:
+        """One more restart of ``name`` (its record now names the new process)."""
+        rec = self.get(name)
+        if rec is None:
+            return None
+        rec = replace(rec, restarts=rec.restarts + 1)
         self._write(f"{name}.json", asdict(rec))
         return rec
 

@@ -1,6 +1,7 @@
 """Store benchmark: pod creates/s, watch delivery latency, list of 100k pods.
 
     .venv/bin/python -m loadgen.bench_store [--pods 20000] [--list-pods 100000] [--json out.json]
+        [--durability everysec|strict] [--data-dir DIR] [--creates-only]
 
 Starts its own embedded Redis in a temporary directory (or uses ``--redis-url``)
 and reports:
@@ -29,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.api.kinds import NAMESPACE, POD
+from emulator.cluster import APPENDFSYNC
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store
@@ -142,13 +144,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--list-pods", type=int, default=100_000)
     ap.add_argument("--watch-seconds", type=float, default=5.0)
     ap.add_argument("--json", help="write the results here too")
+    ap.add_argument("--durability", choices=sorted(APPENDFSYNC), default="everysec",
+                    help="the embedded Redis's AOF fsync, as `kemu up --durability` (strict: appendfsync always)")
+    ap.add_argument("--data-dir", help="put the embedded Redis's AOF under this directory (default: a temporary "
+                                       "one; fsync costs depend on the file system: tmpfs has none)")
+    ap.add_argument("--creates-only", action="store_true", help="only the creates/s benchmarks")
     args = ap.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="kemu-bench-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="kemu-bench-", dir=args.data_dir) as tmp:
         server = None
         url = args.redis_url
         if not url:
-            server = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp)))
+            server = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp), appendfsync=APPENDFSYNC[args.durability]))
             url = server.start()
         try:
             core = _core(url)
@@ -162,7 +169,10 @@ def main(argv: list[str] | None = None) -> int:
                 "oneProcessBatched": round(bench_batched(url, args.pods)),
                 "fourProcessesBatched": round(bench_processes(url, args.pods)),
             }
+            results["durability"] = args.durability
             print(json.dumps(results, indent=2), flush=True)
+            if args.creates_only:
+                return _write(args.json, results)
             results["watchLatency"] = [bench_watch_latency(url, r, args.watch_seconds) for r in (1000, 10000)]
             print(json.dumps(results["watchLatency"], indent=2), flush=True)
             core.store.redis.flushall()
@@ -174,8 +184,12 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             if server is not None:
                 server.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    return _write(args.json, results)
+
+
+def _write(path: str | None, results: dict[str, Any]) -> int:
+    if path:
+        Path(path).write_text(json.dumps(results, indent=2))
     return 0
 
 

@@ -21,6 +21,7 @@ including 404 for unknown paths, 405 for methods a resource does not take and
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import logging
 import time
@@ -44,13 +45,14 @@ from emulator.apiserver.calls import Call, Result, query_bool, query_int
 from emulator.apiserver.handlers import Handlers
 from emulator.apiserver.rbacsource import RBACSource
 from emulator.apiserver.settings import ServerSettings, is_loopback
+from emulator.apiserver.unavailable import StoreUnavailableMiddleware, part_checks, store_unavailable
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
 from emulator.auth.rbac import RBACAuthorizer
 from emulator.auth.user import ADMIN
 from emulator.metrics import SD_PATH, discover, process_instance, serve_and_register
 from emulator.server.core import ServerCore
 from emulator.server.services import ensure_kubernetes_service
-from emulator.store.store import Store, StoreConfig, parse_resource_version
+from emulator.store.store import UNAVAILABLE, Store, StoreConfig, parse_resource_version
 
 log = logging.getLogger("kemu.apiserver")
 
@@ -78,7 +80,7 @@ class ApiServer:
         self.settings = settings
         if core is None:
             store_config = StoreConfig(prefix=settings.prefix, stream_cap=settings.stream_cap,
-                                       node_shards=settings.node_shards)
+                                       node_shards=settings.node_shards, retries=settings.store_retries)
             store = Store.connect(settings.redis_url, store_config)
             core = ServerCore(store, settings.clock())
         self.core = core
@@ -156,6 +158,9 @@ class ApiServer:
             return self.respond(call, result), info
         except errors.StatusError as e:
             return status_response(e), info
+        except UNAVAILABLE as e:  # Redis restarting: 503 + Retry-After, never a 500
+            log.warning("store unavailable serving %s %s: %s", request.method, request.url.path, e)
+            return status_response(store_unavailable(e)), info
         except Exception:
             log.exception("internal error serving %s %s", request.method, request.url.path)
             return status_response(errors.internal("an internal error occurred; see the API server log")), info
@@ -291,12 +296,23 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
     async def healthz(_: Request) -> Response:
         return Response(b"ok", 200, media_type="text/plain")
 
-    async def readyz(_: Request) -> Response:
+    async def readyz(request: Request) -> Response:
+        # Upstream's shape: one "[+]name ok" / "[-]name failed: why" line per check (listed with ?verbose or
+        # when one fails). Under `kemu up` the cluster's supervised processes are checks too (state, restarts).
+        checks: list[tuple[str, str | None]] = []
         try:
-            await server.watches.client.ping()
+            # One second, not the store client's retries: readiness answers now, whatever Redis is doing.
+            await asyncio.wait_for(server.watches.client.ping(), 1.0)
+            checks.append(("redis", None))
         except Exception as e:  # Redis unreachable: not ready, say why
-            return Response(f"[-]redis failed: {e}\nreadyz check failed".encode(), 500, media_type="text/plain")
-        return Response(b"ok", 200, media_type="text/plain")
+            checks.append(("redis", str(e) or type(e).__name__))
+        checks += part_checks()
+        failed = any(why is not None for _, why in checks)
+        if not failed and "verbose" not in request.query_params:
+            return Response(b"ok", 200, media_type="text/plain")
+        lines = [f"[+]{name} ok" if why is None else f"[-]{name} failed: {why}" for name, why in checks]
+        lines.append(f"readyz check {'failed' if failed else 'passed'}")
+        return Response("\n".join(lines).encode(), 500 if failed else 200, media_type="text/plain")
 
     async def openapi_v2(request: Request) -> Response:
         accept = request.headers.get("accept") or "*/*"
@@ -357,7 +373,7 @@ def create_app(settings: ServerSettings, core: ServerCore | None = None) -> Any:
             f"the server does not allow this method on the requested resource: {request.method}"))
 
     authn = Authenticator(settings.token, server.core.store.redis, settings.prefix)
-    return AuthMiddleware(app, authn, server.authorizer, settings.require_token)
+    return StoreUnavailableMiddleware(AuthMiddleware(app, authn, server.authorizer, settings.require_token))
 
 
 def app_from_env() -> Any:

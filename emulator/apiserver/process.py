@@ -22,6 +22,7 @@ after spawning.
 from __future__ import annotations
 
 import contextlib
+import importlib
 import os
 import signal
 import socket
@@ -44,6 +45,8 @@ from emulator.apiserver import watch
 from emulator.apiserver.settings import ENV, ServerSettings
 
 _APP = "emulator.apiserver.app:app_from_env"
+# The KEMU_HOME whose process records the workers go into (set by ``kemu up`` for its API server).
+RECORDS_ENV = "KEMU_APISERVER_RECORDS"
 _BACKLOG = 4096
 
 
@@ -96,9 +99,24 @@ def serve(settings: ServerSettings, sock: socket.socket | None = None) -> int:
 
 
 def _serve_workers(config: uvicorn.Config, sock: socket.socket, workers: int) -> int:
-    """``workers`` forked processes accept on ``sock``; the parent only supervises them."""
-    children: list[int] = []
-    for _ in range(workers):
+    """``workers`` forked processes accept on ``sock``; the parent only supervises them.
+
+    A worker that dies (``kill -9``, a crash) is forked again with the kubelet's back-off
+    (:class:`emulator.supervisor.CrashLoopBackOff`: the first time at once), while the others keep
+    serving; the parent reaps every exit. With ``$KEMU_APISERVER_RECORDS`` (set by ``kemu up``) each
+    worker has a process record ``apiserver-worker-N`` with its restart count (:mod:`emulator.processes`).
+    """
+    from emulator.processes import ProcessTable
+    from emulator.supervisor import CrashLoopBackOff, describe_exit
+
+    records_home = os.environ.get(RECORDS_ENV)
+    records = ProcessTable(Path(records_home)) if records_home else None
+    # Import the application's modules once, here, before forking (as gunicorn's --preload): each worker,
+    # and each worker forked again after a crash, starts serving without a second or two of imports. The
+    # application itself (its Redis connections) is still made in each worker, by the factory.
+    importlib.import_module(_APP.partition(":")[0])
+
+    def spawn(slot: int) -> int:
         pid = os.fork()
         if pid == 0:  # child: serve, never return into the parent's code
             code = 0
@@ -107,31 +125,58 @@ def _serve_workers(config: uvicorn.Config, sock: socket.socket, workers: int) ->
             except BaseException:
                 code = 1
             os._exit(code)
-        children.append(pid)
+        if records is not None:
+            records.record(f"apiserver-worker-{slot}", pid, part="the API server")
+        return pid
+
+    children = {spawn(slot): slot for slot in range(workers)}  # pid -> worker slot
+    backoffs = {slot: CrashLoopBackOff() for slot in range(workers)}
+    pending: dict[int, float] = {}  # worker slot -> when to fork it again
     stopping = threading.Event()
 
     def stop(signum: int, _frame: FrameType | None) -> None:
         stopping.set()
-        for pid in children:
+        for pid in list(children):
             with contextlib.suppress(ProcessLookupError):
                 os.kill(pid, signal.SIGTERM)
 
     signal.signal(signal.SIGTERM, stop)
     signal.signal(signal.SIGINT, stop)
-    code = 0
-    remaining = set(children)
-    while remaining:
+    while children or (pending and not stopping.is_set()):
         try:
-            pid, _status = os.wait()
-        except ChildProcessError:
-            break
-        remaining.discard(pid)
+            # Stopping: block until the next worker exits (nothing is forked any more).
+            pid, status = os.waitpid(-1, 0 if stopping.is_set() else os.WNOHANG)
+        except ChildProcessError:  # no worker alive: only those waiting out their back-off
+            if stopping.is_set():
+                break
+            pid, status = 0, 0
+        if pid:
+            slot = children.pop(pid, None)
+            if slot is not None and not stopping.is_set():
+                now = time.monotonic()
+                pending[slot] = now + backoffs[slot].delay(now)
+                print(f"kemu apiserver: worker {slot} (pid {pid}) {describe_exit(_returncode(status))}; "
+                      "forking it again", file=sys.stderr, flush=True)
+            continue
         if not stopping.is_set():
-            # A worker died on its own: stop the others rather than serve at reduced capacity silently.
-            code = 1
-            stop(signal.SIGTERM, None)
+            now = time.monotonic()
+            for slot, at in sorted(pending.items()):
+                if now >= at:
+                    del pending[slot]
+                    backoffs[slot].restarted(now)
+                    children[spawn(slot)] = slot
+                    if records is not None:
+                        records.count_restart(f"apiserver-worker-{slot}")
+        stopping.wait(0.05)  # waitpid cannot wait with a timeout: poll, 20 times a second
     sock.close()
-    return code
+    if records is not None:
+        for slot in range(workers):
+            records.forget(f"apiserver-worker-{slot}")
+    return 0
+
+
+def _returncode(status: int) -> int:
+    return -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
 
 
 class ApiServerProcess:
@@ -141,12 +186,15 @@ class ApiServerProcess:
     of failing (``url`` tells where it ended up). The child leads a process group of its
     own, so one signal to the group reaches its workers, and a terminal's Ctrl-C reaches
     only its parent, which stops it in order. ``on_spawn`` is called with the child's pid
-    as soon as it exists (``kemu up`` records it then, :mod:`emulator.processes`).
+    as soon as it exists (``kemu up`` records it then, :mod:`emulator.processes`);
+    ``records_home`` is where the workers record themselves and what ``/readyz`` reports on.
     """
 
     def __init__(self, settings: ServerSettings, log_path: Path | None = None, *,
-                 fallback_to_free_port: bool = False, on_spawn: Callable[[int], None] | None = None) -> None:
+                 fallback_to_free_port: bool = False, on_spawn: Callable[[int], None] | None = None,
+                 records_home: Path | None = None) -> None:
         self.on_spawn = on_spawn
+        self.records_home = records_home
         self.settings = settings
         self.log_path = log_path
         self.fallback = fallback_to_free_port
@@ -169,6 +217,8 @@ class ApiServerProcess:
         try:
             self.settings = replace(self.settings, port=int(sock.getsockname()[1]))
             env = {**os.environ, ENV: self.settings.to_env()}
+            if self.records_home is not None:
+                env[RECORDS_ENV] = str(self.records_home)
             if self.log_path is not None:
                 self.log_path.parent.mkdir(parents=True, exist_ok=True)
                 self._log_file = self.log_path.open("ab")
@@ -183,6 +233,36 @@ class ApiServerProcess:
             self.on_spawn(self.proc.pid)
         self.wait_ready(timeout)
         return self.url
+
+    def exit_status(self) -> int | None:
+        """None while the server process runs (or was never started); else its exit status, reaped."""
+        proc = self.proc
+        return proc.poll() if proc is not None else None
+
+    def restart(self, timeout: float = 30.0) -> str:
+        """Start the server again on the same port after its process died (``kemu up``'s supervisor).
+
+        Workers it forked may outlive a ``kill -9`` of their parent, still holding the port: its
+        process group is killed first, and the port is retried until they are gone.
+        """
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(5.0)
+        log_file, self._log_file = self._log_file, None
+        if log_file is not None:
+            log_file.close()
+        self.fallback = False  # clients know this port
+        deadline = time.monotonic() + 5.0
+        while True:
+            try:
+                return self.start(timeout)
+            except ApiServerError as e:
+                if self.proc is not None or time.monotonic() >= deadline or "cannot listen" not in str(e):
+                    raise
+            time.sleep(0.05)  # the dead server's workers are exiting: the port frees in a moment
 
     def wait_ready(self, timeout: float) -> None:
         deadline = time.monotonic() + timeout

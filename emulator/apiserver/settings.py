@@ -61,6 +61,8 @@ class ServerSettings:
     # Seconds between BOOKMARK events of watches that asked for them.
     bookmark_interval: float = 60.0
     log_level: str = "warning"
+    # Retries of a store call while Redis is unreachable before the request answers 503 (StoreConfig.retries).
+    store_retries: int = 8
 
     def clock(self) -> SystemClock:
         if self.clock_start is None or self.clock_wall is None:

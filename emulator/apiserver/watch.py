@@ -50,13 +50,15 @@ from typing import Any
 import orjson
 import redis.asyncio as aioredis
 from prometheus_client import Counter, Histogram
+from redis.asyncio.retry import Retry as AsyncRetry
+from redis.backoff import EqualJitterBackoff
 
 from emulator.api import errors
 from emulator.api.kinds import Kind
 from emulator.api.selectors import FieldSelector, LabelSelector
 from emulator.api.types import Obj
 from emulator.apiserver import metrics, tables
-from emulator.store.store import Store, WatchEvent, check_window, decode_entries, event_filter
+from emulator.store.store import UNAVAILABLE, Store, WatchEvent, check_window, decode_entries, event_filter
 
 # Set when the process is asked to stop: open watches end their streams cleanly.
 DRAINING = threading.Event()
@@ -94,7 +96,10 @@ class WatchSource:
     def client(self) -> aioredis.Redis:
         # Created on first use, inside the running event loop its connections belong to.
         if self._client is None:
-            self._client = aioredis.Redis.from_url(self.redis_url, socket_keepalive=True)
+            # The store client's retry policy: a watch (and its 410 check) rides out a Redis restart.
+            cfg = self.store.config
+            retry = AsyncRetry(EqualJitterBackoff(cap=cfg.retry_cap, base=cfg.retry_base), cfg.retries)
+            self._client = aioredis.Redis.from_url(self.redis_url, socket_keepalive=True, retry=retry)
         return self._client
 
     async def close(self) -> None:
@@ -208,7 +213,12 @@ async def _stream(req: WatchRequest, source: WatchSource, initial: list[Obj] | N
         block = min(deadline - t, POLL_SECONDS)
         if req.allow_bookmarks:
             block = min(block, max(next_bookmark - t, 0.001))
-        entries, first_retained, newest = await source.read(stream, last, block)
+        try:
+            entries, first_retained, newest = await source.read(stream, last, block)
+        except UNAVAILABLE:
+            # Redis gone for longer than the retries: end the stream cleanly (as on shutdown); the client
+            # watches again from its last resourceVersion and gets 503 + Retry-After until Redis is back.
+            return
         try:
             check_window(last, first_retained)
         except errors.StatusError as e:

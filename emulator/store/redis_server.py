@@ -328,6 +328,11 @@ class EmbeddedRedis:
         proc = self._proc
         return proc is not None and proc.poll() is None
 
+    def exit_status(self) -> int | None:
+        """None while the server runs (or was never started); else its exit status, the process reaped."""
+        proc = self._proc
+        return proc.poll() if proc is not None else None
+
     @property
     def pid(self) -> int | None:
         """The server's process id while it runs, else None."""

@@ -40,6 +40,7 @@ from __future__ import annotations
 import base64
 import binascii
 import importlib.resources
+import time
 import zlib
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
@@ -47,6 +48,8 @@ from typing import Any, NamedTuple
 
 import orjson
 import redis
+from redis.backoff import EqualJitterBackoff, NoBackoff
+from redis.retry import Retry
 
 from emulator.api import errors
 from emulator.api.kinds import NAMESPACE, NODE, POD, Kind, by_resource
@@ -75,6 +78,22 @@ class StoreConfig:
     node_shards: int = 16
     # How many objects one list round trip reads when paging or filtering.
     list_chunk: int = 1000
+    # Riding out a Redis restart (see "Store unavailable" below): a failed command is retried this many
+    # times, the n-th wait drawn from [t/2, t] with t = min(retry_cap, retry_base * 2**n) (redis-py's
+    # EqualJitterBackoff): 8 retries from 50 ms capped at 1 s wait 2.75-5.5 s in all, longer than the
+    # embedded Redis takes to come back under `kemu up`'s supervisor (about a second).
+    retries: int = 8
+    retry_base: float = 0.05
+    retry_cap: float = 1.0
+
+    def retry(self) -> Retry:
+        return Retry(EqualJitterBackoff(cap=self.retry_cap, base=self.retry_base), self.retries,
+                     supported_errors=(redis.ConnectionError, redis.TimeoutError))
+
+
+# What a store call raises while Redis cannot be reached, once its retries are spent (redis-py's
+# BusyLoadingError, "Redis is loading its AOF", is a ConnectionError). The API server answers 503.
+UNAVAILABLE: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
 
 
 class WatchEvent(NamedTuple):
@@ -123,26 +142,88 @@ def parse_resource_version(value: str | int | None, what: str = "resourceVersion
 
 
 class Store:
-    """Synchronous store client. Thread-safe (redis-py pools connections)."""
+    """Synchronous store client. Thread-safe (redis-py pools connections).
 
-    def __init__(self, client: redis.Redis, config: StoreConfig | None = None) -> None:
+    **Store unavailable** (Redis restarting): :meth:`connect` gives reads a client that reconnects and
+    retries with back-off (:meth:`StoreConfig.retry`): a read is idempotent, so a retry is always
+    right. Commits go through a second client that never retries on its own: a commit whose
+    connection broke before the reply may or may not have run, and running it again could answer
+    409 AlreadyExists for a create that did land. Instead :meth:`_commit_resolved` reads the key
+    back and decides (:meth:`_landed`): our bytes (or, for a create, our uid) are there - it landed;
+    the precondition still holds - it did not, commit again; someone else's write is there - 409
+    Conflict, as a lost race would answer. What is still unreachable after the retries raises one of
+    :data:`UNAVAILABLE`.
+    """
+
+    def __init__(self, client: redis.Redis, config: StoreConfig | None = None, *,
+                 writer: redis.Redis | None = None) -> None:
         self.redis = client
         self.config = config or StoreConfig()
+        self._writer = writer if writer is not None else client
         p = self.config.prefix
         self._rv_key = f"{p}rv"
         self._trim_key = f"{p}trim"
         self.gc_queue_key = f"{p}gcq"
-        self._commit = client.register_script(_COMMIT_LUA)
+        self._commit = self._writer.register_script(_COMMIT_LUA)
         self._range = client.register_script(_RANGE_LUA)
         client.hsetnx(f"{p}meta", "node_shards", self.config.node_shards)
         self.node_shards = int(client.hget(f"{p}meta", "node_shards") or self.config.node_shards)
 
     @classmethod
     def connect(cls, url: str, config: StoreConfig | None = None) -> Store:
-        return cls(redis.Redis.from_url(url, socket_keepalive=True), config)
+        config = config or StoreConfig()
+        reads = redis.Redis.from_url(url, socket_keepalive=True, retry=config.retry())
+        writes = redis.Redis.from_url(url, socket_keepalive=True, retry=Retry(NoBackoff(), 0))
+        return cls(reads, config, writer=writes)
 
     def close(self) -> None:
         self.redis.close()
+        if self._writer is not self.redis:
+            self._writer.close()
+
+    # ------------------------------------------------- writes whose reply was lost
+    def _commit_resolved(self, kind: Kind, keys: list[str], args: list[Any]) -> list[Any]:
+        """Run the commit script; if the connection fails before its reply, find out what happened
+        (:meth:`_landed`) instead of running it blindly again. Returns the script's reply (or the one
+        it would have given)."""
+        backoff = EqualJitterBackoff(cap=self.config.retry_cap, base=self.config.retry_base)
+        for attempt in range(self.config.retries + 1):
+            try:
+                return self._commit(keys, args)
+            except UNAVAILABLE:
+                if attempt == self.config.retries:
+                    raise
+            # The read client retries until Redis answers (or gives up, raising UNAVAILABLE).
+            outcome = self._landed(kind, args)
+            if outcome is not None:
+                return outcome
+            time.sleep(backoff.compute(attempt + 1))  # not landed: commit again once Redis is back
+        raise AssertionError("unreachable")
+
+    def _landed(self, kind: Kind, args: list[Any]) -> list[Any] | None:
+        """Whether the commit with ``args`` (op, field, expected rv, head, tail ...) is in the store: the reply
+        it gave (``[1, rv]``; ``[2, stored bytes]`` for a create that landed and was changed since), the error
+        reply a lost race gives, or None when it did not run."""
+        op, field, expected, head, tail = args[:5]
+        stored = self.redis.hget(self.objects_key(kind), field)
+        if op == "d":
+            if stored is None:
+                return [1, self.current_rv()]  # gone: ours (or a concurrent delete - gone either way)
+            current = str((codec.decode(stored).get("metadata") or {}).get("resourceVersion") or "")
+            return None if current == expected else [0, "conflict"]
+        if stored is None:
+            return None if op == "c" else [0, "notfound"]
+        mine = _stored_rv(stored, head, tail)
+        if mine is not None and (op == "c" or mine != expected):
+            return [1, int(mine)]  # our bytes, at a resourceVersion of their own
+        if op == "c":
+            uid = args[10]
+            found = codec.decode(stored)
+            if uid and (found.get("metadata") or {}).get("uid") == uid:
+                return [2, stored]  # ours, changed since by someone else: the caller gets it as it is now
+            return [0, "exists"]
+        current = str((codec.decode(stored).get("metadata") or {}).get("resourceVersion") or "")
+        return None if current == expected else [0, "conflict"]
 
     # ----------------------------------------------------------------- keys
     def objects_key(self, kind: Kind) -> str:
@@ -181,6 +262,8 @@ class Store:
     def _result(self, kind: Kind, obj: dict[str, Any], reply: list[Any]) -> dict[str, Any]:
         if reply[0] == 1:
             return _with_rv(obj, int(reply[1]))
+        if reply[0] == 2:  # from _landed: the write landed and the object changed since; this is it now
+            return codec.decode(reply[1])
         meta = obj.get("metadata") or {}
         name = meta.get("name", "")
         reason = reply[1].decode() if isinstance(reply[1], bytes) else reply[1]
@@ -213,20 +296,33 @@ class Store:
     def create(self, kind: Kind, obj: dict[str, Any]) -> dict[str, Any]:
         """Store a new object; 409 AlreadyExists if the key is taken, 404 if its namespace is missing."""
         keys, args = self._commit_args(kind, "c", obj, "", check_namespace=True)
-        return self._result(kind, obj, self._commit(keys, args))
+        return self._result(kind, obj, self._commit_resolved(kind, keys, args))
 
     def create_many(self, kind: Kind, objs: list[dict[str, Any]]) -> list[dict[str, Any] | errors.StatusError]:
         """Create in one pipelined round trip; each element is the stored object or its error."""
-        pipe = self.redis.pipeline(transaction=False)
-        for obj in objs:
-            keys, args = self._commit_args(kind, "c", obj, "", check_namespace=True)
-            self._commit(keys, args, client=pipe)
+        calls = [self._commit_args(kind, "c", obj, "", check_namespace=True) for obj in objs]
         out: list[dict[str, Any] | errors.StatusError] = []
-        for obj, reply in zip(objs, pipe.execute(), strict=True):
+        for obj, reply in zip(objs, self._commit_pipelined(kind, calls), strict=True):
             try:
                 out.append(self._result(kind, obj, reply))
             except errors.StatusError as e:
                 out.append(e)
+        return out
+
+    def _commit_pipelined(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Independent commits in one round trip; if the connection fails before the replies, each is
+        resolved on its own (:meth:`_commit_resolved`: read back, commit again only what did not land)."""
+        pipe = self._writer.pipeline(transaction=False)
+        for keys, args in calls:
+            self._commit(keys, args, client=pipe)
+        try:
+            return pipe.execute()
+        except UNAVAILABLE:
+            pass
+        out = []
+        for keys, args in calls:
+            landed = self._landed(kind, args)
+            out.append(landed if landed is not None else self._commit_resolved(kind, keys, args))
         return out
 
     def update(self, kind: Kind, obj: dict[str, Any], expected_rv: str | None = None, *,
@@ -240,7 +336,7 @@ class Store:
         if not expected:
             raise errors.internal("store update needs the expected resourceVersion")
         keys, args = self._commit_args(kind, "u", obj, expected, bind=bind)
-        return self._result(kind, obj, self._commit(keys, args))
+        return self._result(kind, obj, self._commit_resolved(kind, keys, args))
 
     def update_many(self, kind: Kind, objs: list[dict[str, Any]], expected_rvs: list[str] | None = None, *,
                     bind: bool = False) -> list[dict[str, Any] | errors.StatusError]:
@@ -257,14 +353,13 @@ class Store:
         rvs = expected_rvs if expected_rvs is not None else [resource_version(o) for o in objs]
         if len(rvs) != len(objs):
             raise ValueError("update_many: one expected resourceVersion per object")
-        pipe = self.redis.pipeline(transaction=False)
+        calls = []
         for obj, expected in zip(objs, rvs, strict=True):
             if not expected:
                 raise errors.internal("store update needs the expected resourceVersion")
-            keys, args = self._commit_args(kind, "u", obj, expected, bind=bind)
-            self._commit(keys, args, client=pipe)
+            calls.append(self._commit_args(kind, "u", obj, expected, bind=bind))
         out: list[dict[str, Any] | errors.StatusError] = []
-        for obj, reply in zip(objs, pipe.execute() if objs else [], strict=True):
+        for obj, reply in zip(objs, self._commit_pipelined(kind, calls) if objs else [], strict=True):
             try:
                 out.append(self._result(kind, obj, reply))
             except errors.StatusError as e:
@@ -284,7 +379,7 @@ class Store:
                                       f"UID in object meta: {current['metadata'].get('uid', '')}", kind.group)
             keys, args = self._commit_args(kind, "d", current, rv, uid=uid)
             try:
-                return self._result(kind, current, self._commit(keys, args))
+                return self._result(kind, current, self._commit_resolved(kind, keys, args))
             except errors.StatusError as e:
                 # Someone wrote in between: retry against the new state unless the caller pinned a version.
                 if e.reason != "Conflict" or expected_rv:
@@ -458,6 +553,16 @@ class Store:
         """Events of ``kind`` after ``since_rv``, in order; 410 Gone if the window no longer holds them."""
         return Watch(self, self.stream_key(kind, shard), since_rv, event_filter(namespace, label_selector,
                                                                                 field_selector))
+
+
+def _stored_rv(stored: bytes, head: bytes, tail: bytes) -> str | None:
+    """The resourceVersion in ``stored`` if it is exactly the commit of ``head`` + rv + ``tail``
+    (:func:`codec.join`), else None."""
+    middle = len(stored) - len(head) - len(tail)
+    if 2 <= middle <= 32 and stored[len(head):len(head) + 1] == bytes([0xA0 + middle - 1]) \
+            and stored.startswith(head) and stored.endswith(tail):
+        return stored[len(head) + 1:len(head) + middle].decode()
+    return None
 
 
 def _accounting(kind: Kind, op: str, obj: dict[str, Any]) -> tuple[str, str]:
