@@ -119,6 +119,7 @@ def write_report(summary: dict[str, Any], series: RunSeries, path: Path) -> Path
     t0 = time.perf_counter()
     path = Path(path)
     summary = json_safe(summary)  # the page shows exactly what the JSON holds (no NaN, no numpy types)
+    from loadgen.keda import figure as keda_figure  # it draws with this module's helpers
     data = _Arrays.of(series)
     sections = [
         html_section("headline", "Headline", headline(summary)),
@@ -143,6 +144,12 @@ def write_report(summary: dict[str, Any], series: RunSeries, path: Path) -> Path
                                     "offered load of the target's load target (right axis). Per VPA: the CPU "
                                     "target against the mean request of its pods."))]
           if summary.get("autoscaling") else []),
+        *([html_section("keda", "Queue depth vs replicas over time (KEDA)",
+                        _figure_or_none(keda_figure(summary["keda"]), "Per ScaledObject: its target's replicas "
+                                        "(spec) and Ready replicas (left axis) against the depth of the Redis "
+                                        "lists its triggers read (right axis). Per ScaledJob: its running Jobs "
+                                        "against the depth."))]
+          if summary.get("keda") else []),
         html_section("node-allocation", "Node allocation",
                  _figure_or_none(_allocation_heatmap(series), "One cell per node (in name order, row by row); "
                                  "colour: requests / allocatable at the end of the run. Red: over 100%.")
@@ -384,13 +391,17 @@ def utilization_figure(runs: Sequence[tuple[str, Sequence[Sequence[float]]]]) ->
 
 
 def _without_series(summary: dict[str, Any]) -> dict[str, Any]:
-    """The summary without the autoscalers' time series (plotted above; as table cells they would be walls)."""
-    section = summary.get("autoscaling")
-    if not section:
-        return summary
-    trimmed = {group: {key: {k: v for k, v in entry.items() if k != "series"} for key, entry in items.items()}
-               for group, items in section.items()}
-    return {**summary, "autoscaling": trimmed}
+    """The summary without the autoscalers' and KEDA's time series (plotted above; as table cells they would be
+    walls)."""
+    out = dict(summary)
+    for name in ("autoscaling", "keda"):
+        section = summary.get(name)
+        if not section:
+            continue
+        out[name] = {group: {key: {k: v for k, v in entry.items() if k != "series"} if isinstance(entry, dict)
+                             else entry for key, entry in items.items()} if isinstance(items, dict) else items
+                     for group, items in section.items()}
+    return out
 
 
 def _series_array(values: list[Any]) -> np.ndarray:
