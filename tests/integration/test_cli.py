@@ -240,3 +240,37 @@ def test_run_autoscaling_scenario_reports_replicas_vs_load(kemu_env: dict[str, s
     assert vpas["autoscaling/api"]["recommended"] is True and vpas["autoscaling/api"]["mode"] == "Auto"
     html = (tmp_path / "report.html").read_text()
     assert "Replicas vs load over time" in html
+
+
+def test_run_keda_queue_scenario_drains_the_lists(kemu_env: dict[str, str], tmp_path: Path) -> None:
+    # loadgen/scenarios/keda-queue.yaml with its first orders burst and the reports batch only: the orders
+    # workers go 0 -> N -> 0 (KEDA's cooldown), the ScaledJob's Jobs drain `reports`, and nothing is left.
+    import yaml
+
+    repo = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load((repo / "loadgen/scenarios/keda-queue.yaml").read_text())
+    data["phases"] = [p for p in data["phases"] if p["name"] in ("orders-burst-1", "reports-batch")]
+    scenario = tmp_path / "keda-queue.yaml"
+    scenario.write_text(yaml.safe_dump(data))
+    out = tmp_path / "summary.json"
+    result = kemu(kemu_env, "run", str(scenario), "--output", str(out), module="actors.cli", timeout=300)
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "keda          keda-queue/orders → Deployment/orders-worker (lists orders)" in result.stdout
+
+    section = json.loads(out.read_text())["keda"]
+    assert section["drained"] is True
+    queues = section["queues"]
+    assert queues["orders"]["pushed"] > 0 and queues["reports"]["pushed"] == 60 * 4  # 60 items/s, 4 points
+    for name, q in queues.items():  # every item consumed exactly once by the queue workers
+        assert q["consumed"] == q["pushed"] and q["left"] == 0, name
+    orders = section["scaledObjects"]["keda-queue/orders"]
+    assert orders["activations"] >= 1 and orders["replicas"]["final"] == 0
+    # ceil(depth / listLength 20) workers at the HPA's sync, bounded by maxReplicaCount 10.
+    assert 1 < orders["replicas"]["max"] <= min(math.ceil(orders["depth"]["max"] / 20), 10)
+    first = orders["scaleFromZero"]["episodes"][0]
+    assert first["pushedAt"] < first["readyAt"] and first["clusterSeconds"] > 0
+    assert section["scaledObjects"]["keda-queue/emails"]["activations"] == 0  # nothing pushed onto emails
+    reports = section["scaledJobs"]["keda-queue/reports"]
+    assert reports["jobsCreated"] >= math.ceil(queues["reports"]["pushed"] / 40 / 2)
+    html = (tmp_path / "report.html").read_text()
+    assert "Queue depth vs replicas over time (KEDA)" in html
