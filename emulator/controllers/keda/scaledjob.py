@@ -260,6 +260,7 @@ class ScaledJobController(Controller):
                 value = values[0] if values else 0.0
                 pm.SCALER_METRICS_VALUE.labels(*labels).set(value)
                 pm.SCALER_ACTIVE.labels(*labels).set(1 if is_active else 0)
+                pm.SCALER_ERRORS.labels(*labels)  # RecordScalerError(nil): the series exists at 0
                 if value >= queue_length:  # multipleScalersCalculation: max
                     queue_length, target = value, _target_value(external["target"])
                 active = active or is_active

@@ -527,6 +527,7 @@ class ScaledObjectController(Controller):
                 value = metric_values[0] if metric_values else 0.0
                 pm.SCALER_METRICS_VALUE.labels(*labels).set(value)
                 pm.SCALER_ACTIVE.labels(*labels).set(1 if active else 0)
+                pm.SCALER_ERRORS.labels(*labels)  # RecordScalerError(nil): the series exists at 0
                 health[metric] = {"numberOfFailures": 0, "status": "Happy"}
                 if external is not None:
                     values[metric] = value
