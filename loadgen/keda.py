@@ -19,7 +19,7 @@ its Jobs (running, completed). The runner tells it when items were pushed (:meth
 * ``scaledJobs``: per object the depth and the Jobs seen (created, running at most, completed);
 * ``queues``: per list the items pushed, consumed by queue workers and left at the end.
 
-The series go to the report's "Queue depth vs replicas" plot (:func:`figure`).
+The series go to the report's "Queue depth vs replicas" plot (:func:`panel`).
 """
 
 from __future__ import annotations
@@ -27,7 +27,6 @@ from __future__ import annotations
 import bisect
 import contextlib
 import itertools
-import threading
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
@@ -37,11 +36,13 @@ from emulator.api import keda as k
 from emulator.api.kinds import JOB, SCALEDJOB, SCALEDOBJECT, by_api_version_kind
 from emulator.kubelet import queueworker
 from emulator.server.core import ServerCore
+from loadgen.sampling import Sampler
 
 if TYPE_CHECKING:
-    from matplotlib.figure import Figure
+    import numpy as np
+    from matplotlib.axes import Axes
 
-__all__ = ["KEDA_KINDS", "KedaSampler", "figure", "scale_from_zero", "summarize", "summary_lines", "trigger_lists"]
+__all__ = ["KEDA_KINDS", "KedaSampler", "panel", "scale_from_zero", "summarize", "summary_lines", "trigger_lists"]
 
 KEDA_KINDS = ("ScaledObject", "ScaledJob")
 Obj = dict[str, Any]
@@ -73,39 +74,16 @@ def _finished(job: Mapping[str, Any]) -> str:
     return ""
 
 
-class KedaSampler:
+class KedaSampler(Sampler):
     """Samples every ScaledObject and ScaledJob once per ``interval`` wall seconds on a thread."""
 
     def __init__(self, core: ServerCore, *, interval: float = 0.25) -> None:
-        self.core = core
-        self.interval = interval
-        self.t0 = time.perf_counter()
-        self.cluster_t0 = core.clock.now()
+        super().__init__(core, interval=interval, name="keda-sampler")
         self.objects: dict[str, Obj] = {}
         self.jobs: dict[str, Obj] = {}
         self.pushes: dict[str, list[tuple[float, float]]] = {}  # list -> (wall, cluster) of each push
         self.pushed_items: dict[str, int] = {}
         self._job_names: dict[str, set[str]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="keda-sampler", daemon=True)
-
-    def start(self) -> KedaSampler:
-        self.t0 = time.perf_counter()
-        self.cluster_t0 = self.core.clock.now()
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
-        self.sample()  # the state the run ended in
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # a failed read costs one sample, never the run
-                self.sample()
-            self._stop.wait(self.interval)
 
     def _times(self) -> tuple[float, float]:
         return round(time.perf_counter() - self.t0, 3), round(self.core.clock.now() - self.cluster_t0, 3)
@@ -305,44 +283,20 @@ def summary_lines(section: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def figure(section: Mapping[str, Any]) -> Figure | None:
-    """One panel per ScaledObject / ScaledJob: replicas (or running Jobs) and Ready against the queue depth."""
-    import numpy as np
+def panel(ax: Axes, kind: str, key: str, entry: dict[str, Any], t: np.ndarray) -> None:
+    """The report's panel of one ScaledObject ("so": replicas and Ready) or ScaledJob ("sj": running Jobs)
+    against the depth of its lists (:func:`loadgen.report.stacked_figure` draws one per entry)."""
+    from loadgen.report import C_SCHEDULED, _legend_above, _series_array, replicas_and_ready, right_axis
 
-    from loadgen.report import C_BACKLOG, C_READY, C_SCHEDULED, _legend_above, _new_figure, _series_array, _style
-
-    panels = [("so", key, e) for key, e in (section.get("scaledObjects") or {}).items() if e["series"]["time"]] + \
-             [("sj", key, e) for key, e in (section.get("scaledJobs") or {}).items() if e["series"]["time"]]
-    if not panels:
-        return None
-    fig = _new_figure(10, 2.6 * len(panels))
-    axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
-    for ax, (kind, key, entry) in zip(axes, panels, strict=True):
-        s = entry["series"]
-        t = _series_array(s["time"])
-        _style(ax)
-        if kind == "so":
-            ax.step(t, _series_array(s["replicas"]), where="post", color=C_SCHEDULED, linewidth=1.4,
-                    label="replicas")
-            ax.step(t, _series_array(s["ready"]), where="post", color=C_READY, linewidth=1.2, label="Ready")
-            ax.set_ylabel("pods")
-            ax.set_title(f"ScaledObject {key} → {entry['target']}", fontsize=9, loc="right")
-        else:
-            ax.step(t, _series_array(s["running"]), where="post", color=C_SCHEDULED, linewidth=1.4,
-                    label="running Jobs")
-            ax.set_ylabel("Jobs")
-            ax.set_title(f"ScaledJob {key} ({entry['strategy']})", fontsize=9, loc="right")
-        ax.set_ylim(bottom=0, top=max(float(entry.get("maxReplicas") or 1), 1.0) * 1.1)
-        handles = ax.get_legend_handles_labels()[0]
-        depth = _series_array(s["depth"])
-        if np.isfinite(depth).any():
-            ax2 = ax.twinx()
-            ax2.plot(t, depth, color=C_BACKLOG, linestyle="--", linewidth=1,
-                     label=f"depth of {', '.join(entry['lists'])} (items)")
-            ax2.set_ylim(bottom=0, top=max(float(np.nanmax(depth)) * 1.1, 1.0))
-            ax2.set_ylabel("items", color=C_BACKLOG)
-            ax2.spines["top"].set_visible(False)
-            handles += ax2.get_legend_handles_labels()[0]
-        _legend_above(ax, handles=handles)
-    axes[-1].set_xlabel("time since start (s)")
-    return fig
+    s = entry["series"]
+    if kind == "so":
+        replicas_and_ready(ax, t, s)
+        ax.set_ylabel("pods")
+        ax.set_title(f"ScaledObject {key} → {entry['target']}", fontsize=9, loc="right")
+    else:
+        ax.step(t, _series_array(s["running"]), where="post", color=C_SCHEDULED, linewidth=1.4, label="running Jobs")
+        ax.set_ylabel("Jobs")
+        ax.set_title(f"ScaledJob {key} ({entry['strategy']})", fontsize=9, loc="right")
+    ax.set_ylim(bottom=0, top=max(float(entry.get("maxReplicas") or 1), 1.0) * 1.1)
+    _legend_above(ax, handles=ax.get_legend_handles_labels()[0] + right_axis(
+        ax, t, _series_array(s["depth"]), f"depth of {', '.join(entry['lists'])} (items)", "items"))
