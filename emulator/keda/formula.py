@@ -133,46 +133,32 @@ class _Parser:
         other = self.ternary()
         return lambda env: then(env) if cond(env) else other(env)
 
-    def coalesce(self) -> Node:
-        left = self.logical_or()
-        while self.peek() == "??":
-            self.take()
-            left = _coalesce(left, self.logical_or())
-        return left
-
-    def logical_or(self) -> Node:
-        left = self.logical_and()
-        while self.peek() in ("||", "or"):
-            self.take()
-            left = _or(left, self.logical_and())
-        return left
-
-    def logical_and(self) -> Node:
-        left = self.comparison()
-        while self.peek() in ("&&", "and"):
-            self.take()
-            left = _and(left, self.comparison())
-        return left
-
-    def comparison(self) -> Node:
-        left = self.additive()
-        while self.peek() in _COMPARE:
-            op = _COMPARE[self.take()]
-            left = _compare(op, left, self.additive())
-        return left
-
-    def _binary(self, ops: tuple[str, ...], operand: Callable[[], Node]) -> Node:
+    def _left(self, ops: Collection[str], operand: Callable[[], Node], make: Callable[[str, Node, Node], Node]
+              ) -> Node:
+        """A left-associative chain of ``operand`` s joined by ``ops``."""
         left = operand()
         while self.peek() in ops:
             symbol = self.take()
-            left = _arith(symbol, left, operand())
+            left = make(symbol, left, operand())
         return left
 
+    def coalesce(self) -> Node:
+        return self._left(("??",), self.logical_or, lambda _s, a, b: _coalesce(a, b))
+
+    def logical_or(self) -> Node:
+        return self._left(("||", "or"), self.logical_and, lambda _s, a, b: _or(a, b))
+
+    def logical_and(self) -> Node:
+        return self._left(("&&", "and"), self.comparison, lambda _s, a, b: _and(a, b))
+
+    def comparison(self) -> Node:
+        return self._left(_COMPARE, self.additive, lambda s, a, b: _compare(_COMPARE[s], a, b))
+
     def additive(self) -> Node:
-        return self._binary(("+", "-"), self.multiplicative)
+        return self._left(("+", "-"), self.multiplicative, _arith)
 
     def multiplicative(self) -> Node:
-        return self._binary(("*", "/", "%"), self.unary)
+        return self._left(("*", "/", "%"), self.unary, _arith)
 
     def unary(self) -> Node:
         token = self.peek()
