@@ -154,6 +154,23 @@ def test_initial_cooldown_period_before_the_first_activation(
     assert "lastActiveTime" not in so_status(core, case)
 
 
+def test_a_failing_scaler_does_not_scale_down(
+        core: ServerCore, clock: ManualClock, start_manager: Callable[..., ControllerManager]) -> None:
+    # RequestScale, inactive with isError and no fallback: TriggerError, and the target stays where it is
+    # (scale_scaledobjects.go) - an unreachable queue is not an empty one.
+    deployment = worker_deployment("down", "down-q")
+    deployment["spec"]["replicas"] = 3
+    core.create(DEPLOYMENT, deployment)
+    manager = start_manager("keda-operator")
+    core.create(SCALEDOBJECT, scaled_object("down", "down", [redis_trigger("down-q", address="127.0.0.1:1")],
+                                            minReplicaCount=0, cooldownPeriod=0))
+    wait_for(lambda: polls(manager) >= 1, 20, "the first poll")
+    for _ in range(2):
+        advance_one_poll(clock, manager, 30)
+    assert condition(core, "down", "Ready")["reason"] == "TriggerError"
+    assert replicas(core, "down") == 3
+
+
 # ------------------------------------------------------------------------------------- auth changes
 def _secret(name: str, password: str) -> Obj:
     return {"metadata": {"name": name, "namespace": "default"}, "data": {

@@ -216,7 +216,7 @@ class ScaledObjectController(ScalableController):
     def build_failed(self, obj: Obj, error: str, now: float) -> None:
         self._fail(obj, "ScaledObjectCheckFailed", "Failed to ensure HPA is correctly created for ScaledObject", error,
                    now)
-        self.request_scale(obj, [], False, now)
+        self.request_scale(obj, [], False, now, failed=True)
 
     def _ensure_hpa(self, so: Obj, built: Built) -> None:
         """``createAndDeployNewHPA`` / ``updateHPAIfNeeded``."""
@@ -364,7 +364,7 @@ class ScaledObjectController(ScalableController):
         else:
             set_condition(so, "Fallback", "False", "NoFallbackFound",
                           "No fallbacks are active on this scaled object", now=now)
-        self.request_scale(so, active_triggers, in_fallback, now)
+        self.request_scale(so, active_triggers, in_fallback, now, failed=bool(failures))
         return bool(failures)
 
     def _modifiers(self, so: Obj, built: Built, readings: dict[str, Reading], values: dict[str, float],
@@ -399,8 +399,10 @@ class ScaledObjectController(ScalableController):
         pm.SCALER_ACTIVE.labels(*labels).set(1 if active else 0)
         return [metric] if active else []
 
-    def request_scale(self, so: Obj, active_triggers: list[str], in_fallback: bool, now: float) -> None:
-        """``RequestScale``: KEDA's own 0 <-> 1 (or idle) activation; the HPA scales in between."""
+    def request_scale(self, so: Obj, active_triggers: list[str], in_fallback: bool, now: float, *,
+                      failed: bool = False) -> None:
+        """``RequestScale``: KEDA's own 0 <-> 1 (or idle) activation; the HPA scales in between. Inactive with a
+        failed scaler, the target stays as it is (no scale-down, no minimum enforced) but for fallback."""
         api_version, kind_name, target_name = k.target_ref(so)
         ns = so["metadata"].get("namespace") or "default"
         status = so["status"]
@@ -424,6 +426,8 @@ class ScaledObjectController(ScalableController):
             status["lastActiveTime"] = rfc3339(now)
         elif in_fallback and fb_replicas(so) and current != fb_replicas(so) and current == 0:
             self._scale(target_kind, target, fb_replicas(so))
+        elif failed:
+            pass  # isError: fallback pending, or TriggerError without one
         elif (idle is not None and current > idle) or (current > 0 and min_count == 0):
             if cooled_down(so, now):
                 new = idle if idle is not None else 0
