@@ -28,7 +28,8 @@ The work queue, the per-object lock, the scalers cache and the poll timing are
   ``idleReplicaCount`` once ``cooldownPeriod`` (default 300 s) has passed since
   ``status.lastActiveTime`` — or, never active yet, ``initialCooldownPeriod`` (default 0)
   since the object's creation (``scaleToZeroOrIdle``) — (``KEDAScaleTargetDeactivated``);
-  inactive in fallback → ``fallback.replicas``. Between 1 and max the HPA scales.
+  inactive in fallback → ``fallback.replicas``; inactive with a failed scaler otherwise → left
+  as it is. Between 1 and max the HPA scales.
   Conditions Ready / Active / Fallback / Paused carry upstream's reasons.
 
 Metrics: :mod:`emulator.keda.prommetrics`. ``stats`` keeps per-scaler read durations and poll
