@@ -271,12 +271,14 @@ def test_run_keda_queue_scenario_drains_the_lists(kemu_env: dict[str, str], tmp_
         assert q["consumed"] == q["pushed"] and q["left"] == 0, name
     orders = section["scaledObjects"]["keda-queue/orders"]
     assert orders["activations"] >= 1 and orders["replicas"]["final"] == 0
-    # ceil(depth / listLength 20) workers at the HPA's sync, bounded by maxReplicaCount 10.
-    assert 1 < orders["replicas"]["max"] <= min(math.ceil(orders["depth"]["max"] / 20), 10)
+    # KEDA's 0 -> 1, then the HPA's ceil(depth / listLength 20), bounded by maxReplicaCount 10 (the depth the
+    # HPA read between two samples may be higher than any sample: no tighter bound from the series).
+    assert 1 <= orders["replicas"]["max"] <= 10
     first = orders["scaleFromZero"]["episodes"][0]
     assert first["pushedAt"] < first["readyAt"] and first["clusterSeconds"] > 0
     assert section["scaledObjects"]["keda-queue/emails"]["activations"] == 0  # nothing pushed onto emails
     reports = section["scaledJobs"]["keda-queue/reports"]
-    assert reports["jobsCreated"] >= math.ceil(queues["reports"]["pushed"] / 40 / 2)
+    # Each Job's pod consumes at most 2 items/s for 20 s: 40 items, so at least ceil(pushed / 40) Jobs ran.
+    assert reports["jobsCreated"] >= math.ceil(queues["reports"]["pushed"] / 40)
     html = (tmp_path / "report.html").read_text()
     assert "Queue depth vs replicas over time (KEDA)" in html
