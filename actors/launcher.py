@@ -233,6 +233,14 @@ class KubeletLauncher:
             ray.shutdown()
             self._started_ray = False
 
+    def crash(self, index: int, timeout: float = 60.0) -> float:
+        """kill -9 shard ``index`` (chaos): Ray restarts it; the seconds until the new incarnation answered."""
+        old = ray.get(self.actors[index].ready.remote(), timeout=timeout)["incarnation"]
+        t0 = time.monotonic()
+        ray.kill(self.actors[index], no_restart=False)
+        self.wait_restarted(index, old, timeout)
+        return time.monotonic() - t0
+
     def wait_restarted(self, index: int, old_incarnation: str, timeout: float = 60.0) -> dict[str, Any]:
         """Wait until actor ``index`` answers as a new incarnation (after a crash); its health report."""
         deadline = time.monotonic() + timeout

@@ -20,6 +20,7 @@ wall instant), as for the API server and the other actors.
 from __future__ import annotations
 
 import logging
+import os
 import time
 from dataclasses import asdict
 from typing import Any
@@ -55,7 +56,9 @@ class SchedulerActor:
         self.host = SchedulerHost(host_settings, [SchedulerOptions(**o) for o in options]).start()
 
     def ready(self) -> dict[str, Any]:
-        return {"schedulers": [s.name for s in self.host.schedulers], "metrics": self.host.metrics_address}
+        # pid: a restarted actor is a new worker process (chaos tells the incarnations apart by it).
+        return {"schedulers": [s.name for s in self.host.schedulers], "metrics": self.host.metrics_address,
+                "pid": os.getpid()}
 
     def stats(self) -> list[dict[str, Any]]:
         return self.host.stats()
@@ -132,6 +135,24 @@ class SchedulerLauncher:
 
     def health(self, timeout: float = 30.0) -> list[dict[str, Any]]:
         return [s for stats in ray.get([a.stats.remote() for a in self.actors], timeout=timeout) for s in stats]
+
+    def crash(self, index: int, timeout: float = 60.0) -> float:
+        """kill -9 scheduler actor ``index`` (chaos): Ray restarts it (``max_restarts=-1``) and its schedulers
+        re-list; the seconds until it answered again."""
+        actor = self.actors[index]
+        old = ray.get(actor.ready.remote(), timeout=timeout)["pid"]
+        t0 = time.monotonic()
+        ray.kill(actor, no_restart=False)
+        deadline = t0 + timeout
+        while True:
+            try:
+                if ray.get(actor.ready.remote(), timeout=max(1.0, deadline - time.monotonic()))["pid"] != old:
+                    return time.monotonic() - t0
+            except (ray.exceptions.RayActorError, ray.exceptions.GetTimeoutError):
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"scheduler actor {index} did not come back within {timeout} s")
+            time.sleep(0.1)  # the actor is restarting in another process: nothing local to wait on
 
     def stop(self, timeout: float = 30.0) -> None:
         if self.actors:

@@ -40,7 +40,7 @@ def measure(pods: int, processes: int, batch: int) -> dict[str, Any]:
     build_s = time.perf_counter() - t
     done = [0]
 
-    def on_result(_op: str, n: int, _errs: list[str]) -> None:
+    def on_result(_op: str, n: int, _errs: list[tuple[str, str]]) -> None:
         done[0] += n
 
     pool = DriverPool(SinkSpec("null"), processes, on_result)

@@ -37,7 +37,17 @@ from typing import Any, Protocol
 
 from tqdm import tqdm
 
-from loadgen.plan import CREATE_DEPLOYMENT, CREATE_HPA, CREATE_POD, DELETE_POD, SCALE_DEPLOYMENT, SET_LOAD, Action
+from loadgen.plan import (
+    CREATE_DEPLOYMENT,
+    CREATE_HPA,
+    CREATE_POD,
+    DELETE_POD,
+    INJECT_FAULT,
+    RESTORE_FAULT,
+    SCALE_DEPLOYMENT,
+    SET_LOAD,
+    Action,
+)
 
 # A batch crosses process boundaries as (op, [(namespace, name, body-or-replicas)]).
 Item = tuple[str, str, Any]
@@ -183,6 +193,15 @@ class HttpSink:
         self.client.close()
 
 
+# One failed item of a batch: ("namespace/name", the API's message).
+Failure = tuple[str, str]
+
+
+def failed(items: Sequence[Item], errs: Sequence[str | None]) -> list[Failure]:
+    """The items of a batch whose action failed, by key, with the error each got."""
+    return [(f"{ns}/{name}", e) for (ns, name, _), e in zip(items, errs, strict=True) if e is not None]
+
+
 def item(action: Action) -> Item:
     """The wire form of one action."""
     if action.op in (CREATE_POD, CREATE_DEPLOYMENT, CREATE_HPA):
@@ -200,8 +219,7 @@ def _worker(spec: SinkSpec, inbox: mp.Queue, results: mp.Queue) -> None:
             if job is None:
                 return
             op, items = job
-            errs = sink.run(op, items)
-            results.put((op, len(items), [e for e in errs if e is not None]))
+            results.put((op, len(items), failed(items, sink.run(op, items))))
     finally:
         sink.close()
 
@@ -209,10 +227,11 @@ def _worker(spec: SinkSpec, inbox: mp.Queue, results: mp.Queue) -> None:
 class DriverPool:
     """Runs batches on one in-process sink or on ``processes`` worker processes (see the module docstring).
 
-    ``on_result(op, done, errors)`` is called (from one thread) for every finished batch.
+    ``on_result(op, done, failures)`` is called (from one thread) for every finished batch; ``failures`` are
+    the batch's failed items as ``(namespace/name, message)``: every other item was acknowledged.
     """
 
-    def __init__(self, spec: SinkSpec, processes: int, on_result: Callable[[str, int, list[str]], None], *,
+    def __init__(self, spec: SinkSpec, processes: int, on_result: Callable[[str, int, list[Failure]], None], *,
                  sink: Sink | None = None, inbox_batches: int = 4) -> None:
         self.processes = processes
         self.on_result = on_result
@@ -245,8 +264,7 @@ class DriverPool:
         with self._lock:
             self.submitted += len(items)
         if self.processes <= 1:
-            errs = self._sink.run(op, items)
-            self._done(op, len(items), [e for e in errs if e is not None])
+            self._done(op, len(items), failed(items, self._sink.run(op, items)))
             return
         parts: list[list[Item]] = [[] for _ in range(self.processes)]
         for it in items:
@@ -255,7 +273,7 @@ class DriverPool:
             if part:
                 inbox.put((op, part))
 
-    def _done(self, op: str, n: int, errs: list[str]) -> None:
+    def _done(self, op: str, n: int, errs: list[Failure]) -> None:
         with self._lock:
             self.completed += n
         self.on_result(op, n, errs)
@@ -301,13 +319,15 @@ class Execution:
 
 def execute(actions: Sequence[Action], pool: DriverPool, *, batch: int, max_backlog: int = 0,
             backlog: Callable[[], int] | None = None, wait: Callable[[Callable[[], bool], float], bool] | None = None,
-            on_load: Callable[[str, str, float], None] | None = None, progress: bool = True) -> Execution:
+            on_load: Callable[[str, str, float], None] | None = None,
+            on_fault: Callable[[Action], None] | None = None, progress: bool = True) -> Execution:
     """Run ``actions`` at their due times; consecutive due actions of one op go out as one batch.
 
     Back-pressure: with ``backlog`` (pods created but not bound, as the caller observes them) at
     ``max_backlog``, pod creates wait (``wait(predicate, timeout)`` blocks until the predicate holds
     or the timeout passes) and every remaining action's due time shifts by the wait, so the timeline
-    keeps its shape, later. ``on_load(kind, target, value)`` receives load-series points.
+    keeps its shape, later. ``on_load(kind, target, value)`` receives load-series points, ``on_fault(action)``
+    the chaos phases' injections and restores (it must not block: faults run beside the load).
     """
     out = Execution()
     t_start = time.perf_counter()
@@ -339,7 +359,11 @@ def execute(actions: Sequence[Action], pool: DriverPool, *, batch: int, max_back
             j = i + 1
             while j < len(actions) and j - i < batch and actions[j].op == a.op and actions[j].t + delay <= now:
                 j += 1
-            if a.op == SET_LOAD:
+            if a.op in (INJECT_FAULT, RESTORE_FAULT):
+                for x in actions[i:j]:
+                    if on_fault is not None:
+                        on_fault(x)
+            elif a.op == SET_LOAD:
                 for x in actions[i:j]:
                     kind = dict(x.detail)["kind"]
                     out.loads.setdefault(f"{kind}/{x.name}", []).append((now, x.value))

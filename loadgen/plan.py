@@ -30,7 +30,9 @@ from typing import Any
 
 from loadgen import trace
 from loadgen.scenario import (
+    HELD_FAULTS,
     BurstPhase,
+    ChaosPhase,
     ChurnPhase,
     DeploymentsPhase,
     LoadPhase,
@@ -49,6 +51,8 @@ PAUSE_IMAGE = "registry.k8s.io/pause:3.9"
 # Action ops.
 CREATE_POD, DELETE_POD, CREATE_DEPLOYMENT, SCALE_DEPLOYMENT, SET_LOAD, CREATE_HPA = (
     "create-pod", "delete-pod", "create-deployment", "scale-deployment", "set-load", "create-hpa")
+# Chaos: inject fault ``name`` (detail: target, pick, id), or restore the held fault ``id``.
+INJECT_FAULT, RESTORE_FAULT = "inject-fault", "restore-fault"
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +215,8 @@ def _expand(s: Scenario, phase: Phase, start: float) -> tuple[list[Action], floa
         return _trace(s, phase, spec, start)
     if isinstance(spec, LoadPhase):
         return _load(s, phase, spec, start, rng), start + spec.duration
+    if isinstance(spec, ChaosPhase):
+        return _chaos(phase, spec, start, rng)
     raise AssertionError(f"unexpanded phase kind {phase.kind}")
 
 
@@ -285,6 +291,23 @@ def _load(s: Scenario, phase: Phase, spec: LoadPhase, start: float, rng: random.
         out.append(Action(start + i, SET_LOAD, "", spec.target, phase.name, value=round(max(0.0, v), 3),
                           detail=(("kind", spec.kind),)))
     return out
+
+
+def _chaos(phase: Phase, spec: ChaosPhase, start: float, rng: random.Random) -> tuple[list[Action], float]:
+    """The listed faults, then ``random`` more drawn over the phase's duration. A fault without a target gets
+    a ``pick`` in [0, 1) that the injector maps onto the parts it finds (a shard index, a node), so the same
+    seed hits the same part whatever the cluster's size; a held fault gets its restore ``duration`` later."""
+    faults = [(f.at, f.kind, f.target, f.duration) for f in spec.faults]
+    for _ in range(spec.random):
+        faults.append((rng.uniform(0, spec.duration), rng.choice(spec.kinds), "", spec.fault_duration))
+    out = []
+    for n, (at, kind, target, duration) in enumerate(sorted(faults, key=lambda f: f[0])):
+        ident = f"{phase.name}-{n}"
+        out.append(Action(start + at, INJECT_FAULT, "", kind, phase.name,
+                          detail=(("target", target), ("pick", rng.random()), ("id", ident))))
+        if kind in HELD_FAULTS:
+            out.append(Action(start + at + duration, RESTORE_FAULT, "", kind, phase.name, detail=(("id", ident),)))
+    return out, start + max([spec.duration, *(a.t - start for a in out)])
 
 
 def _churn(s: Scenario, phase: Phase, start: float, actions: list[Action]) -> list[Action]:

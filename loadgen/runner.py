@@ -32,16 +32,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from emulator import loadtargets
-from emulator.api.kinds import EVENT, NAMESPACE, NODE, POD, PRIORITYCLASS
+from emulator.api.kinds import EVENT, LEASE, NAMESPACE, NODE, POD, PRIORITYCLASS
 from emulator.api.quantity import cpu_millis, to_int
 from emulator.clock import SystemClock
 from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, WatchEvent
-from loadgen import autoscalers, keda, nodegroups, scrape
+from loadgen import autoscalers, invariants, keda, nodegroups, scrape
 from loadgen import plan as planning
-from loadgen.drivers import DriverPool, SinkSpec, execute
+from loadgen.chaos import Injector
+from loadgen.drivers import DriverPool, Failure, SinkSpec, execute
 from loadgen.queues import QueuePusher
 from loadgen.scenario import Scenario, ScenarioError
 
@@ -231,7 +232,7 @@ def _run_local(cfg: Config, scenario: Scenario, plan: planning.Plan, tmp: Path, 
         startup_s = time.perf_counter() - t0
         spec = SinkSpec(scenario.driver.kind, cluster.redis_url, cfg.prefix, cluster.api_url or "",
                         cluster.api_token or "", scenario.driver.concurrency, cfg.clock_speed)
-        summary, series = _drive(cluster.core, scenario, plan, spec)
+        summary, series = _drive(cluster.core, scenario, plan, spec, cluster=cluster)
         summary["cluster"]["startupSeconds"] = round(startup_s, 2)
         summary["cluster"]["kubeletShards"] = len(cluster.kubelets.health()) if cluster.kubelets else 0
         _add_scheduler_stats(summary, _scheduler_stats(cluster))
@@ -307,7 +308,7 @@ def _ensure(core: ServerCore, kind: Any, body: dict[str, Any]) -> None:
 
 
 def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
-           spec: SinkSpec) -> tuple[dict[str, Any], Any]:
+           spec: SinkSpec, cluster: LocalCluster | None = None) -> tuple[dict[str, Any], Any]:
     for i in range(scenario.namespaces):
         _ensure(core, NAMESPACE, {"metadata": {"name": f"load-{i}"}})
     for p in scenario.priorities:
@@ -328,11 +329,14 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     results: Counter[str] = Counter()
     failures: Counter[str] = Counter()
     samples: list[str] = []
+    failed_creates: set[str] = set()
 
-    def on_result(op: str, n: int, errs: list[str]) -> None:
+    def on_result(op: str, n: int, errs: list[Failure]) -> None:
         results[op] += n - len(errs)
         failures[op] += len(errs)
-        samples.extend(errs[: max(0, 5 - len(samples))])
+        samples.extend(f"{key}: {msg}" for key, msg in errs[: max(0, 5 - len(samples))])
+        if op == planning.CREATE_POD:
+            failed_creates.update(key for key, _ in errs)
         if op == planning.CREATE_POD:
             metrics.PODS_CREATED.inc(n - len(errs))
             metrics.CREATE_ERRORS.inc(len(errs))
@@ -367,9 +371,13 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     if scenario.cluster.node_groups:  # nodes per group, pending pods and cost over time (loadgen/nodegroups.py)
         groups = nodegroups.NodeGroupSampler(core, lambda: recorder.unbound).start()
     # Without nodes nothing binds: back-pressure would stop the run, so there is none.
+    injector = Injector(core, cluster, t_start=t_start) if plan.count(planning.INJECT_FAULT) else None
     run = execute(plan.actions, pool, batch=d.batch, max_backlog=d.max_backlog if want_nodes else 0,
-                  backlog=backlog, wait=recorder.wait, on_load=on_load)
+                  backlog=backlog, wait=recorder.wait, on_load=on_load,
+                  on_fault=injector.on_fault if injector is not None else None)
     pool.close()
+    # Faults still held are restored, and every recovery awaited, before the cluster is asked to settle.
+    faults = injector.finish() if injector is not None else None
     run_s, throttled, loads = run.seconds, run.throttled, run.loads
     creates = plan.count(planning.CREATE_POD)
 
@@ -410,7 +418,14 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     unscheduled = sum(1 for p in listed.items if not p["spec"].get("nodeName")
                       and not p["metadata"].get("deletionTimestamp"))
     failed_total = sum(failures.values())
-    ok = failed_total == 0 and watch_complete and unscheduled <= scenario.expect_pending
+    checked = invariants.check_all(
+        acknowledged=(k for a in plan.actions if a.op == planning.CREATE_POD
+                      and (k := f"{a.namespace}/{a.name}") not in failed_creates),
+        deleted=(k for k, t in recorder.pods.items() if t.gone), pods=listed.items, nodes=nodes,
+        leases=core.list(LEASE, namespace="kube-node-lease").items, now=core.clock.now(),
+        received=len(recorder.pods), duplicates=recorder.duplicates, out_of_order=recorder.out_of_order)
+    ok = (failed_total == 0 and watch_complete and unscheduled <= scenario.expect_pending and checked["holds"]
+          and (faults is None or faults["recovered"] == faults["injected"]))
     for msg in samples:
         print(f"kemu: action failed: {msg}", file=sys.stderr)
     summary = {
@@ -444,7 +459,10 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         "watch": {"received": len(recorder.pods), "duplicates": recorder.duplicates,
                   "outOfOrder": recorder.out_of_order, "complete": watch_complete},
         "list": {"items": len(listed.items), "resourceVersion": listed.resource_version},
+        "invariants": checked,
     }
+    if faults is not None:
+        summary["chaos"] = faults
     if groups is not None:
         summary["nodeGroups"] = nodegroups.summarize(groups.samples, nodegroups.prices_of(core))
     if autoscaler_sampler is not None:
@@ -647,6 +665,23 @@ def _print_summary(s: dict[str, Any]) -> None:
         print(f"  keda          {line}")
     print(f"  watch         {w['received']} ADDED, {w['duplicates']} duplicates, {w['outOfOrder']} out of order")
     print(f"  list          {s['list']['items']} pods at resourceVersion {s['list']['resourceVersion']}")
+    ch = s.get("chaos")
+    if ch:
+        rec = ch["recoverySeconds"]
+        print(f"  chaos         {ch['injected']} faults injected, {ch['recovered']} recovered "
+              f"(recovery max {rec['max']} s, mean {rec['mean']} s)")
+        for f in ch["faults"]:
+            back = f"back in {f['recoverySeconds']} s" if f["recovered"] else f"NOT RECOVERED {f.get('error', '')}"
+            print(f"                  {f['at']:>7.1f} s  {f['kind']:<24} {f['target']:<16} {back}")
+    inv = s.get("invariants") or {}
+    if inv:
+        held = [name for name, c in inv.items() if name != "holds" and c["holds"]]
+        broken = [name for name, c in inv.items() if name != "holds" and not c["holds"]]
+        print(f"  invariants    {len(held)} of {len(held) + len(broken)} hold"
+              + (f"; BROKEN: {', '.join(broken)}" if broken else ""))
+        for name in broken:
+            for example in inv[name]["examples"]:
+                print(f"                  {name}: {example}")
     k = s.get("kubectl") or {}
     if k.get("available"):
         print(f"  kubectl       get nodes: {k['nodes']} nodes; get pods -A: {k['pods']} pods in "
@@ -657,6 +692,10 @@ def _print_summary(s: dict[str, Any]) -> None:
         verdict = "OK"
     elif not w["complete"]:
         verdict = "WATCH INCOMPLETE"
+    elif inv and not inv["holds"]:
+        verdict = "INVARIANTS BROKEN"
+    elif ch and ch["recovered"] < ch["injected"]:
+        verdict = f"NOT OK ({ch['injected'] - ch['recovered']} faults not recovered)"
     elif s.get("keda") and not s["keda"]["drained"]:
         left = sum(q["left"] for q in s["keda"]["queues"].values())
         verdict = f"NOT OK ({left} items left in the KEDA lists)"

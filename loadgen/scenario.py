@@ -186,8 +186,42 @@ class LoadPhase:
     noise: float = 0.0  # multiplicative noise, 0.1 = +-10 % (seeded)
 
 
+# Faults a chaos phase injects (loadgen.chaos). Kills are kill -9 of one replica of a part, which its
+# supervisor (Ray for actors, kemu's own for processes and controller managers) brings back; partition and
+# stop-kubelet hold for the fault's duration through the fault table (emulator.chaos), then are restored.
+KILL_KUBELET_SHARD, KILL_SCHEDULER, KILL_CONTROLLER_MANAGER = (
+    "kill-kubelet-shard", "kill-scheduler", "kill-controller-manager")
+KILL_REDIS, KILL_APISERVER = "kill-redis", "kill-apiserver"
+PARTITION_SHARD, STOP_KUBELET = "partition-shard", "stop-kubelet"
+FAULT_KINDS = (KILL_KUBELET_SHARD, KILL_SCHEDULER, KILL_CONTROLLER_MANAGER, KILL_REDIS, KILL_APISERVER,
+               PARTITION_SHARD, STOP_KUBELET)
+HELD_FAULTS = (PARTITION_SHARD, STOP_KUBELET)  # these last ``duration`` seconds, then are restored
+
+
+@dataclass(frozen=True)
+class FaultSpec:
+    """One scheduled fault: ``kind`` at ``at`` seconds from the phase start."""
+
+    kind: str
+    at: float = 0.0
+    target: str = ""  # a shard or scheduler index, a node name; "": drawn from the run's seed when injected
+    duration: float = 10.0  # partition-shard, stop-kubelet: how long the fault holds
+
+
+@dataclass(frozen=True)
+class ChaosPhase:
+    """Faults injected while the load runs: the listed ones, plus ``random`` drawn (seeded) over ``duration``."""
+
+    faults: tuple[FaultSpec, ...] = ()
+    random: int = 0
+    kinds: tuple[str, ...] = (KILL_KUBELET_SHARD, KILL_SCHEDULER, KILL_CONTROLLER_MANAGER, PARTITION_SHARD,
+                              STOP_KUBELET)  # what random faults are drawn from
+    duration: float = 60.0
+    fault_duration: float = 10.0  # the held faults' duration when drawn
+
+
 PHASE_KINDS: dict[str, type] = {"pods": PodsPhase, "burst": BurstPhase, "deployments": DeploymentsPhase,
-                                "churn": ChurnPhase, "trace": TracePhase, "load": LoadPhase}
+                                "churn": ChurnPhase, "trace": TracePhase, "load": LoadPhase, "chaos": ChaosPhase}
 
 
 @dataclass(frozen=True)
@@ -390,6 +424,17 @@ def _check_phase(s: Scenario, phase: Phase, where: str) -> None:
         if spec.speedup <= 0:
             raise ScenarioError(f"{where}.speedup: must be > 0")
         s.resolve(spec.file, trace=True)
+    elif isinstance(spec, ChaosPhase):
+        for i, f in enumerate(spec.faults):
+            _fault_kind(f.kind, f"{where}.faults[{i}].kind")
+            if f.at < 0 or f.duration <= 0:
+                raise ScenarioError(f"{where}.faults[{i}]: at must be >= 0 and duration > 0")
+        for i, kind in enumerate(spec.kinds):
+            _fault_kind(kind, f"{where}.kinds[{i}]")
+        if spec.random and not spec.kinds:
+            raise ScenarioError(f"{where}.kinds: random faults need kinds to draw from")
+        if spec.duration <= 0 or spec.fault_duration <= 0:
+            raise ScenarioError(f"{where}: duration and fault_duration must be > 0")
     elif isinstance(spec, LoadPhase):
         if spec.kind not in LOAD_KINDS:
             raise ScenarioError(f"{where}.kind: must be one of {', '.join(LOAD_KINDS)}, got {spec.kind!r}")
@@ -401,6 +446,23 @@ def _check_phase(s: Scenario, phase: Phase, where: str) -> None:
             loadtargets.validate_name(spec.target)  # the run writes it as a load target (emulator.loadtargets)
         except loadtargets.LoadTargetError as e:
             raise ScenarioError(f"{where}.target: {e}") from None
+
+
+def _faults(items: Any, where: str) -> tuple[FaultSpec, ...]:
+    if not isinstance(items, list):
+        raise ScenarioError(f"{where}: expected a list of faults (kind, at, target, duration)")
+    out = []
+    for i, raw in enumerate(items):
+        item = _mapping(raw, f"{where}[{i}]")
+        if "kind" not in item:
+            raise ScenarioError(f"{where}[{i}].kind: required (one of {', '.join(FAULT_KINDS)})")
+        out.append(_section(FaultSpec, item, f"{where}[{i}]"))
+    return tuple(out)
+
+
+def _fault_kind(kind: str, where: str) -> None:
+    if kind not in FAULT_KINDS:
+        raise ScenarioError(f"{where}: must be one of {', '.join(FAULT_KINDS)}, got {kind!r}")
 
 
 def _phases(items: Any) -> tuple[Phase, ...]:
@@ -416,7 +478,12 @@ def _phases(items: Any) -> tuple[Phase, ...]:
             raise ScenarioError(f"{where}: needs exactly one of {', '.join(PHASE_KINDS)}"
                                 + (f" (got {', '.join(kinds)})" if kinds else ""))
         kind = kinds[0]
-        spec = _section(PHASE_KINDS[kind], item[kind] or {}, f"{where}.{kind}")
+        body = item[kind] or {}
+        extra = None
+        if kind == "chaos":  # its faults are a list of mappings, validated one by one
+            body = dict(_mapping(body, f"{where}.{kind}"))
+            extra = {"faults": _faults(body.pop("faults", None) or [], f"{where}.{kind}.faults")}
+        spec = _section(PHASE_KINDS[kind], body, f"{where}.{kind}", extra=extra)
         at = None if item.get("at") is None else _float(item["at"], f"{where}.at")
         out.append(Phase(str(item.get("name") or f"{kind}-{i}"), kind, spec, at))
     names = [p.name for p in out]

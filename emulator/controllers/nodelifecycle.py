@@ -20,7 +20,9 @@ status." for a condition the kubelet never wrote), and the node's pods get
 **NoSchedule condition taints** follow conditions at once (no rate limit):
 Ready False → ``not-ready``, Ready Unknown → ``unreachable``,
 ``memory-pressure``, ``disk-pressure``, ``pid-pressure``,
-``network-unavailable``, and ``unschedulable`` from ``spec.unschedulable``.
+``network-unavailable`` (upstream's ``nodeConditionToTaintKeyStatusMap``), and
+``unschedulable`` from ``spec.unschedulable``. This controller is their only
+writer: the kubelet sets the conditions and nothing else, as upstream.
 
 **NoExecute taints** ``node.kubernetes.io/unreachable`` (Ready Unknown) or
 ``not-ready`` (Ready False) go through a per-zone queue drained by a token

@@ -34,6 +34,13 @@ log = logging.getLogger(__name__)
 Deliver = Callable[[list[WatchEvent], int], None]
 OnError = Callable[[Exception], None]
 
+# After a read that was not full, the reader waits this long before the next one, so that events arriving
+# one by one (a pod's status writes at a few hundred pods/s) reach the informers in batches: one XREAD, one
+# decode pass and one wake-up of each informer per batch instead of per event. It bounds the watch latency
+# it adds (a few ms against the scheduler's and kubelets' own periods) and cuts each process's per-event
+# CPU (docs/performance.md).
+LINGER_MS = 5.0
+
 # What a broken connection looks like through redis-py (a killed server, a reset socket).
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
 
@@ -79,11 +86,12 @@ class Subscription:
 class Multiplexer:
     """One reader thread serving many subscriptions over many streams (see the module docstring)."""
 
-    def __init__(self, store: Store, *, batch: int = 1000, block_ms: int = 100,
+    def __init__(self, store: Store, *, batch: int = 1000, block_ms: int = 100, linger_ms: float = LINGER_MS,
                  name: str = "kemu-watch-mux") -> None:
         self.store = store
         self.batch = batch
         self.block_ms = block_ms
+        self.linger = linger_ms / 1000
         self.name = name
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -176,9 +184,14 @@ class Multiplexer:
                 if self._stopping:
                     return
                 plan = {stream: list(subs) for stream, subs in self._subs.items()}
-            self._read_once(plan)
+            read = self._read_once(plan)
+            if 0 < read < self.batch and self.linger > 0:
+                with self._lock:
+                    if not self._stopping:
+                        self._cond.wait(self.linger)  # the linger (LINGER_MS); stop() and subscribe() cut it
 
-    def _read_once(self, plan: dict[str, list[Subscription]]) -> None:
+    def _read_once(self, plan: dict[str, list[Subscription]]) -> int:
+        """One read of every stream in ``plan``, delivered; how many entries came back (the fullest stream's)."""
         positions = {stream: min(s.position for s in subs) for stream, subs in plan.items()}
         try:
             read = self.store.read_streams(positions, count=self.batch, block_ms=self.block_ms)
@@ -186,11 +199,11 @@ class Multiplexer:
             log.warning("watch multiplexer: read of %d streams failed (%s): every subscriber relists",
                         len(positions), e)
             self._fail([s for subs in plan.values() for s in subs], e)
-            return
+            return 0
         except Exception as e:  # anything else (a protocol error) is as fatal for these watches
             log.exception("watch multiplexer: read failed")
             self._fail([s for subs in plan.values() for s in subs], e)
-            return
+            return 0
         self.reads += 1
         for stream, subs in plan.items():
             first_retained = read.first_retained.get(stream)
@@ -212,6 +225,7 @@ class Multiplexer:
                     events, last = decode_entries(entries, None)
                     self.entries_read += len(entries)
                 self._deliver(sub, events, last)
+        return max((len(entries) for entries in read.entries.values() if entries), default=0)
 
     def _deliver(self, sub: Subscription, events: list[WatchEvent], last: int) -> None:
         position = sub.position

@@ -34,6 +34,8 @@ class KubeletShardConfig:
     lease_duration_seconds: int = 40  # nodeLeaseDurationSeconds
     node_status_update_frequency: float = 10.0  # nodeStatusUpdateFrequency
     node_status_report_frequency: float = 300.0  # nodeStatusReportFrequency
+    # The status manager's full reconcile with the store (pkg/kubelet/status/status_manager.go syncPeriod).
+    status_sync_period: float = 10.0
     image_sizes: Mapping[str, str | int] = field(default_factory=dict)  # image reference -> size
     default_image_size: str | int = "100Mi"
     pull_bandwidth: str | int = "50Mi"  # bytes per second

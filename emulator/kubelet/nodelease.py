@@ -22,6 +22,7 @@ from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.kubelet import kubelet_metrics as km
 from emulator.kubelet.state import NodeRecord, ShardState, phase_of
+from emulator.kubelet.status_reconcile import STORE_ERRORS
 
 LEASE_NAMESPACE = "kube-node-lease"
 
@@ -116,6 +117,24 @@ class NodeLeases:
             heapq.heappush(heap, (node.lease_due, name))
         for entry in held:
             heapq.heappush(heap, entry)
+        try:
+            self._write(creates, renewals, now)
+        except STORE_ERRORS:
+            # The store is unreachable: what was not written is due again at the next beat (upstream the
+            # lease controller retries with back-off, then at the renew interval).
+            self._pending.extend(n.name for n in creates if n.lease is None)
+            for node in renewals:
+                if node.lease_due > now:
+                    node.lease_due = now
+                    heapq.heappush(heap, (now, node.name))
+            raise
+        if renewals:
+            km.LEASE_RENEWALS.labels(state.label).inc(len(renewals))
+        return len(renewals)
+
+    def _write(self, creates: list[NodeRecord], renewals: list[NodeRecord], now: float) -> None:
+        state = self.state
+        st = state.stats
         batch = state.config.write_batch
         for start in range(0, len(creates), batch):
             chunk = creates[start:start + batch]
@@ -150,6 +169,3 @@ class NodeLeases:
                     continue
                 node.lease = result
                 st.lease_renewals += 1
-        if renewals:
-            km.LEASE_RENEWALS.labels(state.label).inc(len(renewals))
-        return len(renewals)

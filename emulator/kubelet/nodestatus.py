@@ -8,10 +8,14 @@ manifest gives and filling in what is missing (:mod:`emulator.kubelet.nodes`). A
 capacity - kube-reserved - system-reserved - the hard eviction threshold.
 
 Conditions MemoryPressure / DiskPressure / PIDPressure come from the eviction manager, Ready is
-True while the shard runs. While under pressure the node also gets the
-``node.kubernetes.io/<memory|disk|pid>-pressure:NoSchedule`` taint, which upstream the node
-lifecycle controller adds. When the status is written is the status manager's business
-(:mod:`~emulator.kubelet.status_manager`).
+True while the shard runs. The kubelet sets conditions only: the condition taints
+(``node.kubernetes.io/not-ready``, ``unreachable``, ``<memory|disk|pid>-pressure``...) are the node
+lifecycle controller's (:mod:`emulator.controllers.nodelifecycle`, upstream
+``doNoScheduleTaintingPass``), as upstream, where the kubelet registers a node with no condition
+taint (``initialNode``: only ``--register-with-taints`` and ``unschedulable``; the
+``node.kubernetes.io/not-ready:NoSchedule`` a new Node carries upstream comes from the API
+server's ``TaintNodesAtCreation`` admission plugin). When the status is written is the status
+manager's business (:mod:`~emulator.kubelet.status_manager`).
 """
 
 from __future__ import annotations
@@ -32,13 +36,9 @@ from emulator.kubelet.events import node_ref
 from emulator.kubelet.images import ImageManager
 from emulator.kubelet.profiles import ProfileError
 from emulator.kubelet.state import NodeRecord, ShardState
+from emulator.kubelet.status_reconcile import STORE_ERRORS
 
 log = logging.getLogger(__name__)
-
-
-PRESSURE_TAINTS = {ev.MEMORY_PRESSURE: "node.kubernetes.io/memory-pressure",
-                   ev.DISK_PRESSURE: "node.kubernetes.io/disk-pressure",
-                   ev.PID_PRESSURE: "node.kubernetes.io/pid-pressure"}
 
 
 class NodeStatus:
@@ -50,7 +50,6 @@ class NodeStatus:
         self._eviction_hard = ev.parse_thresholds(state.config.model.eviction_hard, hard=True)
         self._pending_nodes: list[Obj] = []  # pool nodes to register
         self._adoptions: list[Obj] = []  # adopted nodes whose manifest needs filling in
-        self._taint_changes: set[str] = set()
 
     # ---------------------------------------------------------------------------------- registration
 
@@ -83,7 +82,16 @@ class NodeStatus:
         batch = state.config.write_batch
         for start in range(0, len(pending), batch):
             chunk = pending[start:start + batch]
-            for body, result in zip(chunk, state.core.create_many(NODE, chunk), strict=True):
+            try:
+                results = state.core.create_many(NODE, chunk)
+            except STORE_ERRORS as e:
+                # registerWithAPIServer retries until it succeeds: the rest waits for the next tick
+                # (a node whose create landed anyway answers AlreadyExists then, and the informer brings it).
+                log.warning("kubelet shard %d: registering %d nodes failed, the store is unreachable (%s); "
+                            "retried at the next tick", state.index, len(pending) - start, e)
+                self._pending_nodes[:0] = pending[start:]
+                break
+            for body, result in zip(chunk, results, strict=True):
                 if isinstance(result, errors.StatusError):
                     if result.reason != "AlreadyExists":
                         log.warning("kubelet shard %d: registering node %s failed: %s", state.index,
@@ -166,7 +174,21 @@ class NodeStatus:
                     changed_any = True
             if changed_any:
                 node.dirty = True
-                self._taint_changes.add(name)
+
+    def drifted(self, node: NodeRecord) -> bool:
+        """``nodeStatusHasChanged`` for the conditions: the stored node no longer says what the kubelet says.
+
+        Compared with the informer's copy of the Node (upstream reads the node from the API
+        server's cache): a Ready=Unknown the node lifecycle controller wrote while the kubelet's
+        writes were not getting through, or a status someone overwrote, is written again at the
+        node's next status check instead of waiting for ``nodeStatusReportFrequency``.
+        """
+        stored = {c.get("type"): c.get("status") for c in (node.obj.get("status") or {}).get("conditions") or ()}
+        for ctype in (*ev.CONDITIONS, "Ready"):
+            value = node.conditions.get(ctype, (ctype == "Ready", ""))[0]
+            if stored.get(ctype) != ("True" if value else "False"):
+                return True
+        return False
 
     def status_of(self, node: NodeRecord, now: float) -> Obj:
         """The node's status now: its conditions (heartbeat ``now``) and images."""
@@ -189,15 +211,14 @@ class NodeStatus:
     # ------------------------------------------------------------------------------- node objects
 
     def flush_node_objects(self) -> None:
-        """Write what changed in Node objects themselves: pressure taints, then what adopted nodes lacked."""
-        for name in list(self._taint_changes):
-            self._taint_changes.discard(name)
-            node = self.state.nodes.get(name)
-            if node is not None:
-                self.sync_pressure_taints(node)
-        for obj in self._adoptions:
-            self._write_adoption(obj)
-        self._adoptions = []
+        """Write what adopted nodes lacked (labels, podCIDR, status); kept for the next tick if the store is down."""
+        adoptions, self._adoptions = self._adoptions, []
+        for i, obj in enumerate(adoptions):
+            try:
+                self._write_adoption(obj)
+            except STORE_ERRORS:
+                self._adoptions[:0] = adoptions[i:]
+                raise
 
     def _write_adoption(self, completed: Obj) -> None:
         """Write what an adopted Node lacked: labels and podCIDR (spec/metadata), then its status."""
@@ -221,36 +242,3 @@ class NodeStatus:
         if node is not None:
             node.obj = result
             node.alloc = self.alloc_of(result)
-
-    def sync_pressure_taints(self, node: NodeRecord) -> None:
-        """Keep ``node.kubernetes.io/<x>-pressure:NoSchedule`` in step with the pressure conditions."""
-        wanted = {PRESSURE_TAINTS[c] for c in ev.CONDITIONS if node.conditions.get(c, (False, ""))[0]}
-        stamp = rfc3339(self.state.now)
-
-        def mutate(obj: Obj) -> Obj | None:
-            spec = dict(obj.get("spec") or {})
-            taints = list(spec.get("taints") or ())
-            kept = [t for t in taints if t.get("key") not in PRESSURE_TAINTS.values() or t.get("key") in wanted]
-            have = {t.get("key") for t in kept}
-            added = [{"key": k, "effect": "NoSchedule", "timeAdded": stamp} for k in sorted(wanted - have)]
-            if not added and len(kept) == len(taints):
-                return None
-            spec["taints"] = kept + added
-            if not spec["taints"]:
-                spec.pop("taints")
-            return {**obj, "spec": spec}
-
-        for _ in range(8):
-            try:
-                current = self.state.core.get(NODE, None, node.name)
-                new = mutate(current)
-                if new is None:
-                    return
-                node.obj = self.state.core.update(NODE, new)
-                return
-            except errors.StaleResourceVersion:
-                continue
-            except errors.StatusError as e:
-                log.warning("kubelet shard %d: pressure taints of %s not written: %s", self.state.index, node.name,
-                            e.message)
-                return

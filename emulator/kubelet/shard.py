@@ -32,7 +32,8 @@ pod records of :mod:`emulator.kubelet.state`:
   (``images/image_manager.go``);
 * :mod:`~emulator.kubelet.pod_status` and :mod:`~emulator.kubelet.status_manager` -
   the status a pod reports (``generateAPIPodStatus``) and the batched pod and
-  node status writes (``status/status_manager.go``);
+  node status writes (``status/status_manager.go``), reconciled with the store
+  every 10 s and after a failed write (:mod:`~emulator.kubelet.status_reconcile`);
 * :mod:`~emulator.kubelet.usage_publisher` - usage for ``metrics.k8s.io`` every
   ``metrics_window``; :class:`~emulator.kubelet.events.EventRecorder` - events.
 
@@ -51,6 +52,10 @@ instance would: its lease stops, the Node object is deleted (the garbage collect
 removes the Lease it owns) and its pods are handled as the pod garbage collector
 handles pods of a node that no longer exists (``Failed`` with a ``DisruptionTarget``
 condition, then deleted with grace 0) - kemu runs no pod GC controller.
+
+The store away. A tick never fails because the store is unreachable: the model runs on,
+and what it could not write is kept (pod and node status, leases, registrations) and written
+by the first tick after the store is back, without a restart.
 
 Recovery. A new shard object for the same index (an actor restart) re-lists
 its nodes and pods through its informers and carries on: its pool nodes
@@ -74,8 +79,8 @@ import logging
 import threading
 import time
 from collections import deque
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from emulator import chaos
 from emulator.api import errors
@@ -100,11 +105,13 @@ from emulator.kubelet.pod_workers import PodWorkers
 from emulator.kubelet.profiles import ProfileLibrary
 from emulator.kubelet.state import STAGE_NAMES, TERMINAL, NodeRecord, ShardState, ShardStats
 from emulator.kubelet.status_manager import StatusManager
+from emulator.kubelet.status_reconcile import store_unreachable
 from emulator.kubelet.usage_publisher import UsagePublisher
 from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
 
+_T = TypeVar("_T")
 
 __all__ = ["KubeletShard", "KubeletShardConfig", "ShardStats", "kubelet_shard_config"]
 
@@ -155,6 +162,8 @@ class KubeletShard:
         self._lock = threading.RLock()
         self._removed: set[str] = set()  # uids of nodes remove_node deleted, until the informer says so too
         self._started = False
+        self._store_down: str | None = None  # what failed first while the store was unreachable
+        self._io_failures = 0
         # Informer side.
         self._inbox: deque[tuple[str, str, Any]] = deque()
         self._seen_lock = threading.Lock()
@@ -271,32 +280,45 @@ class KubeletShard:
         now = self.clock.now() if now is None else now
         state = self.state
         state.now = now
-        state.chaos = chaos.read(self.store.redis, self.store.config.prefix)
+        io = self._store_io
+        failed_before = self._io_failures
+        # Chaos state is read once per tick; with the store unreachable the last one read holds.
+        read = io("reading chaos state", chaos.read, self.store.redis, self.store.config.prefix)
+        if read is not None:
+            state.chaos = read
         # A partitioned shard runs its model but writes nothing; what piles up (dirty pods, due
         # leases and node status, events) is written by the first tick after the restore.
         cut = self.index in state.chaos.partitioned
         if not cut:
-            for obj in self.node_status.register():
+            for obj in io("registering nodes", self.node_status.register) or ():
                 self._host(obj, now, adopted=False)
-            self.cloud.sync(now)
+            io("syncing cloud instances", self.cloud.sync, now)
         self._drain(now)
-        self.heartbeat(now)  # first: never behind this tick's pod work
+        io("renewing leases", self.heartbeat, now)  # first: never behind this tick's pod work
         self.workers.admit_incoming(now)
         self.workers.advance_timed(now)
         if not cut:  # load targets: share each target's rate among its ready pods (emulator.kubelet.load)
-            load.exchange(self.model, self.store.redis, self.store.config.prefix, self.index, now)
-            queueworker.drain(self.model, self.store.redis, self.store.config.prefix, now)  # real LPOPs
+            io("exchanging load targets", load.exchange, self.model, self.store.redis, self.store.config.prefix,
+               self.index, now)
+            io("draining queues", queueworker.drain, self.model, self.store.redis, self.store.config.prefix, now)
         report = self.model.tick(now)
         self.workers.apply_report(report, now)
         self.node_status.apply_conditions(report.changed_nodes, now)
         self.workers.advance_kills(now)
         self.metrics.update(self.model, state.idx_names)
         if not cut:
+            # The status manager: reconcile with the store when due, then write what changed. A
+            # failed write stays queued, so an unreachable store delays statuses but loses none.
+            self.status.reconcile(now)
             self.status.flush_pods(now)
-            self.node_status.flush_node_objects()
+            io("writing adopted nodes", self.node_status.flush_node_objects)
             self.status.flush_nodes(now)
-            self._flush_events()
-            self.usage.publish(now)
+            io("writing events", self._flush_events)
+            io("publishing usage", self.usage.publish, now)
+            if self._store_down is not None and self._io_failures == failed_before and not self.status.outage:
+                log.warning("kubelet shard %d: the store is reachable again (%s had failed)", self.index,
+                            self._store_down)
+                self._store_down = None
         elapsed = time.perf_counter() - wall
         st = self.stats
         st.ticks += 1
@@ -306,6 +328,25 @@ class KubeletShard:
         st.max_tick_seconds = max(st.max_tick_seconds, elapsed)
         km.TICK_SECONDS.observe(elapsed)
         return st
+
+    def _store_io(self, what: str, fn: Callable[..., _T], *args: Any) -> _T | None:
+        """Run one step of the tick that talks to the store; None if the store is unreachable.
+
+        A kubelet keeps running its pods while the API server is away: the tick carries on with
+        the model, and what could not be written is kept for the next tick (status, leases,
+        registrations) or dropped (events, as upstream's broadcaster drops them after its retries).
+        """
+        try:
+            return fn(*args)
+        except Exception as e:
+            if not store_unreachable(e):
+                raise
+            self._io_failures += 1
+            if self._store_down is None:
+                log.warning("kubelet shard %d: %s failed, the store is unreachable: %s", self.index, what, e)
+                self._store_down = what
+            self.status.reconciler.write_failed()
+            return None
 
     def heartbeat(self, now: float | None = None) -> int:
         """Create missing leases and renew the ones due (:mod:`~emulator.kubelet.nodelease`); returns renewals.
@@ -508,6 +549,8 @@ class KubeletShard:
                 "maxRenewGap": round(st.max_renew_gap, 3), "admitted": st.admitted, "rejected": st.rejected,
                 "restored": st.restored, "registered": st.registered, "adopted": st.adopted,
                 "podStatusWrites": st.pod_status_writes, "nodeStatusWrites": st.node_status_writes,
+                "statusWriteErrors": st.status_write_errors, "reconcilePasses": st.reconcile_passes,
+                "reconciled": st.reconciled, "lastReconcileSeconds": round(st.last_reconcile_seconds, 4),
                 "events": st.events_written, "eventsDropped": st.events_dropped, "inbox": len(self._inbox)}
 
 

@@ -115,6 +115,9 @@ class PodRecord:
     kill_exit: int = 0
     final: Obj | None = None  # status to write when the pod is done (termination, rejection)
     delete_after_write: bool = False
+    # The status manager's cache (status_manager.go podStatuses): the status the kubelet last decided on
+    # (the resourceVersion the store acknowledged it at is the status reconciler's, apiStatusVersions).
+    intended: Obj | None = None
 
 
 @dataclass
@@ -140,6 +143,10 @@ class ShardStats:
     max_tick_seconds: float = 0.0
     registered: int = 0
     adopted: int = 0
+    status_write_errors: int = 0  # pod/node status writes that failed (store unreachable, or refused)
+    reconcile_passes: int = 0  # full status reconciliations with the store (syncBatch(all))
+    reconciled: int = 0  # pods and nodes whose stored status a reconciliation found stale and re-wrote
+    last_reconcile_seconds: float = 0.0
 
 
 @dataclass(eq=False)

@@ -20,10 +20,12 @@ from emulator.api.kinds import EVENT, LEASE, NODE, POD
 from emulator.api.quantity import format_bytes, to_int
 from emulator.api.types import Obj
 from emulator.clock import ManualClock, parse_rfc3339
+from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet import usage
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
 from tests import builders as b
+from tests.waiting import store_writes, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -37,6 +39,17 @@ def shards() -> Iterator[list[KubeletShard]]:
     yield started
     for shard in started:
         shard.stop()
+
+
+@pytest.fixture
+def node_lifecycle(env: tuple[ServerCore, ManualClock]) -> Iterator[ControllerManager]:
+    """The node lifecycle controller: the owner of the condition taints (the kubelet only sets conditions)."""
+    core, clock = env
+    manager = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("nodelifecycle",)),
+                                clock=clock).start()
+    assert manager.wait_active(20)
+    yield manager
+    manager.stop()
 
 
 def start_shard(core: ServerCore, clock: ManualClock, shards: list[KubeletShard], pools: list[Obj] | None = None,
@@ -449,7 +462,8 @@ def test_leaking_pod_is_oom_killed_restarted_and_backs_off(env: tuple[ServerCore
 
 
 def test_guaranteed_pod_survives_memory_pressure_while_best_effort_is_evicted(
-        env: tuple[ServerCore, ManualClock], shards: list[KubeletShard]) -> None:
+        env: tuple[ServerCore, ManualClock], shards: list[KubeletShard], node_lifecycle: ControllerManager) -> None:
+    # The kubelet sets the MemoryPressure condition; the node lifecycle controller owns the taint (as upstream).
     core, clock = env
     shard = start_shard(core, clock, shards, [{"name": "n", "count": 1,
                                                "capacity": {"cpu": "4", "memory": "2Gi"}}])
@@ -476,8 +490,14 @@ def test_guaranteed_pod_survives_memory_pressure_while_best_effort_is_evicted(
     assert phase(core, survivors[0]) == "Running"
     node = core.get(NODE, None, "n-00000")
     assert condition(node, "MemoryPressure")["status"] == "True"  # held for the 5 min transition period
-    assert {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}.items() <= next(
-        t for t in node["spec"]["taints"] if t["key"] == "node.kubernetes.io/memory-pressure").items()
+
+    def pressure_taint() -> Obj | None:
+        taints = core.get(NODE, None, "n-00000")["spec"].get("taints") or ()
+        return next((t for t in taints if t["key"] == "node.kubernetes.io/memory-pressure"), None)
+
+    taint = wait_for(pressure_taint, 20, "the node lifecycle controller's memory-pressure taint",
+                     wake=store_writes(core, NODE))
+    assert {"key": "node.kubernetes.io/memory-pressure", "effect": "NoSchedule"}.items() <= taint.items()
     assert shard.metrics.view()["evictions"] == {"memory.available": 1}
 
 
