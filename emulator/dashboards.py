@@ -5,7 +5,7 @@ The dashboards (scheduler, cluster, kubelets, API server, autoscaling) are writt
 :func:`build` turns them into Grafana dashboard JSON (schema 39, Grafana 10/11):
 one ``datasource`` template variable (default: the provisioned data source
 uid ``prometheus``) that every panel and query uses, label_values variables
-where a dashboard filters (``scheduler``, ``profile``, ``hpa``), and a grid layout
+where a dashboard filters (``scheduler``, ``profile``, ``hpa``, ``scaledobject``), and a grid layout
 computed from the rows. ``python -m emulator.dashboards`` writes
 ``dashboards/*.json``; a test checks the committed files equal what this
 module generates, and the real-Prometheus test runs every expression of every
@@ -243,13 +243,41 @@ def _vpa_panel(resource: str, unit: str) -> Panel:
                              "bounds, and admission gives new pods the target.")
 
 
+_SO = '{type="scaledobject", scaledObject=~"$scaledobject"}'
+_SCALER_BY = "namespace, scaledObject, scaler, metric"
+# KEDA (kedacore/keda pkg/metricscollector/prommetrics.go names): a ScaledObject's trigger values against the
+# replicas of the HPA it owns (keda-hpa-<name>: the $scaledobject filter applies to both), activity, errors, lateness.
+_KEDA_ROWS = (
+    (Panel("KEDA: queue depth vs replicas per ScaledObject",
+           (Target(f"max by ({_SCALER_BY}) (keda_scaler_metrics_value{_SO})", "{{scaledObject}} {{metric}}"),
+            Target(f"max by ({_HPA_BY}) (kube_horizontalpodautoscaler_status_current_replicas"
+                   '{horizontalpodautoscaler=~"keda-hpa-$scaledobject"})', "replicas {{horizontalpodautoscaler}}")),
+           description="Each trigger's metric value as the last poll read it (a redis trigger: the list's length) "
+                       "and the replicas of the HPA the ScaledObject owns; KEDA itself scales 0 <-> 1, the HPA "
+                       "1 <-> max."),
+     Panel("KEDA: active scalers (keda_scaler_active)",
+           (Target(f"max by ({_SCALER_BY}) (keda_scaler_active{_SO})", "{{scaledObject}} {{scaler}} {{metric}}"),),
+           description="1 while a trigger is above its activation threshold: what wakes a target at 0.")),
+    (Panel("KEDA: scaler errors (keda_scaler_errors_total)",
+           (Target(rate("keda_scaler_errors_total", _SO, _SCALER_BY), "{{scaledObject}} {{scaler}} {{metric}}"),),
+           "ops", description="Failed reads per second; fallback applies after fallback.failureThreshold of them "
+                              "in a row."),
+     Panel("KEDA: scale loop lateness",
+           (Target('max by (namespace, type, resource) (keda_internal_scale_loop_latency_seconds)',
+                   "{{type}} {{namespace}}/{{resource}}"),), "s",
+           description="How late each ScaledObject's or ScaledJob's last poll started against when it was due "
+                       "(cluster seconds).")),
+)
+
 AUTOSCALING = Dashboard(
     "kemu-autoscaling", "kemu / Autoscaling", "autoscaling.json",
     description="Horizontal and vertical pod autoscaling: each HPA's desired vs current replicas against the load "
-                "offered to the load targets, each metric against its target, the HPA controller's work, and "
-                "each VPA's recommendation against what its pods request.",
+                "offered to the load targets, each metric against its target, the HPA controller's work, "
+                "each VPA's recommendation against what its pods request, and KEDA's ScaledObjects (queue depth "
+                "vs replicas, active scalers, scaler errors, scale loop lateness).",
     variables=(Variable("hpa", "label_values(kube_horizontalpodautoscaler_status_desired_replicas, "
-                               "horizontalpodautoscaler)", "HPA"),),
+                               "horizontalpodautoscaler)", "HPA"),
+               Variable("scaledobject", "label_values(keda_scaler_metrics_value, scaledObject)", "ScaledObject")),
     rows=(
         (Panel("Replicas per HPA: desired vs current",
                (Target(f"max by ({_HPA_BY}) (kube_horizontalpodautoscaler_status_desired_replicas{_H})",
@@ -283,6 +311,7 @@ AUTOSCALING = Dashboard(
                 Target(q(0.99, "horizontal_pod_autoscaler_controller_metric_computation_duration_seconds",
                          "metric_type"), "{{metric_type}} metric")), "s")),
         (_vpa_panel("cpu", "cores"), _vpa_panel("memory", "bytes")),
+        *_KEDA_ROWS,
     ))
 
 DASHBOARDS = (SCHEDULER, CLUSTER, KUBELETS, APISERVER, AUTOSCALING)

@@ -17,9 +17,7 @@ VPA a few totals and the time series the report plots as "replicas vs load over 
 
 from __future__ import annotations
 
-import contextlib
 import itertools
-import threading
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -30,6 +28,7 @@ from emulator.api.kinds import HORIZONTALPODAUTOSCALER, NAMESPACE, POD, VERTICAL
 from emulator.api.quantity import QuantityError, cpu_millis, to_int
 from emulator.api.selectors import LabelSelector
 from emulator.server.core import ServerCore
+from loadgen.sampling import Sampler
 from loadgen.scenario import ScenarioError
 
 __all__ = ["AUTOSCALER_KINDS", "AutoscalerSampler", "apply_objects", "summary_lines"]
@@ -100,36 +99,13 @@ def _external_load(spec: Mapping[str, Any], rates: Mapping[str, float], queues: 
     return "", {}
 
 
-class AutoscalerSampler:
+class AutoscalerSampler(Sampler):
     """Samples every HPA and VPA once per ``interval`` wall seconds on a thread (see the module docstring)."""
 
     def __init__(self, core: ServerCore, *, interval: float = 1.0) -> None:
-        self.core = core
-        self.interval = interval
-        self.t0 = time.perf_counter()
-        self.cluster_t0 = core.clock.now()
+        super().__init__(core, interval=interval, name="autoscaler-sampler")
         self.hpas: dict[str, dict[str, Any]] = {}
         self.vpas: dict[str, dict[str, Any]] = {}
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="autoscaler-sampler", daemon=True)
-
-    def start(self) -> AutoscalerSampler:
-        self.t0 = time.perf_counter()
-        self.cluster_t0 = self.core.clock.now()
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        if self._thread.is_alive():
-            self._thread.join(timeout=30)
-        self.sample()  # the state the run ended in
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            with contextlib.suppress(Exception):  # a failed read costs one sample, never the run
-                self.sample()
-            self._stop.wait(self.interval)
 
     # ---------------------------------------------------------------------------------------- sampling
     def sample(self) -> None:

@@ -36,7 +36,7 @@ import json
 import math
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -119,6 +119,7 @@ def write_report(summary: dict[str, Any], series: RunSeries, path: Path) -> Path
     t0 = time.perf_counter()
     path = Path(path)
     summary = json_safe(summary)  # the page shows exactly what the JSON holds (no NaN, no numpy types)
+    from loadgen import keda  # its panels draw with this module's helpers
     data = _Arrays.of(series)
     sections = [
         html_section("headline", "Headline", headline(summary)),
@@ -143,6 +144,12 @@ def write_report(summary: dict[str, Any], series: RunSeries, path: Path) -> Path
                                     "offered load of the target's load target (right axis). Per VPA: the CPU "
                                     "target against the mean request of its pods."))]
           if summary.get("autoscaling") else []),
+        *([html_section("keda", "Queue depth vs replicas over time (KEDA)", _figure_or_none(
+            stacked_figure({"so": summary["keda"].get("scaledObjects"), "sj": summary["keda"].get("scaledJobs")},
+                           keda.panel),
+            "Per ScaledObject: its target's replicas (spec) and Ready replicas (left axis) against the depth of the "
+            "Redis lists its triggers read (right axis). Per ScaledJob: its running Jobs against the depth."))]
+          if summary.get("keda") else []),
         html_section("node-allocation", "Node allocation",
                  _figure_or_none(_allocation_heatmap(series), "One cell per node (in name order, row by row); "
                                  "colour: requests / allocatable at the end of the run. Red: over 100%.")
@@ -384,63 +391,82 @@ def utilization_figure(runs: Sequence[tuple[str, Sequence[Sequence[float]]]]) ->
 
 
 def _without_series(summary: dict[str, Any]) -> dict[str, Any]:
-    """The summary without the autoscalers' time series (plotted above; as table cells they would be walls)."""
-    section = summary.get("autoscaling")
-    if not section:
-        return summary
-    trimmed = {group: {key: {k: v for k, v in entry.items() if k != "series"} for key, entry in items.items()}
-               for group, items in section.items()}
-    return {**summary, "autoscaling": trimmed}
+    """The summary without the autoscalers' and KEDA's time series (plotted above; as table cells they would be
+    walls)."""
+    out = dict(summary)
+    for name in ("autoscaling", "keda"):
+        section = summary.get(name)
+        if not section:
+            continue
+        out[name] = {group: {key: {k: v for k, v in entry.items() if k != "series"} if isinstance(entry, dict)
+                             else entry for key, entry in items.items()} if isinstance(items, dict) else items
+                     for group, items in section.items()}
+    return out
 
 
 def _series_array(values: list[Any]) -> np.ndarray:
     return np.array([np.nan if v is None else float(v) for v in values], dtype=float)
 
 
-def _autoscaling(section: dict[str, Any]) -> Figure | None:
-    """One panel per HPA (replicas vs load) and per VPA (CPU target vs requests), stacked, on wall time."""
-    hpas, vpas = section.get("hpas") or {}, section.get("vpas") or {}
-    panels = [("hpa", k, v) for k, v in hpas.items() if v["series"]["time"]] + \
-             [("vpa", k, v) for k, v in vpas.items() if v["series"]["time"]]
+def right_axis(ax: Axes, t: np.ndarray, values: np.ndarray, label: str, unit: str) -> list[Any]:
+    """``values`` as a dashed line on a right-hand axis of ``ax`` (from 0); its legend handles ([] if no data)."""
+    if not np.isfinite(values).any():
+        return []
+    ax2 = ax.twinx()
+    ax2.plot(t, values, color=C_BACKLOG, linestyle="--", linewidth=1, label=label)
+    ax2.set_ylim(bottom=0, top=max(float(np.nanmax(values)) * 1.1, 1.0))
+    ax2.set_ylabel(unit, color=C_BACKLOG)
+    ax2.spines["top"].set_visible(False)
+    return list(ax2.get_legend_handles_labels()[0])
+
+
+def stacked_figure(groups: dict[str, Any], draw: Callable[[Axes, str, str, dict[str, Any], np.ndarray], None]
+                   ) -> Figure | None:
+    """One styled panel per entry with samples of each group ({kind: {key: entry with "series"}}), stacked on wall
+    time; ``draw(ax, kind, key, entry, t)`` fills each. None when no entry has samples."""
+    panels = [(kind, key, entry) for kind, entries in groups.items() for key, entry in (entries or {}).items()
+              if entry["series"]["time"]]
     if not panels:
         return None
     fig = _new_figure(10, 2.6 * len(panels))
     axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
     for ax, (kind, key, entry) in zip(axes, panels, strict=True):
-        s = entry["series"]
-        t = _series_array(s["time"])
         _style(ax)
-        if kind == "hpa":
-            ax.step(t, _series_array(s["replicas"]), where="post", color=C_SCHEDULED, linewidth=1.4,
-                    label="replicas")
-            ax.step(t, _series_array(s["ready"]), where="post", color=C_READY, linewidth=1.2, label="Ready")
-            ax.step(t, _series_array(s["desired"]), where="post", color=C_CREATED, linewidth=1, linestyle=":",
-                    label="HPA desired")
-            ax.set_ylim(bottom=0, top=max(float(entry.get("maxReplicas") or 1), 1.0) * 1.1)
-            ax.set_ylabel("pods")
-            ax.set_title(f"{key} → {entry['target']} ({', '.join(entry['metrics'])})", fontsize=9, loc="right")
-            handles = ax.get_legend_handles_labels()[0]
-            load = _series_array(s["load"])
-            if np.isfinite(load).any():
-                ax2 = ax.twinx()
-                unit = "items" if entry["loadTarget"].startswith("queue ") else "requests/s"
-                ax2.plot(t, load, color=C_BACKLOG, linestyle="--", linewidth=1,
-                         label=f"load on {entry['loadTarget']} ({unit})")
-                ax2.set_ylim(bottom=0, top=max(float(np.nanmax(load)) * 1.1, 1.0))
-                ax2.set_ylabel(unit, color=C_BACKLOG)
-                ax2.spines["top"].set_visible(False)
-                handles += ax2.get_legend_handles_labels()[0]
-            _legend_above(ax, handles=handles)
-        else:
-            ax.plot(t, _series_array(s["cpuTarget"]) * 1000, color=C_CREATED, linewidth=1.4, label="CPU target")
-            ax.plot(t, _series_array(s["cpuRequest"]) * 1000, color=C_SCHEDULED, linewidth=1.2,
-                    label="mean CPU request")
-            ax.set_ylim(bottom=0)
-            ax.set_ylabel("millicores")
-            ax.set_title(f"{key} → {entry['target']} (VPA {entry['mode']})", fontsize=9, loc="right")
-            _legend_above(ax)
+        draw(ax, kind, key, entry, _series_array(entry["series"]["time"]))
     axes[-1].set_xlabel("time since start (s)")
     return fig
+
+
+def replicas_and_ready(ax: Axes, t: np.ndarray, s: dict[str, Any]) -> None:
+    """A workload's ``spec.replicas`` and Ready replicas as steps."""
+    ax.step(t, _series_array(s["replicas"]), where="post", color=C_SCHEDULED, linewidth=1.4, label="replicas")
+    ax.step(t, _series_array(s["ready"]), where="post", color=C_READY, linewidth=1.2, label="Ready")
+
+
+def _autoscaling(section: dict[str, Any]) -> Figure | None:
+    """One panel per HPA (replicas vs load) and per VPA (CPU target vs requests), stacked, on wall time."""
+    return stacked_figure({"hpa": section.get("hpas"), "vpa": section.get("vpas")}, _autoscaler_panel)
+
+
+def _autoscaler_panel(ax: Axes, kind: str, key: str, entry: dict[str, Any], t: np.ndarray) -> None:
+    s = entry["series"]
+    if kind == "hpa":
+        replicas_and_ready(ax, t, s)
+        ax.step(t, _series_array(s["desired"]), where="post", color=C_CREATED, linewidth=1, linestyle=":",
+                label="HPA desired")
+        ax.set_ylim(bottom=0, top=max(float(entry.get("maxReplicas") or 1), 1.0) * 1.1)
+        ax.set_ylabel("pods")
+        ax.set_title(f"{key} → {entry['target']} ({', '.join(entry['metrics'])})", fontsize=9, loc="right")
+        unit = "items" if entry["loadTarget"].startswith("queue ") else "requests/s"
+        _legend_above(ax, handles=ax.get_legend_handles_labels()[0] + right_axis(
+            ax, t, _series_array(s["load"]), f"load on {entry['loadTarget']} ({unit})", unit))
+        return
+    ax.plot(t, _series_array(s["cpuTarget"]) * 1000, color=C_CREATED, linewidth=1.4, label="CPU target")
+    ax.plot(t, _series_array(s["cpuRequest"]) * 1000, color=C_SCHEDULED, linewidth=1.2, label="mean CPU request")
+    ax.set_ylim(bottom=0)
+    ax.set_ylabel("millicores")
+    ax.set_title(f"{key} → {entry['target']} (VPA {entry['mode']})", fontsize=9, loc="right")
+    _legend_above(ax)
 
 
 def _natural_key(name: str) -> tuple[Any, ...]:

@@ -39,7 +39,7 @@ from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, WatchEvent
-from loadgen import autoscalers, invariants, nodegroups, scrape
+from loadgen import autoscalers, invariants, keda, nodegroups, scrape
 from loadgen import plan as planning
 from loadgen.chaos import Injector
 from loadgen.drivers import DriverPool, Failure, SinkSpec, execute
@@ -345,6 +345,7 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
 
     endpoint = metrics.start(core.store.redis, prefix=core.store.config.prefix)
     autoscaler_sampler = autoscalers.AutoscalerSampler(core).start() if scenario.has_autoscalers() else None
+    keda_sampler = keda.KedaSampler(core).start() if scenario.has_keda() else None
     pool = DriverPool(spec, d.processes, on_result)
     t_start = time.perf_counter()
 
@@ -352,7 +353,9 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
 
     def on_load(kind: str, target: str, value: float) -> None:
         if kind == "push":  # items into a real Redis list, drained by queue-worker pods (loadgen.queues)
-            pusher.push(target, value)
+            pushed = pusher.push(target, value)
+            if keda_sampler is not None:
+                keda_sampler.pushed(target, pushed)
             return
         gauge = metrics.HTTP_REQUESTS_PER_SECOND if kind == "http" else metrics.QUEUE_DEPTH
         gauge.labels(target).set(value)
@@ -387,12 +390,16 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
                                 and recorder.unready <= scenario.expect_pending, scenario.settle_timeout)
     else:
         settled = recorder.wait(lambda: len(recorder.pods) >= expected, scenario.settle_timeout)
+    if keda_sampler is not None:  # and the KEDA lists drained, their ScaledObjects back at their minimum
+        keda_sampler.wait_settled(max(0.0, scenario.settle_timeout - (time.perf_counter() - t_settle)))
     settle_s = time.perf_counter() - t_settle
     sampler.stop()
     if groups is not None:
         groups.stop()
     if autoscaler_sampler is not None:
         autoscaler_sampler.stop()
+    if keda_sampler is not None:
+        keda_sampler.stop()
     recorder.stop.set()
     watcher.join()
     endpoint.stop()
@@ -460,6 +467,9 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
         summary["nodeGroups"] = nodegroups.summarize(groups.samples, nodegroups.prices_of(core))
     if autoscaler_sampler is not None:
         summary["autoscaling"] = autoscaler_sampler.summary()
+    if keda_sampler is not None:  # a run ends with the queues drained, or it is not OK
+        summary["keda"] = keda_sampler.summary()
+        summary["ok"] = summary["ok"] and summary["keda"]["drained"]
     series = _series(times, t_start, listed.items, nodes, plan)
     series.utilization = list(sampler.samples)
     return summary, series
@@ -651,6 +661,8 @@ def _print_summary(s: dict[str, Any]) -> None:
               f"{ttc['episodes']} pending episode(s), time to capacity max {ttc['max']} s, mean {ttc['mean']} s")
     for line in autoscalers.summary_lines(s.get("autoscaling") or {}):
         print(f"  autoscaling   {line}")
+    for line in keda.summary_lines(s.get("keda") or {}):
+        print(f"  keda          {line}")
     print(f"  watch         {w['received']} ADDED, {w['duplicates']} duplicates, {w['outOfOrder']} out of order")
     print(f"  list          {s['list']['items']} pods at resourceVersion {s['list']['resourceVersion']}")
     ch = s.get("chaos")
@@ -684,6 +696,9 @@ def _print_summary(s: dict[str, Any]) -> None:
         verdict = "INVARIANTS BROKEN"
     elif ch and ch["recovered"] < ch["injected"]:
         verdict = f"NOT OK ({ch['injected'] - ch['recovered']} faults not recovered)"
+    elif s.get("keda") and not s["keda"]["drained"]:
+        left = sum(q["left"] for q in s["keda"]["queues"].values())
+        verdict = f"NOT OK ({left} items left in the KEDA lists)"
     else:
         failed = sum(a["failed"] for a in s["actions"].values())
         verdict = f"NOT OK ({p['unscheduled']} unscheduled, {failed} failed actions)"

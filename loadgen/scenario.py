@@ -318,6 +318,10 @@ class Scenario:
         """The scenario applies HorizontalPodAutoscalers or VerticalPodAutoscalers (the run samples them)."""
         return any(o.get("kind") in ("HorizontalPodAutoscaler", "VerticalPodAutoscaler") for o in self.objects)
 
+    def has_keda(self) -> bool:
+        """The scenario applies KEDA ScaledObjects or ScaledJobs (the run samples them: loadgen.keda)."""
+        return any(o.get("kind") in ("ScaledObject", "ScaledJob") for o in self.objects)
+
     def node_pools(self) -> list[dict[str, Any]]:
         """Every node pool of the cluster: the shorthand pool, ``node_pools``, and the trace's node shapes."""
         from loadgen import trace

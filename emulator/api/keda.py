@@ -145,3 +145,35 @@ def normalize(text: str) -> str:
 def metric_name(index: int, name: str) -> str:
     """``GenerateMetricNameWithIndex``: ``s<trigger index>-<scaler's metric name>``."""
     return f"s{index}-{name}"
+
+
+# scaledobject_types.go: advanced.scalingModifiers and its composite metric (controllers/keda/hpa.go).
+COMPOSITE_METRIC_NAME = "composite-metric"
+DEFAULT_INITIAL_COOLDOWN_PERIOD = 0  # seconds (pkg/scaling/executor/scale_executor.go)
+
+
+def scaling_modifiers(obj: Obj) -> dict[str, Any] | None:
+    """``IsUsingModifiers``: ``advanced.scalingModifiers`` when it sets anything, else None."""
+    advanced = spec(obj).get("advanced") or {}
+    value = advanced.get("scalingModifiers") if isinstance(advanced, dict) else None
+    return value if isinstance(value, dict) and any(v not in (None, "") for v in value.values()) else None
+
+
+def modifier_float(modifiers: dict[str, Any], field: str, default: float) -> float | None:
+    """``scalingModifiers.target`` / ``activationTarget`` as a float (they are strings); None if not a number."""
+    raw = modifiers.get(field)
+    if raw in (None, ""):
+        return default
+    try:
+        return float(raw)
+    except (TypeError, ValueError):
+        return None
+
+
+def formula_trigger_names(obj: Obj) -> list[str]:
+    """The names a formula may use: every named trigger but cpu/memory (``validateScalingModifiersFormula``)."""
+    return [str(t["name"]) for t in triggers(obj) if t.get("name") and t.get("type") not in ("cpu", "memory")]
+
+
+def initial_cooldown_period(obj: Obj) -> int:
+    return _int(spec(obj).get("initialCooldownPeriod"), DEFAULT_INITIAL_COOLDOWN_PERIOD)

@@ -37,13 +37,19 @@ def _secret_value(store: Any, namespace: str, name: str, key: str) -> str:
     raise ScalerError(f"error resolving secret {namespace}/{name}: no key {key!r}")
 
 
-def resolve(store: Any, trigger: Obj, namespace: str) -> tuple[dict[str, str], str]:
-    """The auth parameters of ``trigger`` and the ``<kind>/<name>`` it used ("" without a ref)."""
+def resolve(store: Any, trigger: Obj, namespace: str, deps: set[tuple[str, str, str]] | None = None
+            ) -> tuple[dict[str, str], str]:
+    """The auth parameters of ``trigger`` and the ``<kind>/<name>`` it used ("" without a ref). ``deps``, when
+    given, collects what was read as (resource, namespace, name): the (Cluster)TriggerAuthentication and its
+    Secrets — so the operator can build the scalers again when one of them changes."""
     ref = trigger.get("authenticationRef")
     if not isinstance(ref, dict) or not ref.get("name"):
         return {}, ""
     kind_name = ref.get("kind") or "TriggerAuthentication"
     kind = CLUSTERTRIGGERAUTHENTICATION if kind_name == "ClusterTriggerAuthentication" else TRIGGERAUTHENTICATION
+    secret_ns = namespace if kind.namespaced else CLUSTER_OBJECT_NAMESPACE
+    if deps is not None:
+        deps.add((kind.resource, namespace if kind.namespaced else "", str(ref["name"])))
     try:
         auth = store.get(kind, namespace if kind.namespaced else None, ref["name"])
     except errors.StatusError as e:
@@ -51,8 +57,9 @@ def resolve(store: Any, trigger: Obj, namespace: str) -> tuple[dict[str, str], s
             raise ScalerError(f'error getting triggerAuth: {kind.resource} "{ref["name"]}" not found') from None
         raise ScalerError(f"error getting triggerAuth: {e.message}") from None
     spec = auth.get("spec") or {}
-    secret_ns = namespace if kind.namespaced else CLUSTER_OBJECT_NAMESPACE
     params: dict[str, str] = {}
     for entry in spec.get("secretTargetRef") or []:
+        if deps is not None:
+            deps.add(("secrets", secret_ns, str(entry["name"])))
         params[str(entry["parameter"])] = _secret_value(store, secret_ns, str(entry["name"]), str(entry["key"]))
     return params, f"{kind_name}/{ref['name']}"

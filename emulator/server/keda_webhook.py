@@ -2,8 +2,9 @@
 
 kedacore/keda ``apis/keda/v1alpha1/scaledobject_webhook.go`` (``validateWorkload``:
 ``verifyScaledObjects``, ``verifyHpas``, ``verifyReplicaCount``, ``verifyFallback``,
-``verifyName``, ``verifyTriggers``) and ``scaledjob_webhook.go``. Upstream the webhook
-is an HTTPS callout the API server makes; a denial reaches the client as
+``verifyName``, ``verifyTriggers``, ``ValidateAndCompileScalingModifiers``) and
+``scaledjob_webhook.go``. Upstream the webhook is an HTTPS callout the API server makes;
+a denial reaches the client as
 ``admission webhook "vscaledobject.kb.io" denied the request: <message>`` with
 code 403, which is what this plugin raises. Reads go through the request's
 :class:`~emulator.server.admission.Lookup` (HPAs and ScaledObjects of the namespace).
@@ -15,6 +16,7 @@ from emulator.api import errors
 from emulator.api import keda as k
 from emulator.api.kinds import HORIZONTALPODAUTOSCALER, SCALEDJOB, SCALEDOBJECT
 from emulator.api.types import Obj
+from emulator.keda.formula import FormulaError, compile_formula
 from emulator.server.admission import Attributes, Lookup
 
 SCALEDOBJECT_WEBHOOK = "vscaledobject.kb.io"
@@ -63,10 +65,41 @@ def verify_fallback(so: Obj) -> str | None:
     threshold, replicas = int(fb.get("failureThreshold") or 0), int(fb.get("replicas") or 0)
     if threshold < 0 or replicas < 0:
         return f"FailureThreshold={threshold} & Replicas={replicas} must both be greater than or equal to 0"
-    if not any(t.get("type") not in ("cpu", "memory") and (t.get("metricType") or "AverageValue") == "AverageValue"
-               for t in k.triggers(so)):
+    if k.scaling_modifiers(so) is None and not any(
+            t.get("type") not in ("cpu", "memory") and (t.get("metricType") or "AverageValue") == "AverageValue"
+            for t in k.triggers(so)):  # with scalingModifiers the composite metric is AverageValue or Value
         return ("at least one trigger (that is not cpu or memory) has to have the `AverageValue` type for the "
                 "fallback to be enabled")
+    return None
+
+
+def verify_scaling_modifiers(so: Obj) -> str | None:
+    """``ValidateAndCompileScalingModifiers``: a formula over the trigger names, a target > 0, not Utilization.
+    Upstream joins the cause under a headline (``errors.Join``: one per line)."""
+    modifiers = k.scaling_modifiers(so)
+    if modifiers is None:
+        return None
+    formula = str(modifiers.get("formula") or "")
+    if not formula:
+        return "error ScalingModifiers.Formula is mandatory"
+    target = str(modifiers.get("target") or "")
+    if not target:
+        return "error validating formula in ScalingModifiers\nformula is given but target is empty"
+    try:
+        compile_formula(formula, k.formula_trigger_names(so))
+    except FormulaError as e:
+        return f"error validating formula in ScalingModifiers\n{e}"
+    try:
+        number: float | None = float(target)
+        cause = "%!w(<nil>)"  # Go's %w of a nil error: the number parsed but is not > 0
+    except ValueError:
+        number, cause = None, f'strconv.ParseFloat: parsing "{target}": invalid syntax'
+    if number is None or number <= 0:
+        return ("error validating target in ScalingModifiers\nerror converting target for scalingModifiers "
+                f"(string->float) to valid target: {cause}")
+    if modifiers.get("metricType") == "Utilization":
+        return ("error validating target in ScalingModifiers\nerror trigger type is Utilization, but it needs to be "
+                "AverageValue or Value for external metrics")
     return None
 
 
@@ -147,6 +180,7 @@ class KedaWebhook:
             lambda: verify_fallback(obj),
             lambda: verify_name(obj),
             lambda: verify_triggers(k.triggers(obj)),
+            lambda: verify_scaling_modifiers(obj),
         )
         for check in checks:
             message = check()

@@ -8,8 +8,9 @@ import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -204,20 +205,31 @@ def test_bad_scenario_names_the_field(kemu_env: dict[str, str], tmp_path: Path) 
     assert "phases[0].pods.count: expected an integer >= 0, got 'many'" in result.stderr
 
 
-def test_run_autoscaling_scenario_reports_replicas_vs_load(kemu_env: dict[str, str], tmp_path: Path) -> None:
-    # loadgen/scenarios/autoscaling.yaml with its load phases cut to 40 s (20 s before each step). Through the
-    # `kemu` entry point: the HPAs need pods that run, and kubelet shards run as Ray actors.
+def run_edited_scenario(env: dict[str, str], tmp_path: Path, name: str, edit: Callable[[dict[str, Any]], None]
+                        ) -> tuple[Path, subprocess.CompletedProcess[str]]:
+    """``kemu run`` (the `kemu` entry point: kubelet shards as Ray actors) of loadgen/scenarios/``name`` as
+    ``edit`` changes it; the summary's path and the finished process, which must have passed."""
     import yaml
 
     repo = Path(__file__).resolve().parents[2]
-    data = yaml.safe_load((repo / "loadgen/scenarios/autoscaling.yaml").read_text())
-    for phase in data["phases"]:
-        phase["load"].update(duration=40, period=20)
-    scenario = tmp_path / "autoscaling.yaml"
+    data = yaml.safe_load((repo / "loadgen/scenarios" / name).read_text())
+    edit(data)
+    scenario = tmp_path / name
     scenario.write_text(yaml.safe_dump(data))
     out = tmp_path / "summary.json"
-    result = kemu(kemu_env, "run", str(scenario), "--output", str(out), module="actors.cli", timeout=300)
+    result = kemu(env, "run", str(scenario), "--output", str(out), module="actors.cli", timeout=300)
     assert result.returncode == 0, result.stdout + result.stderr
+    return out, result
+
+
+def test_run_autoscaling_scenario_reports_replicas_vs_load(kemu_env: dict[str, str], tmp_path: Path) -> None:
+    # loadgen/scenarios/autoscaling.yaml with its load phases cut to 40 s (20 s before each step). Through the
+    # `kemu` entry point: the HPAs need pods that run, and kubelet shards run as Ray actors.
+    def cut(data: dict[str, Any]) -> None:
+        for phase in data["phases"]:
+            phase["load"].update(duration=40, period=20)
+
+    out, result = run_edited_scenario(kemu_env, tmp_path, "autoscaling.yaml", cut)
     assert "autoscaling   autoscaling/web-rps → Deployment/web-rps (Pods)" in result.stdout
     assert "autoscaling   autoscaling/api → Deployment/api (VPA Auto)" in result.stdout
 
@@ -240,3 +252,33 @@ def test_run_autoscaling_scenario_reports_replicas_vs_load(kemu_env: dict[str, s
     assert vpas["autoscaling/api"]["recommended"] is True and vpas["autoscaling/api"]["mode"] == "Auto"
     html = (tmp_path / "report.html").read_text()
     assert "Replicas vs load over time" in html
+
+
+def test_run_keda_queue_scenario_drains_the_lists(kemu_env: dict[str, str], tmp_path: Path) -> None:
+    # loadgen/scenarios/keda-queue.yaml with its first orders burst and the reports batch only: the orders
+    # workers go 0 -> N -> 0 (KEDA's cooldown), the ScaledJob's Jobs drain `reports`, and nothing is left.
+    def cut(data: dict[str, Any]) -> None:
+        data["phases"] = [p for p in data["phases"] if p["name"] in ("orders-burst-1", "reports-batch")]
+
+    out, result = run_edited_scenario(kemu_env, tmp_path, "keda-queue.yaml", cut)
+    assert "keda          keda-queue/orders → Deployment/orders-worker (lists orders)" in result.stdout
+
+    section = json.loads(out.read_text())["keda"]
+    assert section["drained"] is True
+    queues = section["queues"]
+    assert queues["orders"]["pushed"] > 0 and queues["reports"]["pushed"] == 60 * 4  # 60 items/s, 4 points
+    for name, q in queues.items():  # every item consumed exactly once by the queue workers
+        assert q["consumed"] == q["pushed"] and q["left"] == 0, name
+    orders = section["scaledObjects"]["keda-queue/orders"]
+    assert orders["activations"] >= 1 and orders["replicas"]["final"] == 0
+    # KEDA's 0 -> 1, then the HPA's ceil(depth / listLength 20), bounded by maxReplicaCount 10 (the depth the
+    # HPA read between two samples may be higher than any sample: no tighter bound from the series).
+    assert 1 <= orders["replicas"]["max"] <= 10
+    first = orders["scaleFromZero"]["episodes"][0]
+    assert first["pushedAt"] < first["readyAt"] and first["clusterSeconds"] > 0
+    assert section["scaledObjects"]["keda-queue/emails"]["activations"] == 0  # nothing pushed onto emails
+    reports = section["scaledJobs"]["keda-queue/reports"]
+    # Each Job's pod consumes at most 2 items/s for 20 s: 40 items, so at least ceil(pushed / 40) Jobs ran.
+    assert reports["jobsCreated"] >= math.ceil(queues["reports"]["pushed"] / 40)
+    html = (tmp_path / "report.html").read_text()
+    assert "Queue depth vs replicas over time (KEDA)" in html

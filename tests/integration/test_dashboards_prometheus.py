@@ -8,13 +8,14 @@ one of them, a pod whose memory leaks past its limit (OOM kill), an HTTP
 watch of pods open throughout, and autoscalers on the Deployment: its pods
 serve load target ``web`` (300 requests/s, set as a scenario's load phase
 sets it), an HPA scales it on their ``http_requests_per_second`` and CPU, and
-a VPA (mode Off, recommender every 10 s of cluster time) recommends for it.
+a VPA (mode Off, recommender every 10 s of cluster time) recommends for it; a KEDA
+ScaledObject scales a Deployment of queue workers from zero on a Redis list with items.
 Debian's ``prometheus`` binary scrapes it with ``dashboards/prometheus.yml``'s
 one http_sd job pointed at this cluster's API server (scrape and discovery
 every second). Once every target is up and has
 been scraped after the workload, each target expression of each panel in
 ``dashboards/*.json`` is run through ``/api/v1/query`` (Grafana's variables
-substituted as Grafana would: ``$scheduler``/``$profile``/``$hpa`` -> ``.*`` for
+substituted as Grafana would: ``$scheduler``/``$profile``/``$hpa``/``$scaledobject`` -> ``.*`` for
 "All", ``$__rate_interval`` -> 15s) and must return at least one series; a
 failure names the dashboard, the panel and the expression. So a renamed
 metric, label or a panel querying something nobody exports fails here.
@@ -41,7 +42,16 @@ import yaml
 from actors.cli import kubelet_runner
 from actors.launcher import init_ray
 from emulator import dashboards, loadtargets
-from emulator.api.kinds import DEPLOYMENT, HORIZONTALPODAUTOSCALER, NODE, POD, PRIORITYCLASS, VERTICALPODAUTOSCALER
+from emulator.api.errors import StatusError
+from emulator.api.kinds import (
+    DEPLOYMENT,
+    HORIZONTALPODAUTOSCALER,
+    NODE,
+    POD,
+    PRIORITYCLASS,
+    SCALEDOBJECT,
+    VERTICALPODAUTOSCALER,
+)
 from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.metrics import SD_PATH
@@ -136,6 +146,22 @@ VPA_BODY = {
     "spec": {"targetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
              "updatePolicy": {"updateMode": "Off"}},
 }
+QUEUE = "dashboards-queue"
+QUEUE_DEPLOYMENT = {
+    "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "queue", "namespace": "default"},
+    "spec": {"replicas": 0, "selector": {"matchLabels": {"app": "queue"}},
+             "template": {"metadata": {"labels": {"app": "queue"},
+                                       "annotations": {"kemu.io/profile": "queue-worker", "kemu.io/queue": QUEUE,
+                                                       "kemu.io/items-per-second": "1",
+                                                       "kemu.io/startup-delay": "0s"}},
+                          "spec": {"containers": [{"name": "worker", "image": "worker:1",
+                                                   "resources": {"requests": {"cpu": "100m", "memory": "64Mi"}}}]}}},
+}
+SCALEDOBJECT_BODY = {
+    "apiVersion": "keda.sh/v1alpha1", "kind": "ScaledObject", "metadata": {"name": "queue", "namespace": "default"},
+    "spec": {"scaleTargetRef": {"name": "queue"}, "minReplicaCount": 0, "maxReplicaCount": 3, "pollingInterval": 5,
+             "triggers": [{"type": "redis", "metadata": {"listName": QUEUE, "listLength": "10"}}]},
+}
 
 
 class PodWatch:
@@ -177,7 +203,8 @@ def query(prom: str, expr: str) -> list[dict[str, Any]]:
 def grafana_expr(expr: str) -> str:
     """What Grafana sends for "All" on every variable and our scrape interval."""
     for var, value in (("$__rate_interval", RATE_INTERVAL), ("$__interval", "2s"), ("$__range", "5m"),
-                       ("$scheduler", ".*"), ("$profile", ".*"), ("$hpa", ".*")):
+                       ("$scheduler", ".*"), ("$profile", ".*"), ("$hpa", ".*"),
+                       ("$scaledobject", ".*")):
         expr = expr.replace(var, value)
     assert "$" not in expr, f"unsubstituted variable in {expr}"
     return expr
@@ -206,6 +233,11 @@ def run_workload(core: ServerCore, http: httpx.Client) -> None:
     core.create(HORIZONTALPODAUTOSCALER, HPA_BODY)
     core.create(VERTICALPODAUTOSCALER, VPA_BODY)
     core.create(POD, leaking_pod("leaky"))
+    # KEDA: 1,000 items wake the queue workers (0 -> 1) and the HPA it owns takes them to the max.
+    core.store.redis.delete(QUEUE)
+    core.store.redis.rpush(QUEUE, *range(1000))
+    core.create(DEPLOYMENT, QUEUE_DEPLOYMENT)
+    core.create(SCALEDOBJECT, SCALEDOBJECT_BODY)
 
     def bound() -> int:
         return sum(1 for p in core.list(POD).items if p["spec"].get("nodeName"))
@@ -233,6 +265,15 @@ def run_workload(core: ServerCore, http: httpx.Client) -> None:
         return any("upperBound" in c for c in rec.get("containerRecommendations") or [])
 
     wait_for(recommended, 60, "the VPA's recommendation with bounds", interval=0.2)
+
+    def keda_hpa_synced() -> bool:
+        try:
+            status = core.get(HORIZONTALPODAUTOSCALER, "default", "keda-hpa-queue").get("status") or {}
+        except StatusError:
+            return False
+        return int(status.get("currentReplicas") or 0) >= 1
+
+    wait_for(keda_hpa_synced, 60, "the ScaledObject's HPA at 1 or more replicas", interval=0.2)
 
 
 def test_every_dashboard_panel_has_data(cluster: LocalCluster, prometheus: str) -> None:

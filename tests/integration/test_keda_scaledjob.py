@@ -89,11 +89,14 @@ STRATEGIES = [
      6, 4, 0, 10, min(6 - 1 - int(4 * 0.5), 10)),
     ({"strategy": "accurate"}, 6, 2, 1, 10, 6 - 1),
     ({"strategy": "accurate"}, 9, 4, 1, 10, 10 - 4),
+    ({"strategy": "eager"}, 3, 2, 1, 10, min(10 - 2 - 1, 3)),
+    ({"strategy": "eager"}, 9, 4, 3, 10, min(10 - 4 - 3, 9)),
 ]
 
 
 @pytest.mark.parametrize(("strategy", "max_scale", "running", "pending", "max_replicas", "expected"), STRATEGIES,
-                         ids=["default", "custom", "accurate-under-max", "accurate-over-max"])
+                         ids=["default", "custom", "accurate-under-max", "accurate-over-max", "eager-backlog-bound",
+                              "eager-slots-bound"])
 def test_scaling_strategies(strategy: Obj, max_scale: int, running: int, pending: int, max_replicas: int,
                             expected: int) -> None:
     assert effective_max_scale(strategy, max_scale, running, pending, max_replicas) == expected

@@ -69,12 +69,20 @@ def event_messages(core: ServerCore, reason: str) -> list[str]:
 
 
 def set_annotations(core: ServerCore, name: str, annotations: dict[str, str] | None) -> None:
-    so = core.get(SCALEDOBJECT, "default", name)
-    if annotations is None:
-        so["metadata"].pop("annotations", None)
-    else:
-        so["metadata"]["annotations"] = annotations
-    core.update(SCALEDOBJECT, so)
+    """What ``kubectl annotate`` does: read, change, write; again on a conflict with the operator's status write."""
+    for _ in range(5):
+        so = core.get(SCALEDOBJECT, "default", name)
+        if annotations is None:
+            so["metadata"].pop("annotations", None)
+        else:
+            so["metadata"]["annotations"] = annotations
+        try:
+            core.update(SCALEDOBJECT, so)
+            return
+        except errors.StatusError as e:
+            if e.code != 409:
+                raise
+    raise AssertionError(f"ScaledObject {name}: 5 conflicts in a row")
 
 
 def test_paused_replicas_hold_the_target_and_remove_the_hpa(

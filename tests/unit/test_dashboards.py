@@ -40,7 +40,7 @@ def test_every_panel_queries_the_datasource_variable() -> None:
             assert panel["targets"], panel["title"]
             for target in panel["targets"]:
                 assert target["datasource"]["uid"] == "${datasource}"
-                for var in ("$scheduler", "$profile", "$hpa"):
+                for var in ("$scheduler", "$profile", "$hpa", "$scaledobject"):
                     if var in target["expr"]:
                         assert var[1:] in names, f"{dash['title']}: {panel['title']} uses undefined {var}"
 

@@ -1,1 +1,2 @@
-"""KEDA's operator (kedacore/keda ``controllers/keda``): the ScaledObject reconciler and its scale loops."""
+"""KEDA's operator (kedacore/keda ``controllers/keda``): the ScaledObject and ScaledJob reconcilers and their scale
+loops, on one scale handler (``scalehandler``: ``pkg/scaling/scale_handler.go``)."""

@@ -1,18 +1,22 @@
 """KEDA's ScaledJob reconciler and job scale loop (kedacore/keda ``controllers/keda/scaledjob_controller.go``,
 ``pkg/scaling/executor/scale_jobs.go``).
 
-Every ``pollingInterval`` (default 30 s of cluster time; the first poll at once) the
-triggers are read through the same scalers as ScaledObjects (:mod:`emulator.keda.scalers`):
-the queue length is the largest metric value over the triggers (``multipleScalersCalculation``
-``max``, the default) and ``maxScale = min(ceil(queueLength / target), maxReplicaCount)``
-(default 100). The number of Jobs to create then follows ``scalingStrategy.strategy``
-(``scale_jobs.go`` ``getEffectiveMaxScale``):
+The work queue, the per-object lock, the scalers cache and the poll timing are
+:mod:`emulator.controllers.keda.scalehandler`'s. Every ``pollingInterval`` (default 30 s of
+cluster time; the first poll at once) the triggers are read through the same scalers as
+ScaledObjects (:mod:`emulator.keda.scalers`): the queue length is the largest metric value
+over the triggers (``multipleScalersCalculation`` ``max``, the default) and
+``maxScale = min(ceil(queueLength / target), maxReplicaCount)`` (default 100). The number
+of Jobs to create then follows ``scalingStrategy.strategy`` (``scale_jobs.go``
+``GetEffectiveMaxScale``):
 
 * ``default``: ``maxScale - running``;
 * ``custom``: ``min(maxScale - customScalingQueueLengthDeduction -
   int(running * customScalingRunningJobPercentage), maxReplicaCount)``;
 * ``accurate``: ``maxReplicaCount - running`` if ``maxScale + running > maxReplicaCount``,
   else ``maxScale - pending``;
+* ``eager``: ``min(maxReplicaCount - running - pending, maxScale)`` — fill every free slot
+  up to the backlog at once;
 
 where ``running`` counts the ScaledJob's unfinished Jobs and ``pending`` those of them with
 no active pod yet. Jobs are created from ``jobTargetRef`` (a Job spec) with
@@ -20,46 +24,29 @@ no active pod yet. Jobs are created from ``jobTargetRef`` (a Job spec) with
 (``KEDAJobsCreated`` "Created N jobs"). Finished Jobs beyond
 ``successfulJobsHistoryLimit`` / ``failedJobsHistoryLimit`` (default 100 each) are deleted,
 oldest first. Conditions Ready / Active as for ScaledObjects; scaler failures are
-``KEDAScalerFailed`` events and ``Ready=False``, never a crash. ``eager`` is served as
-``default`` (see the Simplifications list).
+``KEDAScalerFailed`` events and ``Ready=False``, never a crash.
 """
 
 from __future__ import annotations
 
 import copy
-import logging
 import math
-import threading
-from typing import Any
 
 from emulator.api import errors
 from emulator.api import keda as k
-from emulator.api.kinds import JOB, POD, SCALEDJOB
+from emulator.api.kinds import JOB, SCALEDJOB
 from emulator.api.types import Obj
-from emulator.controllers.keda.scaledobject import (
-    POLL,
+from emulator.controllers.keda.scalehandler import (
     Built,
-    _Env,
-    _target_value,
+    ScalableController,
     initial_conditions,
+    set_active,
     set_condition,
+    target_value,
 )
-from emulator.controllers.runtime import (
-    EVENT_NORMAL,
-    EVENT_WARNING,
-    Controller,
-    ControllerContext,
-    EventRecorder,
-    ensure_indexers,
-    object_of,
-)
-from emulator.informers import ResourceEventHandlerFuncs
-from emulator.informers.indexer import NAMESPACE_INDEX, namespace_index_func
-from emulator.keda import auth
-from emulator.keda import prommetrics as pm
-from emulator.keda.scalers import Scaler, ScalerConfig, ScalerError, build_scaler
-
-log = logging.getLogger(__name__)
+from emulator.controllers.runtime import ControllerContext, ensure_indexers
+from emulator.controllers.runtime.events import EVENT_NORMAL, EVENT_WARNING
+from emulator.keda.scalers import ScalerError
 
 JOB_INDEX = "scaledjob"
 
@@ -79,7 +66,7 @@ def _finished(job: Obj) -> str:
 
 
 def effective_max_scale(strategy: Obj, max_scale: int, running: int, pending: int, max_replicas: int) -> int:
-    """``getEffectiveMaxScale`` of scale_jobs.go for the ScaledJob's ``scalingStrategy``."""
+    """``GetEffectiveMaxScale`` of scale_jobs.go for the ScaledJob's ``scalingStrategy``."""
     kind = strategy.get("strategy") or "default"
     if kind == "custom":
         deduction = int(strategy.get("customScalingQueueLengthDeduction") or 0)
@@ -89,180 +76,68 @@ def effective_max_scale(strategy: Obj, max_scale: int, running: int, pending: in
         if max_scale + running > max_replicas:
             return max_replicas - running
         return max_scale - pending
+    if kind == "eager":
+        return min(max_replicas - running - pending, max_scale)
     return max_scale - running
 
 
-class ScaledJobController(Controller):
+class ScaledJobController(ScalableController):
     """KEDA's ScaledJob reconciler; see the module docstring."""
 
+    kind_name = "ScaledJob"
+    loop_type = "scaledjob"
+
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
-        super().__init__("keda-scaledjob", ctx, workers=workers or 1)
-        self.sj_informer = self.watch(ctx.informers.informer_for(SCALEDJOB))
+        super().__init__("keda-scaledjob", ctx, SCALEDJOB, workers=workers or 1)
         self.job_informer = self.watch(ctx.informers.informer_for(JOB))
-        self.pod_informer = self.watch(ctx.informers.informer_for(POD))
-        ensure_indexers(self.pod_informer, {NAMESPACE_INDEX: namespace_index_func})
         ensure_indexers(self.job_informer, {JOB_INDEX: _job_index})
-        self.sj_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=self._updated, delete=self._deleted))
-        if ctx.recorder is not None:
-            self.recorder = EventRecorder(ctx.core, "keda-operator", clock=ctx.clock, host=ctx.recorder.host)
-        self.env = _Env(ctx.core.store.redis, ctx.clock.now, self)
-        self.built: dict[str, Built] = {}
-        self.due: dict[str, float] = {}
-        self._lock = threading.Lock()
 
-    def start(self) -> ScaledJobController:
-        if self.recorder is not None and self.recorder is not self.ctx.recorder:
-            self.recorder.start()
-        super().start()
-        return self
-
-    def stop(self, timeout: float = 10.0) -> None:
-        super().stop(timeout)
-        if self.recorder is not None and self.recorder is not self.ctx.recorder:
-            self.recorder.stop()
-        for built in self.built.values():
-            built.close()
-        self.built.clear()
-
-    def event(self, obj: Obj, event_type: str, reason: str, message: str) -> None:
-        super().event({"apiVersion": k.API_VERSION, "kind": "ScaledJob", **obj}, event_type, reason, message)
-
-    def _updated(self, old: Obj, new: Obj) -> None:
-        if (old.get("metadata") or {}).get("generation") != (new.get("metadata") or {}).get("generation"):
-            self.enqueue(new)
-
-    def _deleted(self, obj: Any) -> None:
-        sj = object_of(obj)
-        if sj is not None:
-            self.enqueue(sj)
-
-    # The scalers' env asks the ScaledObject informer for cpu/memory; ScaledJobs support neither.
-    so_informer = None
-
-    def reconcile(self, key: str) -> float | None:
-        with self._lock:
-            if key.startswith(POLL):
-                return self.poll(key[len(POLL):])
-            return self._reconcile(key)
-
-    def _latest(self, key: str) -> Obj | None:
-        ns, _, name = key.partition("/")
-        try:
-            return self.core.get(SCALEDJOB, ns, name)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return None
-            raise
-
-    def _reconcile(self, key: str) -> float | None:
-        sj = self._latest(key)
+    def reconcile_object(self, key: str) -> float | None:
+        sj = self.latest(key)
         if sj is None:
-            built = self.built.pop(key, None)
-            if built is not None:
-                built.close()
-            self.due.pop(POLL + key, None)
+            self.forget(key)
             return None  # its Jobs go with it (garbage collector)
         now = self.clock.now()
         before = copy.deepcopy(sj.get("status") or {})
         initial_conditions(sj)
         try:
-            self._build(key, sj)
+            self.build(key, sj)
         except ScalerError as e:
-            set_condition(sj, "Ready", "False", "ScaledJobCheckFailed", "Failed to ensure ScaledJob is correctly "
-                          "created", now=now)
-            self.event(sj, EVENT_WARNING, "ScaledJobCheckFailed", str(e))
-            self._write_status(sj, before)
+            self.build_failed(sj, str(e), now)
+            self.write_status(sj, before)
             return None
         set_condition(sj, "Ready", "True", "ScaledJobReady", "ScaledJob is defined correctly and is ready to scaling",
                       now=now)
-        self._write_status(sj, before)
-        if POLL + key not in self.due:
-            self.event(sj, EVENT_NORMAL, "KEDAScalersStarted", "Started scalers watch")
-            self.due[POLL + key] = now
-            self.enqueue_key(POLL + key)
+        self.write_status(sj, before)
+        self.start_loop(sj, key, now)
         return None
 
-    def _build(self, key: str, sj: Obj) -> Built:
-        generation = int(sj["metadata"].get("generation") or 0)
-        built = self.built.get(key)
-        if built is not None and built.generation == generation:
-            return built
-        if built is not None:
-            built.close()
-        ns, name = sj["metadata"].get("namespace") or "default", sj["metadata"]["name"]
-        scalers: list[tuple[int, Obj, Scaler, list[Obj]]] = []
-        auth_types: list[str] = []
-        try:
-            for i, trigger in enumerate(k.triggers(sj)):
-                params, used = auth.resolve(self.core, trigger, ns)
-                if used:
-                    auth_types.append(used)
-                config = ScalerConfig(str(trigger.get("type") or ""), i, dict(trigger.get("metadata") or {}),
-                                      params, str(trigger.get("metricType") or ""), ns, name, self.env)
-                scaler = build_scaler(config)
-                scalers.append((i, trigger, scaler, scaler.metric_specs()))
-        except ScalerError:
-            Built(generation, scalers, auth_types).close()
-            self.built.pop(key, None)
-            raise
-        built = self.built[key] = Built(generation, scalers, auth_types)
-        return built
-
-    def _write_status(self, sj: Obj, before: Obj) -> None:
-        if sj.get("status") == before:
-            return
-        try:
-            self.core.update(SCALEDJOB, sj, subresource="status")
-        except errors.StatusError as e:
-            if e.code not in (404, 409):
-                raise
+    def build_failed(self, obj: Obj, error: str, now: float) -> None:
+        set_condition(obj, "Ready", "False", "ScaledJobCheckFailed", "Failed to ensure ScaledJob is correctly created",
+                      now=now)
+        self.event(obj, EVENT_WARNING, "ScaledJobCheckFailed", error)
 
     # ------------------------------------------------------------------ the job scale loop
-    def poll(self, key: str) -> float | None:
-        sj, built = self._latest(key), self.built.get(key)
-        if sj is None or built is None or POLL + key not in self.due:
-            self.due.pop(POLL + key, None)
-            return None
-        now = self.clock.now()
-        ns, name = key.split("/", 1)
-        pm.SCALE_LOOP_LATENCY.labels(ns, "scaledjob", name).set(max(0.0, now - self.due[POLL + key]))
-        before = copy.deepcopy(sj.get("status") or {})
-        interval = float(k.polling_interval(sj))
-        try:
-            self.request_job_scale(sj, built, now)
-        finally:
-            self._write_status(sj, before)
-            self.due[POLL + key] = now + interval
-        return interval
-
-    def request_job_scale(self, sj: Obj, built: Built, now: float) -> None:
+    def poll_object(self, obj: Obj, built: Built, now: float) -> bool:
+        """``RequestJobScale``: Jobs for the backlog, history clean-up, conditions; whether a scaler failed."""
+        sj = obj
         ns, name = sj["metadata"].get("namespace") or "default", sj["metadata"]["name"]
         spec = sj.get("spec") or {}
         max_replicas = int(spec.get("maxReplicaCount") if spec.get("maxReplicaCount") is not None
                            else k.DEFAULT_SCALEDJOB_MAX_REPLICAS)
         queue_length, target, active, failed = 0.0, 0.0, False, False
         for index, trigger, scaler, specs in built.scalers:
-            kind = str(trigger.get("type"))
             for metric_spec in specs:
                 external = metric_spec.get("external")
                 if external is None:
                     continue
-                metric = external["metric"]["name"]
-                labels = (ns, metric, name, f"{kind}Scaler", str(index), "scaledjob")
-                try:
-                    values, is_active = scaler.metrics_and_activity(metric)
-                except ScalerError as e:
+                reading = self.read(sj, index, trigger, scaler, external["metric"]["name"])
+                if reading.error:
                     failed = True
-                    pm.SCALER_ERRORS.labels(*labels).inc()
-                    self.event(sj, EVENT_WARNING, "KEDAScalerFailed", str(e))
                     continue
-                value = values[0] if values else 0.0
-                pm.SCALER_METRICS_VALUE.labels(*labels).set(value)
-                pm.SCALER_ACTIVE.labels(*labels).set(1 if is_active else 0)
-                if value >= queue_length:  # multipleScalersCalculation: max
-                    queue_length, target = value, _target_value(external["target"])
-                active = active or is_active
+                if reading.value >= queue_length:  # multipleScalersCalculation: max
+                    queue_length, target = reading.value, target_value(external["target"])
+                active = active or reading.active
         max_scale = min(math.ceil(queue_length / target), max_replicas) if target > 0 else 0
         jobs = self.job_informer.indexer.by_index(JOB_INDEX, f"{ns}/{name}")
         unfinished = [j for j in jobs if not _finished(j)]
@@ -285,12 +160,8 @@ class ScaledJobController(Controller):
         else:
             set_condition(sj, "Ready", "True", "ScaledJobReady", "ScaledJob is defined correctly and is ready to "
                           "scaling", now=now)
-        if active:
-            set_condition(sj, "Active", "True", "ScalerActive", "Scaling is performed because triggers are active",
-                          now=now)
-        else:
-            set_condition(sj, "Active", "False", "ScalerNotActive",
-                          "Scaling is not performed because triggers are not active", now=now)
+        set_active(sj, active, now)
+        return failed
 
     def _create_jobs(self, sj: Obj, count: int) -> None:
         meta = sj["metadata"]
