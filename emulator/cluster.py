@@ -65,7 +65,7 @@ from emulator.store.store import Store, StoreConfig
 
 if TYPE_CHECKING:
     from emulator.apiserver.process import ApiServerProcess
-    from emulator.controllers.manager import ControllerManager, ManagerConfig
+    from emulator.controllers.manager import ControllerManager
     from emulator.metrics import MetricsEndpoint
     from emulator.processes import ProcessTable
 
@@ -387,9 +387,7 @@ class LocalCluster:
                 KubeletLaunch(self.redis_url, self.config, self.core.clock.now(), time.time()))
             self.controller_runner.start()
             return
-        config = ManagerConfig.from_dict(self.config.manager_settings())
-        if self.config.node_groups:
-            config = self._with_autoscaler(config)
+        config = ManagerConfig.from_dict(self.config.manager_settings())  # with the cluster-autoscaler's settings
         self.controller_managers = [ControllerManager(self.core, config).start()
                                     for _ in range(self.config.controller_managers)]
 
@@ -402,16 +400,6 @@ class LocalCluster:
         assert self.core is not None
         Cloud(self.core.store.redis, self.config.prefix).register_groups(parse_node_groups(self.config.node_groups),
                                                                          self.core.clock.now())
-
-    def _with_autoscaler(self, config: ManagerConfig) -> ManagerConfig:
-        """The in-process managers also run the cluster-autoscaler, with the ``cluster_autoscaler`` settings."""
-        from dataclasses import replace
-
-        controllers = config.controllers
-        if "-cluster-autoscaler" not in controllers and "cluster-autoscaler" not in controllers:
-            controllers = (*controllers, "cluster-autoscaler")
-        return replace(config, controllers=controllers,
-                       options={**config.options, "cluster_autoscaler": dict(self.config.cluster_autoscaler)})
 
     def _serve_metrics(self) -> None:
         """This process's ``/metrics`` (controller managers' workqueues, the cluster-state counts, in-process

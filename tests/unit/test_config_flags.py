@@ -64,3 +64,23 @@ def test_controller_managers_get_the_metrics_settings_as_options(values: dict, o
     settings = Config.from_dict(values).manager_settings()
     assert settings["options"] == options
     assert settings.get("retry_period") == values.get("controller_manager", {}).get("retry_period")
+
+
+GROUPS = [{"name": "web", "max": 3}]
+
+
+@pytest.mark.parametrize(("values", "controllers", "autoscaler"), [
+    ({}, None, None),
+    ({"node_groups": GROUPS}, ["*", "cluster-autoscaler"], {}),
+    ({"node_groups": GROUPS, "cluster_autoscaler": {"expander": "price"},
+      "controller_manager": {"controllers": "*,-cluster-autoscaler"}}, ["*", "-cluster-autoscaler"],
+     {"expander": "price"}),
+    ({"node_groups": GROUPS, "controller_manager": {"controllers": ["replicaset"]}},
+     ["replicaset", "cluster-autoscaler"], {}),
+], ids=["no-groups", "groups-add-the-autoscaler", "opted-out", "explicit-list"])
+def test_node_groups_give_every_manager_the_cluster_autoscaler(values: dict, controllers: list[str] | None,
+                                                               autoscaler: dict | None) -> None:
+    # One settings dict for the in-process managers and the Ray-hosted ones (--controllers-on-ray).
+    settings = Config.from_dict(values).manager_settings()
+    assert settings.get("controllers") == controllers
+    assert settings["options"].get("cluster_autoscaler") == autoscaler
