@@ -84,3 +84,23 @@ def test_node_groups_give_every_manager_the_cluster_autoscaler(values: dict, con
     settings = Config.from_dict(values).manager_settings()
     assert settings.get("controllers") == controllers
     assert settings["options"].get("cluster_autoscaler") == autoscaler
+
+
+@pytest.mark.parametrize(("argv", "options", "error"), [
+    ([], {}, None),
+    (["--prometheus-url", "http://prom:9090", "--period", "15"],
+     {"prometheus_url": "http://prom:9090", "node_annotator_period": 15.0}, None),
+    (["--prometheus-url", "prom:9090"], None, "--prometheus-url must be an http:// or https:// URL"),
+    (["--period", "0"], None, "--period must be a positive number"),
+    (["--policy", "/nonexistent/policy.yaml"], None, "--policy /nonexistent/policy.yaml"),
+], ids=["defaults", "prometheus-and-period", "bad-url", "bad-period", "missing-policy"])
+def test_node_annotator_flags(argv: list[str], options: dict | None, error: str | None) -> None:
+    from emulator.annotator_cli import AnnotatorArgsError, manager_config
+
+    args = build_parser().parse_args(["node-annotator", *argv])
+    if error is not None:
+        with pytest.raises(AnnotatorArgsError, match=error):
+            manager_config(args)
+        return
+    config = manager_config(args)
+    assert config.controllers == ("node-annotator",) and dict(config.options) == options
