@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from emulator.extender_http import HttpxTransport
+from emulator.extender_http import HTTPTransport
 from emulator.scheduler import in_tree_registry, plugin_api
 from emulator.scheduler.extender import (
     ExtenderConfig,
@@ -170,8 +170,8 @@ def server() -> Iterator[ExtenderServer]:
 
 
 @pytest.fixture
-def transport() -> Iterator[HttpxTransport]:
-    with HttpxTransport() as t:
+def transport() -> Iterator[HTTPTransport]:
+    with HTTPTransport() as t:
         yield t
 
 
@@ -184,7 +184,7 @@ def node_names(body: Any) -> list[str]:
     return [n["metadata"]["name"] for n in body["Nodes"]["items"]]
 
 
-def extended(transport: HttpxTransport, *configs: dict[str, Any], registry: Any = None) -> Framework:
+def extended(transport: HTTPTransport, *configs: dict[str, Any], registry: Any = None) -> Framework:
     extenders = [HTTPExtender(ExtenderConfig.from_dict(c), transport) for c in configs]
     reg, profile = with_extenders(registry or in_tree_registry(), Profile.default(registry or in_tree_registry()),
                                   extenders)
@@ -375,10 +375,10 @@ def test_per_node_filter_and_score_agree_with_the_vectorised_forms():
                                          FakeTransport(answer)), "ext")
     snapshot = Snapshot.build(NODES)
     info = PodInfo.of(req_pod("p"))
-    verdict = plugin.filter_all(CycleState(), info, snapshot)
+    kept, rejected, verdict = plugin.filter_feasible(CycleState(), info, snapshot, np.arange(4))
     per_node = [plugin.filter(CycleState(), info, snapshot.node_info(i)) for i in range(4)]
-    assert verdict.mask.tolist() == [s is None for s in per_node] == [True, False, True, True]
-    assert verdict.status_for(1, "ext").reasons == per_node[1].reasons == ["no"]
+    assert [i in kept for i in range(4)] == [s is None for s in per_node] == [True, False, True, True]
+    assert rejected.tolist() == [1] and verdict.status_for(1, "ext").reasons == per_node[1].reasons == ["no"]
     vector = plugin.score_all(CycleState(), info, snapshot, np.arange(4))
     assert vector.tolist() == [plugin.score(CycleState(), info, snapshot.node_info(i))[0] for i in range(4)]
     assert vector.tolist() == [10, 20, 30, 40]
