@@ -244,6 +244,27 @@ def test_node_cache_capable_extender_gets_and_returns_names(server, transport):
     assert body["NodeNames"] == ["n1", "n2", "n3", "n4"] and "Nodes" not in body
 
 
+def test_extenders_see_only_the_nodes_the_plugins_found_feasible(server, transport):
+    """Upstream findNodesThatPassExtenders: a cordoned node and one too small never reach the extender."""
+    server.handlers = {"filter": lambda body: (200, {"NodeNames": ["n4"], "FailedNodes": {"n1": "too hot"}})}
+    fw = extended(transport, {"urlPrefix": server.url, "filterVerb": "filter", "nodeCacheCapable": True})
+    nodes = [sched_node("n1"), sched_node("n2", unschedulable=True), sched_node("n3", cpu="1"), sched_node("n4")]
+    result = fw.schedule_one(req_pod("p", "2"), Snapshot.build(nodes))
+    assert isinstance(result, ScheduleResult) and result.node == "n4"
+    assert node_names(server.requests[0][1]) == ["n1", "n4"]
+
+
+def test_extenders_see_at_most_num_feasible_nodes_to_find(server, transport):
+    # 200 nodes: adaptive percentage 50 - 200 / 125 = 49 -> 98 nodes, raised to minFeasibleNodesToFind 100.
+    server.handlers = {"filter": lambda body: (200, {"NodeNames": node_names(body)}),
+                       "prioritize": lambda body: (200, [{"Host": n, "Score": 1} for n in node_names(body)])}
+    fw = extended(transport, {"urlPrefix": server.url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+                              "weight": 1, "nodeCacheCapable": True})
+    result = fw.schedule_one(req_pod("p", "1"), Snapshot.build([sched_node(f"n{i:03d}") for i in range(200)]))
+    assert isinstance(result, ScheduleResult)
+    assert [len(node_names(body)) for _, body in server.requests] == [100, 100]
+
+
 def test_extender_errors_fail_the_cycle_unless_ignorable(server, transport):
     server.handlers = {"filter": lambda body: (500, {})}
     config = {"urlPrefix": server.url, "filterVerb": "filter"}
