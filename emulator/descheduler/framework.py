@@ -362,6 +362,7 @@ class ProfileEvictor:
         # Verdicts by id(pod): the snapshot's pod objects live for the whole pass, so ids stay unique.
         self._filtered: dict[int, bool] = {}
         self._pre_filtered: dict[int, bool] = {}
+        self._options: dict[str, EvictOptions] = {}  # per strategy: one pass may evict thousands
 
     def filter(self, pod: Obj) -> bool:
         """Every filter plugin accepts ``pod`` (memoised per pod for the pass: plugins ask about the same pods)."""
@@ -385,7 +386,10 @@ class ProfileEvictor:
 
     def evict(self, pod: Obj, strategy: str) -> None:
         """Evict (raises limit errors and :class:`EvictionError`, as upstream's ``Evict`` returns them)."""
-        self.pod_evictor.evict_pod(pod, EvictOptions(strategy=strategy, profile=self.profile))
+        options = self._options.get(strategy)
+        if options is None:
+            options = self._options[strategy] = EvictOptions(strategy=strategy, profile=self.profile)
+        self.pod_evictor.evict_pod(pod, options)
 
     def node_limit_reached(self, node: str) -> bool:
         limit = self.pod_evictor.max_per_node
