@@ -150,7 +150,8 @@ def _add_cluster_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--controller-managers", type=int, help="controller managers to run; they elect one leader "
                                                            "through a Lease (default 1; 0: no controllers)")
     p.add_argument("--prometheus-url", help="serve custom/external metrics from this Prometheus (its HTTP API) "
-                                            "instead of kemu's own series")
+                                            "instead of kemu's own series; the node annotator (node-annotator "
+                                            "controller) reads its utilization windows there too")
     p.add_argument("--metrics-rules", help="prometheus-adapter rules file for custom/external metrics (default: "
                                            "kemu's, emulator/metricsapi/rules.yaml)")
 
@@ -586,6 +587,9 @@ def build_parser(commands: Sequence[CommandRegistration] = ()) -> argparse.Argum
 
     load_command.register(sub)  # kemu load set|set-queue|get|clear (emulator/load_command.py)
     descheduler_cli.add_command(sub)  # kemu deschedule (emulator/descheduler_cli.py)
+    from emulator import annotator_cli
+
+    annotator_cli.add_command(sub)  # kemu node-annotator (emulator/annotator_cli.py)
     for register in commands:
         register(sub)
     return parser

@@ -427,9 +427,7 @@ class LocalCluster:
                 KubeletLaunch(self.redis_url, self.config, self.core.clock.now(), time.time()))
             self.controller_runner.start()
             return
-        config = ManagerConfig.from_dict(self.config.manager_settings())
-        if self.config.node_groups:
-            config = self._with_autoscaler(config)
+        config = ManagerConfig.from_dict(self.config.manager_settings())  # with the cluster-autoscaler's settings
         if self.controller_processes:
             self._start_manager_processes(config)
             return
@@ -470,16 +468,6 @@ class LocalCluster:
         assert self.core is not None
         Cloud(self.core.store.redis, self.config.prefix).register_groups(parse_node_groups(self.config.node_groups),
                                                                          self.core.clock.now())
-
-    def _with_autoscaler(self, config: ManagerConfig) -> ManagerConfig:
-        """The in-process managers also run the cluster-autoscaler, with the ``cluster_autoscaler`` settings."""
-        from dataclasses import replace
-
-        controllers = config.controllers
-        if "-cluster-autoscaler" not in controllers and "cluster-autoscaler" not in controllers:
-            controllers = (*controllers, "cluster-autoscaler")
-        return replace(config, controllers=controllers,
-                       options={**config.options, "cluster_autoscaler": dict(self.config.cluster_autoscaler)})
 
     def _serve_metrics(self) -> None:
         """This process's ``/metrics`` (controller managers' workqueues, the cluster-state counts, in-process

@@ -113,13 +113,23 @@ class Config:
 
         The HPA controller reads custom and external metrics through the same rules file and
         Prometheus as the API server's adapter (``metrics_rules``, ``prometheus_url``); an option
-        set explicitly under ``controller_manager.options`` wins.
+        set explicitly under ``controller_manager.options`` wins. With ``node_groups`` declared, the
+        ``cluster-autoscaler`` controller is added with the ``cluster_autoscaler`` flags as its option.
         """
         settings = dict(self.controller_manager)
         options = dict(settings.get("options") or {})
         for key in ("metrics_rules", "prometheus_url"):
             if getattr(self, key) is not None:
                 options.setdefault(key, getattr(self, key))
+        if self.node_groups:
+            # Declared node groups turn the cluster-autoscaler on (unless ``-cluster-autoscaler`` opts out),
+            # with the ``cluster_autoscaler`` flags; in-process and Ray-hosted managers read the same settings.
+            raw = settings.get("controllers", ("*",))
+            controllers = list(raw.split(",") if isinstance(raw, str) else raw)
+            if "cluster-autoscaler" not in controllers and "-cluster-autoscaler" not in controllers:
+                controllers.append("cluster-autoscaler")
+            settings["controllers"] = controllers
+            options["cluster_autoscaler"] = dict(self.cluster_autoscaler)
         settings["options"] = options
         return settings
 

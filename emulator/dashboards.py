@@ -273,8 +273,9 @@ AUTOSCALING = Dashboard(
     "kemu-autoscaling", "kemu / Autoscaling", "autoscaling.json",
     description="Horizontal and vertical pod autoscaling: each HPA's desired vs current replicas against the load "
                 "offered to the load targets, each metric against its target, the HPA controller's work, "
-                "each VPA's recommendation against what its pods request, and KEDA's ScaledObjects (queue depth "
-                "vs replicas, active scalers, scaler errors, scale loop lateness).",
+                "each VPA's recommendation against what its pods request, KEDA's ScaledObjects (queue depth "
+                "vs replicas, active scalers, scaler errors, scale loop lateness), and the Cluster Autoscaler's "
+                "node groups, pending pods, scale events and cost per hour.",
     variables=(Variable("hpa", "label_values(kube_horizontalpodautoscaler_status_desired_replicas, "
                                "horizontalpodautoscaler)", "HPA"),
                Variable("scaledobject", "label_values(keda_scaler_metrics_value, scaledObject)", "ScaledObject")),
@@ -312,6 +313,33 @@ AUTOSCALING = Dashboard(
                          "metric_type"), "{{metric_type}} metric")), "s")),
         (_vpa_panel("cpu", "cores"), _vpa_panel("memory", "bytes")),
         *_KEDA_ROWS,
+        (Panel("Cluster Autoscaler: nodes per node group",
+               (Target("max by (node_group) (cluster_autoscaler_node_group_target_count)", "target {{node_group}}"),
+                Target("max by (node_group) (cluster_autoscaler_node_group_min_count)", "min {{node_group}}"),
+                Target("max by (node_group) (cluster_autoscaler_node_group_max_count)", "max {{node_group}}"),
+                Target("max by (state) (cluster_autoscaler_nodes_count)", "all nodes {{state}}")),
+               description="Each node group's target size (registered plus upcoming nodes) between its min and "
+                           "max, and the cluster's nodes by readiness as the autoscaler counts them (kemu up "
+                           "--node-groups)."),
+         Panel("Cluster Autoscaler: pending (unschedulable) pods and unneeded nodes",
+               (Target("max by (type) (cluster_autoscaler_unschedulable_pods_count)", "pending pods ({{type}})"),
+                Target("max(cluster_autoscaler_unneeded_nodes_count)", "unneeded nodes")),
+               description="Pods the scheduler marked Unschedulable that the autoscaler considered at its last "
+                           "scan (nominated and expendable pods left out), and nodes found unneeded (scale-down "
+                           "candidates waiting out scale-down-unneeded-time).")),
+        (Panel("Cluster Autoscaler: scale-up and scale-down events",
+               (Target("sum(increase(cluster_autoscaler_scaled_up_nodes_total[$__rate_interval]))", "nodes added"),
+                Target("sum by (reason) (increase(cluster_autoscaler_scaled_down_nodes_total[$__rate_interval]))",
+                       "nodes removed ({{reason}})"),
+                Target("sum by (reason) (increase(cluster_autoscaler_failed_scale_ups_total[$__rate_interval]))",
+                       "failed scale-ups ({{reason}})")), stack=False,
+               description="Nodes the autoscaler added or removed per interval, and failed scale-ups "
+                           "(cloud provider errors such as an out-of-quota group, instances that never came up)."),
+         Panel("Cluster Autoscaler: cost per hour",
+               (Target("sum by (node_group) (kemu_cloud_node_group_cost_per_hour)", "{{node_group}}"),),
+               "currencyUSD", stack=True,
+               description="Registered nodes of each node group times its price_per_hour: the emulated cloud's "
+                           "bill rate (stacked: the top is the cluster's).")),
     ))
 
 DASHBOARDS = (SCHEDULER, CLUSTER, KUBELETS, APISERVER, AUTOSCALING)

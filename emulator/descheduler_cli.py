@@ -69,7 +69,8 @@ def add_command(sub: Any) -> None:
     p.set_defaults(fn=cmd_deschedule)
 
 
-def _redis_url(args: argparse.Namespace) -> str | None:
+def cluster_redis_url(args: argparse.Namespace) -> str | None:
+    """``--redis-url``, else ``$KEMU_REDIS_URL``, else the detached cluster's (None: no cluster runs)."""
     if args.redis_url:
         return str(args.redis_url)
     if os.environ.get("KEMU_REDIS_URL"):
@@ -90,7 +91,7 @@ def cmd_deschedule(args: argparse.Namespace) -> int:
     except PolicyError as e:
         print(f"kemu: error: descheduler policy {args.policy}: {e}", file=sys.stderr)
         return 1
-    url = _redis_url(args)
+    url = cluster_redis_url(args)
     if url is None:
         print("kemu: error: no kemu cluster is running (start one with `kemu up --detach`, or pass --redis-url)",
               file=sys.stderr)

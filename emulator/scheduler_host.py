@@ -10,8 +10,8 @@ asked -- serves ``/metrics`` and registers the scrape target in Redis.
 
 Custom plugins named in the configuration are loaded by the scheduler's
 configuration code (entry point or ``module:attribute``); ``extenders`` are
-called over one :class:`~emulator.extender_http.HttpxTransport` per host,
-which this module owns (the scheduler package may not import httpx).
+called over one :class:`~emulator.extender_http.HTTPTransport` per host,
+which this module owns (the scheduler package may not import an HTTP client).
 
 It is what runs inside a scheduler Ray actor (``actors/scheduler.py``), a
 scheduler child process (``loadgen/bench_scheduler.py``) and ``kemu up``'s
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from emulator.clock import SystemClock
-from emulator.extender_http import HttpxTransport
+from emulator.extender_http import HTTPTransport
 from emulator.informers import SharedInformerFactory
 from emulator.scheduler import in_tree_registry
 from emulator.scheduler.config import SchedulerConfiguration, load_configuration, parse_configuration
@@ -107,7 +107,7 @@ class SchedulerHost:
         self.schedulers: list[Scheduler] = []
         self.metrics_address: str | None = None
         self._targets: list[Any] = []
-        self._transport: HttpxTransport | None = None
+        self._transport: HTTPTransport | None = None
 
     def configuration(self) -> SchedulerConfiguration:
         registry = in_tree_registry()
@@ -128,7 +128,7 @@ class SchedulerHost:
         registry = in_tree_registry()
         if config.extenders:
             # One pooled HTTP client for every scheduler of the host: extenders are called each cycle.
-            self._transport = HttpxTransport()
+            self._transport = HTTPTransport()
         self.schedulers = [
             Scheduler(self.core, config, registry=registry, clock=clock, options=opts,
                       extender_transport=self._transport).attach(self.factory)

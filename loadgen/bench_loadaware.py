@@ -20,10 +20,12 @@
    profile, (b) default + the ``LoadAware`` plugin, (c) default + the HTTP
    extender (``nodeCacheCapable``, served by
    :mod:`emulator.loadaware.extender_server` on a local port, called over
-   :class:`~emulator.extender_http.HttpxTransport`; the server in a process of
+   :class:`~emulator.extender_http.HTTPTransport`; the server in a process of
    its own, as deployed). Reported: µs per pod for
-   each and the differences (b - a, c - a), plus the extender server's own
-   handling time per pod.
+   each and the differences (b - a, c - a; mean and median), this process's
+   CPU per pod (the scheduler's cost, unaffected by other work on the
+   machine) and its difference, plus the extender server's own handling time
+   per pod.
 """
 
 from __future__ import annotations
@@ -45,7 +47,7 @@ from emulator.api.kinds import NODE
 from emulator.clock import ManualClock
 from emulator.controllers.nodeannotator import NodeAnnotator
 from emulator.controllers.runtime import ControllerContext
-from emulator.extender_http import HttpxTransport
+from emulator.extender_http import HTTPTransport
 from emulator.informers import SharedInformerFactory
 from emulator.kubelet import usage
 from emulator.loadaware.extender_server import ExtenderServer, LoadAwareExtender
@@ -185,7 +187,7 @@ def bench_per_pod(annotated_nodes: list[dict[str, Any]], pods: int) -> dict[str,
                           daemon=True)
     process.start()
     url = urls.get(timeout=120)
-    transport = HttpxTransport()
+    transport = HTTPTransport()
     kube = "kubescheduler.config.k8s.io/v1"
     configs = {
         "default": {"apiVersion": kube, "kind": "KubeSchedulerConfiguration"},
@@ -205,7 +207,10 @@ def bench_per_pod(annotated_nodes: list[dict[str, Any]], pods: int) -> dict[str,
             clock_fwk.clock = ManualClock(T0 + 10_000)
             _cycle_us(fwk, snapshot, pod_list[:20])  # warm up (JIT-free, but caches and connections)
             handled.value = 0.0
+            cpu = time.process_time()
             samples = _cycle_us(fwk, snapshot, pod_list)
+            # This process's CPU per pod: what the scheduler pays, whatever else the machine runs.
+            out[f"{name}_cpu_us_per_pod"] = round((time.process_time() - cpu) * 1e6 / len(pod_list), 1)
             out[f"{name}_us_mean"] = round(statistics.mean(samples), 1)
             out[f"{name}_us_p50"] = round(float(np.percentile(samples, 50)), 1)
             out[f"{name}_us_p99"] = round(float(np.percentile(samples, 99)), 1)
@@ -217,6 +222,8 @@ def bench_per_pod(annotated_nodes: list[dict[str, Any]], pods: int) -> dict[str,
         transport.close()
     out["plugin_adds_us"] = round(out["plugin_us_mean"] - out["default_us_mean"], 1)
     out["extender_adds_us"] = round(out["extender_us_mean"] - out["default_us_mean"], 1)
+    out["extender_adds_us_p50"] = round(out["extender_us_p50"] - out["default_us_p50"], 1)
+    out["extender_adds_cpu_us"] = round(out["extender_cpu_us_per_pod"] - out["default_cpu_us_per_pod"], 1)
     return out
 
 

@@ -6,8 +6,8 @@ and/or ``controller_manager`` (e.g. the descheduler switched on). The runs
 go one after another, each in a fresh cluster, each with its own JSON
 summary and HTML report (``<dir>/<variant>/``); then a table compares them
 -- the load-aware effectiveness metrics (:mod:`emulator.scheduler.effectiveness`),
-the node utilization spread (:mod:`loadgen.utilization`), evictions and OOM
-kills, scheduling latency -- printed and written as ``compare.json`` and
+the node utilization spread (:mod:`loadgen.utilization`), evictions, OOM
+kills and CPU-throttled pods, scheduling latency -- printed and written as ``compare.json`` and
 ``compare.html`` (with the utilization of every variant on one plot).
 """
 
@@ -83,6 +83,8 @@ ROWS: list[tuple[str, Callable[[dict[str, Any]], str]]] = [
     ("eviction events", lambda s: _num((s.get("evictions") or {}).get("events"))),
     ("containers OOMKilled", lambda s: _num((s.get("oomKills") or {}).get("containersOOMKilled"))),
     ("OOM kill events", lambda s: _num((s.get("oomKills") or {}).get("events"))),
+    ("pods CPU-throttled", lambda s: _num((s.get("cpuThrottling") or {}).get("podsThrottled"))),
+    ("throttled CFS periods", lambda s: _num((s.get("cpuThrottling") or {}).get("throttledPeriods"))),
     ("pods scheduled", lambda s: _num((s.get("pods") or {}).get("scheduled"))),
     ("pods unscheduled", lambda s: _num((s.get("pods") or {}).get("unscheduled"))),
     ("SLI latency p50 ms", lambda s: _num(((s.get("scheduling") or {}).get("sliLatencyMs") or {}).get("p50"))),

@@ -551,7 +551,10 @@ def _quantiles_ms(values: list[float], qs: tuple[float, ...]) -> dict[str, float
 
 
 def _events_and_failures(core: ServerCore, pods: list[dict[str, Any]]) -> dict[str, Any]:
-    """OOM kills and evictions, from Events (kubelet reasons) and from the pods' own statuses."""
+    """OOM kills and evictions, from Events (kubelet reasons) and from the pods' own statuses; CPU throttling
+    from the kubelet shards' per-pod counts (:func:`emulator.kubelet.usage_publisher.throttling`)."""
+    from emulator.kubelet.usage_publisher import throttling
+
     reasons: Counter[str] = Counter()
     for ev in core.list(EVENT).items:
         reasons[ev.get("reason", "")] += int(ev.get("count") or 1)
@@ -563,6 +566,7 @@ def _events_and_failures(core: ServerCore, pods: list[dict[str, Any]]) -> dict[s
     return {"oomKills": {"events": reasons.get("OOMKilling", 0) + reasons.get("SystemOOM", 0),
                          "containersOOMKilled": oom_containers},
             "evictions": {"events": reasons.get("Evicted", 0), "podsEvicted": evicted_pods},
+            "cpuThrottling": throttling(core.store.redis, core.store.config.prefix),
             "eventsByReason": dict(reasons.most_common(12))}
 
 
@@ -649,6 +653,10 @@ def _print_summary(s: dict[str, Any]) -> None:
     print(f"  kubelets      OOM kills {s['oomKills']['events']} (events), {s['oomKills']['containersOOMKilled']} "
           f"containers OOMKilled; evictions {s['evictions']['events']} (events), "
           f"{s['evictions']['podsEvicted']} pods evicted")
+    if s.get("cpuThrottling"):
+        t = s["cpuThrottling"]
+        print(f"  throttling    {t['podsThrottled']} pods CPU-throttled (CFS quota), {t['throttledPeriods']} "
+              f"throttled periods")
     for name, series in (s.get("load") or {}).items():
         print(f"  load          {name}: {series['points']} points, {series['min']:g} .. {series['max']:g}")
     a = s.get("nodeGroups")

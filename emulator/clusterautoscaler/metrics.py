@@ -37,3 +37,10 @@ GROUP_MAX = Gauge("cluster_autoscaler_node_group_max_count", "Maximum number of 
 GROUP_COST = Gauge("kemu_cloud_node_group_cost_per_hour",
                    "Registered nodes of the node group times its price per hour (the emulated cloud's bill).",
                    ["node_group"])
+
+# The reasons kemu's autoscaler counts, created at 0 so a dashboard's ``increase(...)`` has a series before the
+# first scale-down or failure (a labelled child exists only once touched).
+for _reason in ("empty", "underutilized"):
+    SCALED_DOWN.labels(_reason)
+for _reason in ("timeout", "cloudProviderError"):
+    FAILED_SCALE_UPS.labels(_reason)

@@ -28,7 +28,7 @@ from __future__ import annotations
 import logging
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 from emulator.api import errors
 from emulator.api.types import Obj
@@ -73,9 +73,9 @@ class EvictOptions:
     reason: str = ""
 
 
-@dataclass(frozen=True)
-class Eviction:
-    """One eviction done (or, in dry-run mode, that would have been done)."""
+class Eviction(NamedTuple):
+    """One eviction done (or, in dry-run mode, that would have been done); a tuple: a pass may record
+    tens of thousands."""
 
     namespace: str
     name: str

@@ -156,24 +156,29 @@ class ClusterSnapshot:
         labels: dict[str, dict[Any, list[Obj]]] = {}
         requested: dict[str, dict[str, int]] = {}
         bits = tuple(enumerate((_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED)))
+        cached_facts = _facts_cache.get
+        # The hot loop of a pass (100,000 pods): the facts cache looked up inline, names bound locally.
         for node, pods in self.pods_by_node.items():
             running: list[Obj] = []
-            total: dict[str, int] = {"pods": 0}
+            add_running = running.append
+            total: dict[str, int] = {}
             for pod in pods:
-                _, phase, requests, flags, first, several_owners, ns, label_items = _facts(pod)
-                if phase == "Failed":
-                    failed.setdefault(node, []).append(pod)
+                meta = pod["metadata"]
+                facts = cached_facts(meta.get("uid"))
+                if facts is None or facts[0] != meta.get("resourceVersion") or facts[0] is None:
+                    facts = _facts(pod)
+                _, phase, requests, flags, first, several_owners, ns, label_items = facts
+                if phase in ("Failed", "Succeeded"):
+                    if phase == "Failed":
+                        failed.setdefault(node, []).append(pod)
                     continue
-                if phase == "Succeeded":
-                    continue
-                running.append(pod)
-                total["pods"] += 1
+                add_running(pod)
                 for name, amount in requests:
                     total[name] = total.get(name, 0) + amount
                 if flags:
-                    for i, bit in bits:
+                    for k, bit in bits:
                         if flags & bit:
-                            features[i].setdefault(node, []).append(pod)
+                            features[k].setdefault(node, []).append(pod)
                 if first is not None:
                     if several_owners:
                         multi_owned.append(pod)
@@ -192,6 +197,7 @@ class ClusterSnapshot:
                         index[item] = [pod]
                     else:
                         bucket.append(pod)
+            total["pods"] = len(running)
             active[node] = running
             requested[node] = total
         node_aff, anti, spread, restarted = features
@@ -240,18 +246,29 @@ class ClusterSnapshot:
             return True
         return self.required_affinity(pod).matches(node["metadata"].get("labels") or {}, node["metadata"]["name"])
 
+    def _fit_facts(self, node: Obj) -> tuple[tuple[Taint, ...], bool, dict[str, int], dict[str, int]]:
+        """(NoSchedule-relevant taints, unschedulable, allocatable, requested) of a node, once per pass."""
+        cache = self._cache("fit")
+        name = node["metadata"]["name"]
+        facts = cache.get(name)
+        if facts is None:
+            facts = cache[name] = (self.node_taints(node), utils.is_unschedulable(node), self.allocatable(node),
+                                   self.requested(name))
+        return facts  # type: ignore[no-any-return]
+
     def pod_fits_node(self, pod: Obj, node: Obj) -> bool:
         """``NodeFit``: NoSchedule taints tolerated, node selector / affinity, schedulable, resources."""
-        if not utils.tolerates_taints(pod, self.node_taints(node)):
+        taints, unschedulable, alloc, used = self._fit_facts(node)
+        if taints and not utils.tolerates_taints(pod, taints):
             return False
-        if not self.matches_node_selector(pod, node) or utils.is_unschedulable(node):
+        if unschedulable or not self.matches_node_selector(pod, node):
             return False
-        alloc = self.allocatable(node)
-        used = self.requested(node["metadata"]["name"])
         if used.get("pods", 0) + 1 > alloc.get("pods", 110):
             return False
-        return all(not amount or used.get(name, 0) + amount <= alloc.get(name, 0)
-                   for name, amount in utils.requests_of(pod).items())
+        for name, amount in utils.requests_of(pod).items():
+            if amount and used.get(name, 0) + amount > alloc.get(name, 0):
+                return False
+        return True
 
     def pod_fits_any_other_node(self, pod: Obj, nodes: Iterable[Obj]) -> bool:
         """``PodFitsAnyOtherNode``: some node other than the pod's own passes :meth:`pod_fits_node`."""
@@ -345,13 +362,19 @@ class ProfileEvictor:
         # Verdicts by id(pod): the snapshot's pod objects live for the whole pass, so ids stay unique.
         self._filtered: dict[int, bool] = {}
         self._pre_filtered: dict[int, bool] = {}
+        self._options: dict[str, EvictOptions] = {}  # per strategy: one pass may evict thousands
 
     def filter(self, pod: Obj) -> bool:
         """Every filter plugin accepts ``pod`` (memoised per pod for the pass: plugins ask about the same pods)."""
         key = id(pod)
         verdict = self._filtered.get(key)
         if verdict is None:
-            verdict = self._filtered[key] = all(f.filter(pod) for f in self.filters)
+            verdict = True
+            for f in self.filters:
+                if not f.filter(pod):
+                    verdict = False
+                    break
+            self._filtered[key] = verdict
         return verdict
 
     def pre_eviction_filter(self, pod: Obj) -> bool:
@@ -363,7 +386,10 @@ class ProfileEvictor:
 
     def evict(self, pod: Obj, strategy: str) -> None:
         """Evict (raises limit errors and :class:`EvictionError`, as upstream's ``Evict`` returns them)."""
-        self.pod_evictor.evict_pod(pod, EvictOptions(strategy=strategy, profile=self.profile))
+        options = self._options.get(strategy)
+        if options is None:
+            options = self._options[strategy] = EvictOptions(strategy=strategy, profile=self.profile)
+        self.pod_evictor.evict_pod(pod, options)
 
     def node_limit_reached(self, node: str) -> bool:
         limit = self.pod_evictor.max_per_node

@@ -471,7 +471,7 @@ def resolve_registry(config: SchedulerConfiguration, registry: Mapping[str, Call
         return resolved, list(config.profiles)
     if transport is None:
         raise SchedulerConfigError(["extenders: Invalid value: a transport is required to call extenders "
-                                    "(emulator.extender_http.HttpxTransport)"])
+                                    "(emulator.extender_http.HTTPTransport)"])
     extenders = [HTTPExtender(ExtenderConfig.from_dict(raw), transport) for raw in config.extenders]
     try:
         return with_extenders_for_profiles(resolved, config.profiles, extenders)

@@ -7,15 +7,17 @@ field of ``KubeSchedulerConfiguration`` and how ``schedule_one.go``
 ``preemption.go`` (``callExtenders``) use them. Each call is ``POST
 <urlPrefix>/<verb>`` (filter, prioritize, bind, preempt) with Go-named JSON
 fields, decoded case-insensitively. :func:`with_extenders` turns each extender
-into a framework plugin (:class:`ExtenderPlugin`: a last Filter, a weighted
-Score, a Bind before DefaultBinder) and hands them to DefaultPreemption. The
+into a framework plugin (:class:`ExtenderPlugin`: a last Filter -- which the
+runtime calls after the other filters, on the feasible nodes only, as
+``findNodesThatPassExtenders`` --, a weighted Score, a Bind before
+DefaultBinder) and hands them to DefaultPreemption. The
 protocol verb by verb, and the differences from upstream, are in
 ``docs/scheduler-plugins.md`` ("Extenders").
 
 I/O. The scheduling framework is pure (an import contract keeps HTTP
 libraries out of ``emulator.scheduler``), so the HTTP client is injected: a
 :class:`Transport` posts bytes and returns (status, bytes).
-``emulator.extender_http.HttpxTransport`` is the real one; tests may pass
+``emulator.extender_http.HTTPTransport`` is the real one; tests may pass
 any callable object.
 """
 
@@ -38,7 +40,6 @@ from emulator.scheduler.framework.interface import (
     FilterVerdict,
     Rejection,
     Status,
-    all_pass,
 )
 from emulator.scheduler.framework.profile import PluginRef, PluginSet, Profile
 from emulator.scheduler.framework.registry import Registry
@@ -195,6 +196,11 @@ class HTTPExtender:
         self.config = config
         self.transport = transport
         self._managed = frozenset(r.name for r in config.managed_resources)
+        # The last decoded answer per verb: (node names sent, answer body, result). An answer is a function of
+        # the names and the body alone, and an extender that does not look at the pod (a load-aware one) sends
+        # the same bytes to every pod of a cycle's node list: comparing them is cheaper than decoding 5,000
+        # names again. One tuple per verb, replaced whole (safe for several scheduling threads).
+        self._memo: dict[str, tuple[list[str], bytes, Any]] = {}
 
     @property
     def name(self) -> str:
@@ -222,7 +228,7 @@ class HTTPExtender:
                     return True
         return False
 
-    def _send(self, verb: str, args: Any) -> Any:
+    def _post(self, verb: str, args: Any) -> bytes:
         url = self.config.url_prefix.rstrip("/") + "/" + verb
         try:
             status, body = self.transport.post(url, orjson.dumps(args), self.config.http_timeout)
@@ -230,10 +236,24 @@ class HTTPExtender:
             raise ExtenderError(f"{verb} with extender at URL {url}: {exc}") from exc
         if status != 200:
             raise ExtenderError(f"failed {verb} with extender at URL {url}, code {status}")
+        return body
+
+    def _decode(self, verb: str, body: bytes) -> Any:
         try:
             return orjson.loads(body or b"null")
         except ValueError as exc:
+            url = self.config.url_prefix.rstrip("/") + "/" + verb
             raise ExtenderError(f"{verb} with extender at URL {url}: invalid JSON answer: {exc}") from exc
+
+    def _send(self, verb: str, args: Any) -> Any:
+        return self._decode(verb, self._post(verb, args))
+
+    def _remembered(self, verb: str, names: list[str], body: bytes) -> Any:
+        """The result decoded last time for these names and this exact answer, or None."""
+        memo = self._memo.get(verb)
+        if memo is not None and memo[1] == body and memo[0] == names:
+            return memo[2]
+        return None
 
     def _node_args(self, pod: PodInfo, nodes: Callable[[], Sequence[Mapping[str, Any]]],
                    names: Sequence[str]) -> dict[str, Any]:
@@ -260,7 +280,12 @@ class HTTPExtender:
         get, names = self._lazy(nodes, names)
         if not self.config.filter_verb:
             return list(names), {}, {}
-        result = self._send(self.config.filter_verb, self._node_args(pod, get, names))
+        names = names if isinstance(names, list) else list(names)
+        body = self._post(self.config.filter_verb, self._node_args(pod, get, names))
+        remembered = self._remembered("filter", names, body)
+        if remembered is not None:
+            return remembered  # type: ignore[no-any-return]
+        result = self._decode(self.config.filter_verb, body)
         error = _field(result, "Error")
         if error:
             raise ExtenderError(str(error))
@@ -279,7 +304,9 @@ class HTTPExtender:
                                 "in the input node list")
         failed = {str(k): str(v) for k, v in (_field(result, "FailedNodes") or {}).items()}
         unresolvable = {str(k): str(v) for k, v in (_field(result, "FailedAndUnresolvableNodes") or {}).items()}
-        return passed, failed, unresolvable
+        out = (passed, failed, unresolvable)
+        self._memo["filter"] = (list(names), body, out)
+        return out
 
     def prioritize(self, pod: PodInfo,
                    nodes: Sequence[Mapping[str, Any]] | Callable[[], Sequence[Mapping[str, Any]]],
@@ -288,7 +315,22 @@ class HTTPExtender:
         get, names = self._lazy(nodes, names)
         if not self.config.prioritize_verb:
             return dict.fromkeys(names, 0), 0
-        result = self._send(self.config.prioritize_verb, self._node_args(pod, get, names))
+        names = names if isinstance(names, list) else list(names)
+        body = self._post(self.config.prioritize_verb, self._node_args(pod, get, names))
+        remembered = self._remembered("prioritize", names, body)
+        if remembered is not None:
+            return remembered, self.config.weight
+        result = self._decode(self.config.prioritize_verb, body)
+        try:  # the usual answer: Go's field names, integer scores
+            scores = {str(entry["Host"]): int(entry["Score"]) for entry in result}
+        except (KeyError, TypeError, ValueError):
+            scores = self._scores(result)
+        self._memo["prioritize"] = (list(names), body, scores)
+        return scores, self.config.weight
+
+    @staticmethod
+    def _scores(result: Any) -> dict[str, int]:
+        """A ``HostPriorityList`` decoded leniently: case-insensitive names, missing scores as 0."""
         scores: dict[str, int] = {}
         for entry in result or ():
             if not isinstance(entry, dict):
@@ -300,7 +342,7 @@ class HTTPExtender:
             if host is not None:
                 score = entry.get("Score")
                 scores[str(host)] = int((score if score is not None else _field(entry, "Score")) or 0)
-        return scores, self.config.weight
+        return scores
 
     def bind(self, pod: PodInfo, node_name: str) -> None:
         """``ExtenderBindingArgs`` -> ``ExtenderBindingResult``; raises ExtenderError on failure."""
@@ -345,12 +387,16 @@ class HTTPExtender:
 
 
 class ExtenderPlugin:
-    """An extender as a framework plugin: Filter (vectorised over the snapshot), Score and Bind."""
+    """An extender as a framework plugin: Filter (over the nodes the plugins let through), Score and Bind."""
 
     def __init__(self, extender: HTTPExtender, name: str) -> None:
         self.extender = extender
         self.name = name
         self.filtered_out_reason = f"node(s) were filtered out by extender {extender.name}"
+        # The last filter result (the extender's remembered answer, by identity) with the names it keeps and the
+        # failures by name; the last prioritize result and the scores array built from it.
+        self._verdict_memo: tuple[Any, tuple[set[str], dict[str, tuple[Code, str]]]] | None = None
+        self._scores_memo: tuple[Any, np.ndarray] | None = None
 
     # -- Filter -------------------------------------------------------------------------------------------------
     def _verdict(self, pod: PodInfo, names: Sequence[str],
@@ -378,30 +424,52 @@ class ExtenderPlugin:
         code, reason = statuses.get(node.name, (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.filtered_out_reason))
         return Status(code, reason)
 
-    def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict | Status:
-        n = snapshot.num_nodes
+    def filter_feasible(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                        nodes: np.ndarray) -> tuple[np.ndarray, np.ndarray, FilterVerdict | None] | Status | None:
+        """The extender on the nodes every plugin let through (``nodes``, snapshot indices; upstream's
+        ``findNodesThatPassExtenders``): (the nodes it keeps, in their order; the others; a verdict over the
+        snapshot that explains them -- recorded as a vectorised group, not a Status object per node).
+
+        None when the extender is not interested in the pod or, being ignorable, failed. The request lists
+        the names in snapshot order: the answer is a set, and an unchanged list lets the extender and
+        :meth:`HTTPExtender.filter` reuse their work.
+        """
         if not self.extender.config.filter_verb or not self.extender.is_interested(pod):
-            return all_pass(n)
-        names = snapshot.node_names
-        verdict = self._verdict(pod, names, lambda: [snapshot.node(i) for i in range(n)])
-        if isinstance(verdict, Status):
-            return verdict
-        passed, statuses = verdict
-        if not statuses and len(passed) == n:
-            return all_pass(n)  # every (distinct) node name came back
-        ok = np.fromiter((name in passed and name not in statuses for name in names), dtype=bool, count=n)
-        if ok.all():
-            return all_pass(n)
+            return None
+        all_names = snapshot.node_names
+        order = np.sort(nodes).tolist()
+        names = [all_names[i] for i in order]
+        try:
+            result = self.extender.filter(pod, lambda: [snapshot.node(i) for i in order], names)
+        except ExtenderError as exc:
+            return None if self.extender.is_ignorable() else Status.error(exc)
+        memo = self._verdict_memo
+        if memo is not None and memo[0] is result:
+            keep_names, failures = memo[1]
+        else:
+            passed, failed, unresolvable = result
+            failures = {n: (Code.UNSCHEDULABLE, msg) for n, msg in failed.items()}
+            failures.update((n, (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)) for n, msg in unresolvable.items())
+            keep_names = set(passed).difference(failures)
+            self._verdict_memo = (result, (keep_names, failures))
+        indices = nodes.tolist()
+        keep = np.fromiter((all_names[i] in keep_names for i in indices), dtype=bool, count=len(indices))
+        nodes = np.asarray(nodes, dtype=np.intp)
+        if keep.all():
+            return nodes, nodes[:0], None
+        rejected = nodes[~keep]
+        dropped = (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.filtered_out_reason)
         groups: dict[tuple[Code, str], list[int]] = {}
-        for i in np.flatnonzero(~ok).tolist():
-            key = statuses.get(names[i], (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.filtered_out_reason))
-            groups.setdefault(key, []).append(i)
-        rejections = []
+        for i in rejected.tolist():
+            groups.setdefault(failures.get(all_names[i], dropped), []).append(i)
+        mask = np.ones(snapshot.num_nodes, dtype=bool)
+        mask[rejected] = False
+        reasons = []
         for (code, reason), indices in groups.items():
-            mask = np.zeros(n, dtype=bool)
-            mask[indices] = True
-            rejections.append(Rejection(reason, mask, code))
-        return FilterVerdict(ok, tuple(rejections))
+            hit = np.zeros(snapshot.num_nodes, dtype=bool)
+            hit[indices] = True
+            reasons.append(Rejection(reason, hit, code))
+        return nodes[keep], rejected, FilterVerdict(mask, tuple(reasons))
 
     # -- Score --------------------------------------------------------------------------------------------------
     def _scores(self, pod: PodInfo, names: Sequence[str],
@@ -412,8 +480,13 @@ class ExtenderPlugin:
             scores, _ = self.extender.prioritize(pod, nodes, names)
         except ExtenderError:
             return np.zeros(len(names), dtype=np.int64)  # prioritization errors are ignored: the others decide
+        memo = self._scores_memo
+        if memo is not None and memo[0] is scores:
+            return memo[1].copy()  # the same answer for the same names (NormalizeScore clips in place)
         scale = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
-        return np.fromiter((scores.get(name, 0) for name in names), dtype=np.int64, count=len(names)) * scale
+        out = np.fromiter((scores.get(name, 0) for name in names), dtype=np.int64, count=len(names)) * scale
+        self._scores_memo = (scores, out)
+        return out.copy()
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:
         return int(self._scores(pod, [node.name], [node.node])[0]), None

@@ -207,7 +207,7 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
     default). Plugins the configuration names that ``registry`` lacks are
     loaded by entry point or import path; its ``extenders`` are called over
     ``extender_transport`` (required when there are any; this package
-    imports no HTTP client -- ``emulator.extender_http.HttpxTransport``).
+    imports no HTTP client -- ``emulator.extender_http.HTTPTransport``).
     Wire informers with :meth:`attach` (or feed the ``on_*`` handlers
     yourself), then :meth:`start`; :meth:`schedule_one` runs a
     single cycle synchronously instead, for tests.

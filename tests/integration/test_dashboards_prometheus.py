@@ -9,7 +9,8 @@ watch of pods open throughout, and autoscalers on the Deployment: its pods
 serve load target ``web`` (300 requests/s, set as a scenario's load phase
 sets it), an HPA scales it on their ``http_requests_per_second`` and CPU, and
 a VPA (mode Off, recommender every 10 s of cluster time) recommends for it; a KEDA
-ScaledObject scales a Deployment of queue workers from zero on a Redis list with items.
+ScaledObject scales a Deployment of queue workers from zero on a Redis list with items;
+one empty node group runs the Cluster Autoscaler.
 Debian's ``prometheus`` binary scrapes it with ``dashboards/prometheus.yml``'s
 one http_sd job pointed at this cluster's API server (scrape and discovery
 every second). Once every target is up and has
@@ -81,7 +82,11 @@ def cluster(redis_url: str, local_ray: None, tmp_path: Path) -> Iterator[LocalCl
     cfg = Config(redis_url=redis_url, data_dir=tmp_path / "data", node_shards=4, clock_speed=SPEED, api_port=0,
                  nodes=NODES, kubelet_shards=1, schedulers=1,
                  kubelet={"events": "warnings", "metrics_window": 5},
-                 controller_manager={"options": {"recommender_interval": 10}})
+                 controller_manager={"options": {"recommender_interval": 10}},
+                 # A node group turns the Cluster Autoscaler on (its panels); its template (2 cpu) fits none of
+                 # the workload's pods that lack room (the 4-cpu preemptor), so it stays at size 0.
+                 node_groups=[{"name": "spare", "min": 0, "max": 2, "instance_type": "m5.large",
+                               "price_per_hour": 0.096}])
     c = LocalCluster(cfg, kubelets=kubelet_runner)
     c.start()
     yield c

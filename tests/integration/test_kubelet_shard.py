@@ -572,6 +572,30 @@ def test_usage_is_published_for_metrics_api(env: tuple[ServerCore, ManualClock],
         core.store.redis, prefix, "default", now=clock.now())}, 30)  # a deleted pod's usage goes away
 
 
+def test_cpu_throttled_pods_are_counted_for_run_summaries(env: tuple[ServerCore, ManualClock],
+                                                           shards: list[KubeletShard]) -> None:
+    """``kemu run``'s throttled-pod count: a pod wanting 900m under a 500m CPU limit is throttled in every 100 ms
+    CFS period (quota 50 ms < demand 90 ms); one wanting 300m under the same limit never is."""
+    from emulator.kubelet.usage_publisher import throttling
+
+    core, clock = env
+    shard = start_shard(core, clock, shards, [{"name": "n", "count": 1}], metrics_window=15)
+    step(shard, clock)
+    core.create_many(POD, [pod(core, "hot", node="n-00000", limits={"cpu": "500m"},
+                               annotations={"kemu.io/cpu": "900m"}),
+                           pod(core, "cool", node="n-00000", limits={"cpu": "500m"},
+                               annotations={"kemu.io/cpu": "300m"})])
+    run_until(shard, clock, lambda: is_ready(core, "hot") and is_ready(core, "cool"), 10)
+    prefix = core.store.config.prefix
+    run_until(shard, clock, lambda: throttling(core.store.redis, prefix)["podsThrottled"] > 0, 40)
+    first = throttling(core.store.redis, prefix)
+    for _ in range(15):  # exactly one metrics window to the next snapshot
+        step(shard, clock)
+    second = throttling(core.store.redis, prefix)
+    assert first["podsThrottled"] == second["podsThrottled"] == 1
+    assert second["throttledPeriods"] - first["throttledPeriods"] == 15 * 10  # 15 s of 100 ms periods, all throttled
+
+
 # ----------------------------------------------------------------------------------- recovery
 
 

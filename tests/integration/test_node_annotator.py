@@ -7,7 +7,11 @@ within the hour, ``max_avg_1d`` of the hour buckets within the day. Utilization 
 
 from __future__ import annotations
 
+import json
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from urllib.parse import parse_qs, urlparse
 
 import numpy as np
 import pytest
@@ -17,10 +21,11 @@ from emulator.api.kinds import NODE, POD
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet.shard import KubeletShard
-from emulator.loadaware.history import RedisHistory
+from emulator.loadaware.history import PROMQL, PrometheusSource, RedisHistory
 from emulator.loadaware.policy import HOT_VALUE, METRICS, parse_value
 from emulator.server.core import ServerCore
 from tests.integration.test_kubelet_shard import is_ready, pod, run_until, shards, start_shard, step  # noqa: F401
+from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -134,46 +139,76 @@ def test_annotator_writes_kubelet_usage_and_hot_values(env: tuple[ServerCore, Ma
     assert clock.now() - T0 > 300
 
 
-def test_windows_from_a_prometheus_query_api() -> None:
-    """--prometheus-url: one instant query per window over Prometheus's HTTP API, answers matched by node."""
-    import json
-    import threading
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-    from urllib.parse import parse_qs, urlparse
+class FakePrometheus(BaseHTTPRequestHandler):
+    """Prometheus's instant-query API: for nodes a and c (and one not in the cluster), a value per metric that
+    says which query it answers (0.1 for the first of PROMQL, 0.2 for the second ...)."""
 
-    from emulator.loadaware.history import PROMQL, PrometheusSource
+    asked: list[str]
 
-    asked: list[str] = []
+    def do_GET(self) -> None:
+        url = urlparse(self.path)
+        query = parse_qs(url.query)["query"][0]
+        self.asked.append(query)
+        value = str(0.1 * (list(PROMQL.values()).index(query) + 1))
+        body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
+            {"metric": {"node": n}, "value": [1.7e9, value]} for n in ("a", "c", "not-ours")]}}).encode()
+        self.send_response(200 if url.path == "/api/v1/query" else 404)
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
 
-    class Prometheus(BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            url = urlparse(self.path)
-            query = parse_qs(url.query)["query"][0]
-            asked.append(query)
-            # A value per metric that says which query it answers, for two of the three nodes.
-            value = str(0.1 * (list(PROMQL.values()).index(query) + 1))
-            body = json.dumps({"status": "success", "data": {"resultType": "vector", "result": [
-                {"metric": {"node": n}, "value": [1.7e9, value]} for n in ("a", "c", "not-ours")]}}).encode()
-            self.send_response(200 if url.path == "/api/v1/query" else 404)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
+    def log_message(self, *args: object) -> None:
+        pass
 
-        def log_message(self, *args: object) -> None:
-            pass
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Prometheus)
+@pytest.fixture
+def prometheus() -> Iterator[tuple[str, list[str]]]:
+    """A loopback fake Prometheus: its URL and the queries it was asked."""
+    handler = type("Handler", (FakePrometheus,), {"asked": []})
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
-    try:
-        source = PrometheusSource(f"http://127.0.0.1:{server.server_address[1]}/")
-        got = source.windows(["a", "b", "c"])
-        source.close()
-    finally:
-        server.shutdown()
-        server.server_close()
+    yield f"http://127.0.0.1:{server.server_address[1]}/", handler.asked
+    server.shutdown()
+    server.server_close()
+
+
+def test_windows_from_a_prometheus_query_api(prometheus: tuple[str, list[str]]) -> None:
+    """--prometheus-url: one instant query per window over Prometheus's HTTP API, answers matched by node."""
+    url, asked = prometheus
+    source = PrometheusSource(url)
+    got = source.windows(["a", "b", "c"])
+    source.close()
     assert asked == list(PROMQL.values())
     assert "max_over_time(avg_over_time(" in PROMQL["cpu_usage_max_avg_1h"] and "[1h:5m]" in PROMQL[
         "cpu_usage_max_avg_1h"]
     for k, metric in enumerate(METRICS):
         a, b, c = got[metric].tolist()
         assert a == pytest.approx(0.1 * (k + 1)) and c == a and np.isnan(b), metric
+
+
+def test_kemu_node_annotator_prometheus_url_feeds_the_annotations(env: tuple[ServerCore, ManualClock],
+                                                                   manager: list[ControllerManager],
+                                                                   prometheus: tuple[str, list[str]]) -> None:
+    """``kemu node-annotator --prometheus-url URL``: the standalone annotator (its own Lease) writes the windows
+    that Prometheus answers, not the Redis history's."""
+    from emulator.annotator_cli import LEASE_NAME, manager_config
+    from emulator.cli import build_parser
+
+    core, clock = env
+    url, asked = prometheus
+    for name in ("a", "b"):
+        core.create(NODE, {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name},
+                           "status": {"capacity": {"cpu": "8", "memory": "32Gi", "pods": "110"}}})
+    config = manager_config(build_parser().parse_args(["node-annotator", "--prometheus-url", url, "--period", "30"]))
+    assert config.lease_name == LEASE_NAME and config.controllers == ("node-annotator",)
+    m = ControllerManager(core, config, clock=clock).start()
+    manager.append(m)
+    assert m.wait_active(20)
+    annotator = m.controllers()["node-annotator"]
+    wait_for(lambda: annotator.passes >= 1, 20, "the first annotator pass")
+    assert asked[:len(PROMQL)] == list(PROMQL.values())
+    got = annotations(core, "a")
+    for k, metric in enumerate(METRICS):  # the fake answers 0.1 * (index of the query + 1) for node a
+        value, stamp = parse_value(got[metric])
+        assert value == pytest.approx(0.1 * (k + 1)) and stamp == pytest.approx(clock.now(), abs=1), metric
+    assert not any(metric in annotations(core, "b") for metric in METRICS)  # no answer for b: nothing written

@@ -2,7 +2,7 @@
 
 The whole path is real: a configuration *file* read by :class:`~emulator.scheduler_host.SchedulerHost`, the
 plugin resolved by name (the registry's ``GPUBinPack``, and the same example loaded by import path through
-``plugin_api.resolve_plugins``), extenders called over the host's ``HttpxTransport`` on a real HTTP server
+``plugin_api.resolve_plugins``), extenders called over the host's ``HTTPTransport`` on a real HTTP server
 on 127.0.0.1, pods created in the real store (Redis) and bound by the scheduling loop. Each test has a
 control pod that shows where the default profile would have put the pod, so the custom policy is what moved it.
 """

@@ -64,3 +64,43 @@ def test_controller_managers_get_the_metrics_settings_as_options(values: dict, o
     settings = Config.from_dict(values).manager_settings()
     assert settings["options"] == options
     assert settings.get("retry_period") == values.get("controller_manager", {}).get("retry_period")
+
+
+GROUPS = [{"name": "web", "max": 3}]
+
+
+@pytest.mark.parametrize(("values", "controllers", "autoscaler"), [
+    ({}, None, None),
+    ({"node_groups": GROUPS}, ["*", "cluster-autoscaler"], {}),
+    ({"node_groups": GROUPS, "cluster_autoscaler": {"expander": "price"},
+      "controller_manager": {"controllers": "*,-cluster-autoscaler"}}, ["*", "-cluster-autoscaler"],
+     {"expander": "price"}),
+    ({"node_groups": GROUPS, "controller_manager": {"controllers": ["replicaset"]}},
+     ["replicaset", "cluster-autoscaler"], {}),
+], ids=["no-groups", "groups-add-the-autoscaler", "opted-out", "explicit-list"])
+def test_node_groups_give_every_manager_the_cluster_autoscaler(values: dict, controllers: list[str] | None,
+                                                               autoscaler: dict | None) -> None:
+    # One settings dict for the in-process managers and the Ray-hosted ones (--controllers-on-ray).
+    settings = Config.from_dict(values).manager_settings()
+    assert settings.get("controllers") == controllers
+    assert settings["options"].get("cluster_autoscaler") == autoscaler
+
+
+@pytest.mark.parametrize(("argv", "options", "error"), [
+    ([], {}, None),
+    (["--prometheus-url", "http://prom:9090", "--period", "15"],
+     {"prometheus_url": "http://prom:9090", "node_annotator_period": 15.0}, None),
+    (["--prometheus-url", "prom:9090"], None, "--prometheus-url must be an http:// or https:// URL"),
+    (["--period", "0"], None, "--period must be a positive number"),
+    (["--policy", "/nonexistent/policy.yaml"], None, "--policy /nonexistent/policy.yaml"),
+], ids=["defaults", "prometheus-and-period", "bad-url", "bad-period", "missing-policy"])
+def test_node_annotator_flags(argv: list[str], options: dict | None, error: str | None) -> None:
+    from emulator.annotator_cli import AnnotatorArgsError, manager_config
+
+    args = build_parser().parse_args(["node-annotator", *argv])
+    if error is not None:
+        with pytest.raises(AnnotatorArgsError, match=error):
+            manager_config(args)
+        return
+    config = manager_config(args)
+    assert config.controllers == ("node-annotator",) and dict(config.options) == options

@@ -67,6 +67,7 @@ def test_comparison_rows_put_variants_side_by_side():
                 "nodeUtilization": {"samples": 3, "cpu": {"p50": 0.3, "p90": 0.6, "max": 0.9, "worstMax": 1.0},
                                     "memory": {"p50": 0.2, "p90": 0.4, "max": 0.5, "worstMax": 0.6}},
                 "evictions": {"podsEvicted": evicted, "events": evicted},
+                "cpuThrottling": {"podsThrottled": evicted * 2, "throttledPeriods": evicted * 100},
                 "podsPerPool": {"hot": evicted * 10, "small": 30 - evicted * 10} if evicted else {"small": 30}}
 
     rows = comparison_rows({"default": summary(0.4, 3), "dynamic": summary(0.9, 0)})
@@ -75,5 +76,6 @@ def test_comparison_rows_put_variants_side_by_side():
     assert table["effective_schedule_ratio"] == ["40.0%", "90.0%"]
     assert table["node cpu max"] == ["90.0%", "90.0%"]
     assert table["pods evicted"] == ["3", "0"]
+    assert table["pods CPU-throttled"] == ["6", "0"] and table["throttled CFS periods"] == ["300", "0"]
     assert table["pods scheduled"] == ["-", "-"]  # absent from these summaries
     assert table["pods on pool hot"] == ["30", "0"] and table["pods on pool small"] == ["0", "30"]

@@ -180,8 +180,13 @@ class Framework:
             raise ValueError(f"only one queue sort plugin allowed for profile {self.profile.scheduler_name!r}, "
                              f"got {len(self._points['queueSort'])}")
         self.score_weights = self._score_weights()
+        # Scheduler extenders (emulator.scheduler.extender.ExtenderPlugin) sit in the filter point but judge only
+        # the nodes every plugin let through, after them, as upstream's findNodesThatPassExtenders; preemption's
+        # per-node filter never calls them (upstream's SelectVictimsOnNode runs the plugins only).
+        self._extenders = [p for p in self._points["filter"] if getattr(p, "filter_feasible", None) is not None]
+        self._filters = [p for p in self._points["filter"] if p not in self._extenders]
         # Per-plugin capabilities, looked up once instead of every cycle.
-        self._filter_all = {p.name: getattr(p, "filter_all", None) for p in self._points["filter"]}
+        self._filter_all = {p.name: getattr(p, "filter_all", None) for p in self._filters}
         self._score_all = {p.name: getattr(p, "score_all", None) for p in self._points["score"]}
         self._normalize = {p.name: getattr(p, "normalize_score", None) for p in self._points["score"]}
 
@@ -319,7 +324,7 @@ class Framework:
                                    snapshot: Snapshot) -> Status | None:
         """Every Filter plugin on one node, per node (``RunFilterPlugins``); the first rejection, with its plugin."""
         info = snapshot.node_info(node_index)
-        for plugin in self._points["filter"]:
+        for plugin in self._filters:
             if plugin.name in state.skip_filter_plugins:
                 continue
             status = plugin.filter(state, pod, info)
@@ -393,7 +398,7 @@ class Framework:
         rejected visited nodes get their status in ``diagnosis``.
         """
         n = snapshot.num_nodes if candidates is None else len(candidates)
-        filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins]
+        filters = [p for p in self._filters if p.name not in state.skip_filter_plugins]
         if not filters:
             return self._rotated(candidates, n, start)[:wanted]
         verdicts = [self._verdict(p, state, pod, snapshot) for p in filters]
@@ -477,6 +482,7 @@ class Framework:
             if index is not None:
                 feasible = self._find_nodes_that_pass_filters(state, pod, snapshot, diagnosis,
                                                               np.asarray([index], dtype=np.intp))
+                feasible = self._find_nodes_that_pass_extenders(state, pod, snapshot, diagnosis, feasible)
                 if len(feasible):
                     return feasible, diagnosis
 
@@ -491,7 +497,26 @@ class Framework:
         feasible = self._find_nodes_that_pass_filters(state, pod, snapshot, diagnosis, nodes)
         processed = len(feasible) + len(diagnosis.node_to_status)
         self.next_start_node_index = (self.next_start_node_index + processed) % snapshot.num_nodes
-        return feasible, diagnosis
+        return self._find_nodes_that_pass_extenders(state, pod, snapshot, diagnosis, feasible), diagnosis
+
+    def _find_nodes_that_pass_extenders(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                                        diagnosis: Diagnosis, feasible: np.ndarray) -> np.ndarray:
+        """``findNodesThatPassExtenders``: each extender in turn narrows the feasible nodes (order kept)."""
+        for extender in self._extenders:
+            if not len(feasible):
+                break
+            if extender.name in state.skip_filter_plugins:
+                continue
+            result = extender.filter_feasible(state, pod, snapshot, feasible)
+            if result is None:
+                continue  # not interested in the pod, or an ignorable extender failed
+            if isinstance(result, Status):
+                raise SchedulingError(Status.error(f"running {extender.name!r} filter plugin: {result.message}",
+                                                   extender.name))
+            feasible, rejected, verdict = result
+            if verdict is not None:
+                diagnosis.node_to_status.add_groups([(extender.name, rejected, verdict)])
+        return feasible
 
     def _find_nodes_that_pass_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                                       diagnosis: Diagnosis, nodes: np.ndarray | None) -> np.ndarray:

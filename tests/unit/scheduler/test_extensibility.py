@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from emulator.extender_http import HttpxTransport
+from emulator.extender_http import HTTPTransport
 from emulator.scheduler import in_tree_registry, plugin_api
 from emulator.scheduler.extender import (
     ExtenderConfig,
@@ -170,8 +170,8 @@ def server() -> Iterator[ExtenderServer]:
 
 
 @pytest.fixture
-def transport() -> Iterator[HttpxTransport]:
-    with HttpxTransport() as t:
+def transport() -> Iterator[HTTPTransport]:
+    with HTTPTransport() as t:
         yield t
 
 
@@ -184,7 +184,7 @@ def node_names(body: Any) -> list[str]:
     return [n["metadata"]["name"] for n in body["Nodes"]["items"]]
 
 
-def extended(transport: HttpxTransport, *configs: dict[str, Any], registry: Any = None) -> Framework:
+def extended(transport: HTTPTransport, *configs: dict[str, Any], registry: Any = None) -> Framework:
     extenders = [HTTPExtender(ExtenderConfig.from_dict(c), transport) for c in configs]
     reg, profile = with_extenders(registry or in_tree_registry(), Profile.default(registry or in_tree_registry()),
                                   extenders)
@@ -242,6 +242,27 @@ def test_node_cache_capable_extender_gets_and_returns_names(server, transport):
     assert isinstance(result, ScheduleResult) and result.node == "n2"
     _, body = server.requests[0]
     assert body["NodeNames"] == ["n1", "n2", "n3", "n4"] and "Nodes" not in body
+
+
+def test_extenders_see_only_the_nodes_the_plugins_found_feasible(server, transport):
+    """Upstream findNodesThatPassExtenders: a cordoned node and one too small never reach the extender."""
+    server.handlers = {"filter": lambda body: (200, {"NodeNames": ["n4"], "FailedNodes": {"n1": "too hot"}})}
+    fw = extended(transport, {"urlPrefix": server.url, "filterVerb": "filter", "nodeCacheCapable": True})
+    nodes = [sched_node("n1"), sched_node("n2", unschedulable=True), sched_node("n3", cpu="1"), sched_node("n4")]
+    result = fw.schedule_one(req_pod("p", "2"), Snapshot.build(nodes))
+    assert isinstance(result, ScheduleResult) and result.node == "n4"
+    assert node_names(server.requests[0][1]) == ["n1", "n4"]
+
+
+def test_extenders_see_at_most_num_feasible_nodes_to_find(server, transport):
+    # 200 nodes: adaptive percentage 50 - 200 / 125 = 49 -> 98 nodes, raised to minFeasibleNodesToFind 100.
+    server.handlers = {"filter": lambda body: (200, {"NodeNames": node_names(body)}),
+                       "prioritize": lambda body: (200, [{"Host": n, "Score": 1} for n in node_names(body)])}
+    fw = extended(transport, {"urlPrefix": server.url, "filterVerb": "filter", "prioritizeVerb": "prioritize",
+                              "weight": 1, "nodeCacheCapable": True})
+    result = fw.schedule_one(req_pod("p", "1"), Snapshot.build([sched_node(f"n{i:03d}") for i in range(200)]))
+    assert isinstance(result, ScheduleResult)
+    assert [len(node_names(body)) for _, body in server.requests] == [100, 100]
 
 
 def test_extender_errors_fail_the_cycle_unless_ignorable(server, transport):
@@ -375,10 +396,10 @@ def test_per_node_filter_and_score_agree_with_the_vectorised_forms():
                                          FakeTransport(answer)), "ext")
     snapshot = Snapshot.build(NODES)
     info = PodInfo.of(req_pod("p"))
-    verdict = plugin.filter_all(CycleState(), info, snapshot)
+    kept, rejected, verdict = plugin.filter_feasible(CycleState(), info, snapshot, np.arange(4))
     per_node = [plugin.filter(CycleState(), info, snapshot.node_info(i)) for i in range(4)]
-    assert verdict.mask.tolist() == [s is None for s in per_node] == [True, False, True, True]
-    assert verdict.status_for(1, "ext").reasons == per_node[1].reasons == ["no"]
+    assert [i in kept for i in range(4)] == [s is None for s in per_node] == [True, False, True, True]
+    assert rejected.tolist() == [1] and verdict.status_for(1, "ext").reasons == per_node[1].reasons == ["no"]
     vector = plugin.score_all(CycleState(), info, snapshot, np.arange(4))
     assert vector.tolist() == [plugin.score(CycleState(), info, snapshot.node_info(i))[0] for i in range(4)]
     assert vector.tolist() == [10, 20, 30, 40]

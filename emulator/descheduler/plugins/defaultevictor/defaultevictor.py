@@ -37,6 +37,29 @@ __all__ = ["EXTENSION_POINTS", "NAME", "DefaultEvictor", "new", "parse_args"]
 
 log = logging.getLogger(__name__)
 NAME = "DefaultEvictor"
+
+# filter() verdicts kept across passes, per args object (the policy's, alive as long as the descheduler):
+# pod uid -> (resourceVersion, verdict). Only for args whose constraints read nothing but the pod (no PDBs,
+# replica counts, pod age or priority-class lookup): a pod's verdict then cannot change under one
+# resourceVersion, and the informer hands the controller the same pods pass after pass (as framework._facts).
+_VERDICTS: dict[int, tuple[DefaultEvictorArgs, dict[str, tuple[Any, bool]]]] = {}
+_VERDICTS_MAX = 500_000
+
+
+def _pod_only(args: DefaultEvictorArgs) -> bool:
+    threshold = args.priority_threshold
+    return (not args.ignore_pods_without_pdb and args.min_replicas <= 1 and args.min_pod_age is None
+            and (args.evict_system_critical_pods or threshold is None or threshold.value is not None
+                 or not threshold.name))
+
+
+def _verdict_cache(args: DefaultEvictorArgs) -> dict[str, tuple[Any, bool]]:
+    entry = _VERDICTS.get(id(args))
+    if entry is None or entry[0] is not args:
+        if len(_VERDICTS) > 64:  # policies reloaded many times: drop the old ones
+            _VERDICTS.clear()
+        entry = _VERDICTS[id(args)] = (args, {})
+    return entry[1]
 EXTENSION_POINTS = ("filter", "preEvictionFilter")
 EVICT_ANNOTATION = "descheduler.alpha.kubernetes.io/evict"
 
@@ -52,6 +75,7 @@ class DefaultEvictor:
         self.constraints: list[Constraint] = self._constraints()
         self._owner_counts: dict[str, int] | None = None
         self._pdbs: list[Obj] | None = None
+        self._verdicts = _verdict_cache(args) if _pod_only(args) else None
 
     # ------------------------------------------------------------------ constraints
     def _constraints(self) -> list[Constraint]:
@@ -150,6 +174,23 @@ class DefaultEvictor:
 
     def filter(self, pod: Obj) -> bool:
         """:meth:`reasons` is empty — answered at the first reason found (this runs for every pod of a pass)."""
+        cache = self._verdicts
+        if cache is None:
+            return self._filter(pod)
+        meta = pod["metadata"]
+        uid, rv = meta.get("uid"), meta.get("resourceVersion")
+        if not uid or not rv:
+            return self._filter(pod)  # not from the store: nothing identifies this version of the pod
+        hit = cache.get(uid)
+        if hit is not None and hit[0] == rv:
+            return hit[1]
+        verdict = self._filter(pod)
+        if len(cache) >= _VERDICTS_MAX:
+            cache.clear()
+        cache[uid] = (rv, verdict)
+        return verdict
+
+    def _filter(self, pod: Obj) -> bool:
         meta = pod["metadata"]
         annotations = meta.get("annotations")
         if annotations:

@@ -92,7 +92,12 @@ class LowNodeUtilization:
 
         def continue_eviction(node_usage: list[float], node_cap: list[float], available: list[float]) -> bool:
             # isNodeAboveTargetUtilization, then every resource still has room on the destinations.
-            return any(c < u for c, u in zip(node_cap, node_usage, strict=True)) and all(a > 0 for a in available)
+            for cap, used in zip(node_cap, node_usage, strict=True):  # loops: this runs after every eviction
+                if cap < used:
+                    break
+            else:
+                return False
+            return min(available) > 0
 
         sources = nu.sort_by_usage(np.flatnonzero(c.over), table, ascending=False)
         nu.evict_pods_from_source_nodes(self.handle, table, sources, np.flatnonzero(c.under).tolist(),

@@ -196,9 +196,12 @@ def evict_pods_from_source_nodes(handle: Handle, table: UsageTable, sources: Seq
     available = ((available_capacity[dest] - table.usage[dest]).sum(axis=0) if len(dest) else
                  np.zeros(len(table.resources))).tolist()
     destination_taints = [node_taints(table.nodes[i]) for i in destinations]
+    # A destination without NoSchedule taints takes any pod: then no pod needs its tolerations checked.
+    open_destination = any(all(t[2] not in utils.NO_SCHEDULE_EFFECTS for t in taints) for taints in destination_taints)
     excluded = set(evictable_namespaces.exclude) if evictable_namespaces is not None else set()
     evicted = 0
-    usages: dict[str, dict[str, float] | None] = {}
+    resources = list(table.resources)
+    usages: dict[str | None, dict[str, float] | None] = {}
 
     def heaviest_first(pod: Obj) -> float:
         u = usages.setdefault(utils.pod_key(pod), table.pod_usage(pod))
@@ -216,32 +219,36 @@ def evict_pods_from_source_nodes(handle: Handle, table: UsageTable, sources: Seq
             continue
         utils.sort_pods_low_to_high(removable, heaviest_first if actual else None)
         count = 0
-        for pod in removable:
-            if max_per_node is not None and count >= max_per_node:
-                break
-            if not tolerates_some_destination(pod, destination_taints):
-                continue
-            if (pod["metadata"].get("namespace") or "") in excluded or not evictor.pre_eviction_filter(pod):
-                continue
-            pod_usage = usages.get(utils.pod_key(pod)) if utils.pod_key(pod) in usages else table.pod_usage(pod)
-            if pod_usage is None:
-                log.debug("descheduler: no usage for pod %s; not evicting it", utils.pod_key(pod))
-                continue
-            try:
-                evictor.evict(pod, strategy)
-            except EvictionTotalLimitError:
-                return evicted
-            except EvictionNodeLimitError:
-                break
-            except (EvictionLimitError, EvictionError):
-                continue
-            count += 1
-            evicted += 1
-            for j, res in enumerate(table.resources):
-                amount = pod_usage.get(res, 0.0)
-                node_usage[j] -= amount
-                available[j] -= amount
-            table.usage[i] = node_usage
-            if not continue_eviction(node_usage, node_cap, available):
-                break
+        try:
+            for pod in removable:
+                if max_per_node is not None and count >= max_per_node:
+                    break
+                if not open_destination and not tolerates_some_destination(pod, destination_taints):
+                    continue
+                if (pod["metadata"].get("namespace") or "") in excluded or not evictor.pre_eviction_filter(pod):
+                    continue
+                key = utils.pod_key(pod) if actual else None
+                pod_usage = usages[key] if key in usages else table.pod_usage(pod)
+                if pod_usage is None:
+                    log.debug("descheduler: no usage for pod %s; not evicting it", utils.pod_key(pod))
+                    continue
+                try:
+                    evictor.evict(pod, strategy)
+                except EvictionTotalLimitError:
+                    return evicted
+                except EvictionNodeLimitError:
+                    break
+                except (EvictionLimitError, EvictionError):
+                    continue
+                count += 1
+                evicted += 1
+                for j, res in enumerate(resources):
+                    amount = pod_usage.get(res, 0.0)
+                    node_usage[j] -= amount
+                    available[j] -= amount
+                if not continue_eviction(node_usage, node_cap, available):
+                    break
+        finally:
+            if count:  # the node's usage after its evictions, written back once (a numpy row per eviction is slow)
+                table.usage[i] = node_usage
     return evicted

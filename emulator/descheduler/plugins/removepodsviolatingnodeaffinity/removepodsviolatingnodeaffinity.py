@@ -66,11 +66,16 @@ class RemovePodsViolatingNodeAffinity:
         return max(preferred_weight(pod, n) for n in fitting) > preferred_weight(pod, node)
 
     def deschedule(self, nodes: Sequence[Obj]) -> Status | None:
+        snapshot = self.handle.snapshot
         for kind in self.args.node_affinity_type:
             for node in nodes:
-                candidates = self.handle.snapshot.having("nodeAffinity").get(node["metadata"]["name"], ())
+                candidates = snapshot.having("nodeAffinity").get(node["metadata"]["name"], ())
+                # Upstream asks the pod filter before the check; both are side-effect free, so a pod whose
+                # required affinity its node still matches is ruled out first, without the evictor's filters.
                 victims = [p for p in candidates
-                           if _node_affinity(p).get(kind) and self.accept(p) and self._violates(kind, p, node, nodes)]
+                           if _node_affinity(p).get(kind)
+                           and (kind != REQUIRED or not snapshot.matches_node_selector(p, node))
+                           and self.accept(p) and self._violates(kind, p, node, nodes)]
                 if not evict_each(self.handle, victims, NAME):
                     return None
         return None
