@@ -13,7 +13,8 @@ free on each of two devices; it does not. Filter, per node:
   when the node has fewer devices than asked).
 
 PreFilter remembers the cycle's snapshot; Reserve picks the devices: the choice a GPU Score plugin recorded for this
-node (see :mod:`.gpu_devices`), else the tightest-fitting device; it moves
+node (see :mod:`.gpu_devices`; a share's device or whole GPUs' devices), else the tightest-fitting device or the
+lowest-indexed fully free ones; it moves
 the pod's charge in the framework's snapshot to them and asks the bind to
 write ``alibabacloud.com/gpu-index`` on the pod (the annotation the kubelet's
 device manager honours).
@@ -26,7 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from emulator.api.gpu import DEVICE_INDEX_ANNOTATION, GPU_MODEL_LABEL, MILLI, allocate, fits, format_device_ids
+from emulator.api.gpu import (
+    DEVICE_INDEX_ANNOTATION,
+    GPU_MODEL_LABEL,
+    MILLI,
+    GPURequest,
+    allocate,
+    fits,
+    format_device_ids,
+)
 from emulator.scheduler.framework.interface import (
     BINDING_ANNOTATIONS_KEY,
     Code,
@@ -47,6 +56,12 @@ NAME = "GPUShare"
 RESERVED_KEY = NAME + "/devices"
 SNAPSHOT_KEY = NAME + "/snapshot"
 ERR_MODEL = "node(s) didn't have the requested GPU model"
+
+
+def _holds(free: np.ndarray, ids: tuple[int, ...], request: GPURequest) -> bool:
+    """Can devices ``ids`` (distinct, on the node) take the request: the policy's choice is still valid."""
+    return (len(ids) == request.count and len(set(ids)) == len(ids) and max(ids) < len(free)
+            and bool((free[list(ids)] >= request.milli).all()))
 
 
 def err_devices(count: int, milli: int) -> str:
@@ -127,17 +142,15 @@ class GPUShare:
         if held is not None:  # assumed already: its own charge is not room taken from it
             free = free.copy()
             free[list(held)] += request.milli
-        chosen = (state.get(CHOICE_KEY) or {}).get(index)
+        choice = state.get(CHOICE_KEY)
+        chosen = choice.get(index) if choice is not None else None
         chooser = state.get(CHOOSER_KEY)
-        if chosen is None and chooser is not None and request.shared:
+        if chosen is None and chooser is not None:
             # Scoring was skipped (one feasible node): ask the policy for this node, without the pod's own charge.
             chosen = chooser(pod, snapshot.without_pod(pod.key, index) if held is not None else snapshot, index)
-        chosen = -1 if chosen is None else chosen
-        if request.shared and chosen >= 0 and free[chosen] >= request.milli:
-            ids: tuple[int, ...] | None = (int(chosen),)
-        else:
-            count = int((snapshot.device_capacity()[index] > 0).sum())
-            ids = allocate(free[:count], request)
+        count = int((snapshot.device_capacity()[index] > 0).sum())
+        valid = chosen is not None and _holds(free[:count], chosen, request)
+        ids = chosen if valid else allocate(free[:count], request)
         if ids is None:
             return Status(Code.UNSCHEDULABLE, err_devices(request.count, request.milli), plugin=NAME)
         if held is not None and tuple(held) != ids and snapshot is own:
