@@ -1,6 +1,7 @@
 """``kemu bench openb``: the FGD paper's openb experiments through kemu's scheduler framework, in process.
 
     kemu bench openb --trace default --policies fgd,packing --seeds 42-44 [--nodes 0] [--pods 0] [--out DIR]
+    kemu bench openb --report-from DIR
 
 What the authors' simulator (``hkust-adsl/kubernetes-scheduler-simulator``)
 does for each (trace, policy, seed), with kemu's framework and snapshot:
@@ -24,8 +25,12 @@ does for each (trace, policy, seed), with kemu's framework and snapshot:
 The profile is a KubeSchedulerConfiguration: PrioritySort, NodeResourcesFit
 (Filter only), GPUShare (device Filter and Reserve) and the policy's Score
 plugin, ``percentageOfNodesToScore: 100``. Output: one CSV per run
-(``<trace>-<policy>-<seed>.csv``), ``summary.csv`` and a table of the
-allocation ratio at 100 % and 130 % arrived workload (mean ± std over seeds).
+(``<trace>-<policy>-<seed>.csv``), ``runs.csv`` (one line per run, with its
+speed), ``summary.csv``, a table of the allocation ratio at 100 % and 130 %
+arrived workload (mean ± std over seeds) and ``report.html``: the paper's
+curves (allocation % vs arrived workload per policy) of every run in the
+directory (:mod:`loadgen.report_openb`; ``--report-from DIR`` redraws it
+without running, e.g. after three traces were written into one ``--out``).
 """
 
 from __future__ import annotations
@@ -252,6 +257,22 @@ def write_run(result: RunResult, out: Path) -> Path:
     return path
 
 
+RUNS_FIELDS = ["trace", "policy", "seed", "nodes", "pods", "scheduled", "failed", "seconds", "pods_per_s"]
+
+
+def append_run(result: RunResult, out: Path) -> None:
+    """One line per run in ``runs.csv`` (kept across invocations: the report reads the speeds there)."""
+    path = out / "runs.csv"
+    new = not path.is_file()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=RUNS_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow({"trace": result.trace, "policy": result.policy, "seed": result.seed, "nodes": result.nodes,
+                         "pods": result.pods, "scheduled": result.scheduled, "failed": result.failed,
+                         "seconds": f"{result.seconds:.3f}", "pods_per_s": f"{result.pods_per_s:.1f}"})
+
+
 def parse_seeds(text: str) -> list[int]:
     seeds: list[int] = []
     for raw in text.split(","):
@@ -280,6 +301,14 @@ def summarize(results: Sequence[RunResult]) -> list[dict[str, Any]]:
 
 
 def cmd_openb(args: argparse.Namespace) -> int:
+    from loadgen.report_openb import write_openb_report
+
+    if args.report_from:
+        source = Path(args.report_from)
+        if not source.is_dir():
+            raise CLIError(f"--report-from: {source} is not a directory")
+        print(f"report: {write_openb_report(source)}")
+        return 0
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
@@ -300,6 +329,7 @@ def cmd_openb(args: argparse.Namespace) -> int:
                              pod_list=Path(args.pod_list) if args.pod_list else None,
                              popularity=args.popularity)
             write_run(result, out)
+            append_run(result, out)
             results.append(result)
             print(f"{args.trace} {policy:>10} seed {seed}: {result.pods} pods on {result.nodes} nodes in "
                   f"{result.seconds:.1f} s ({result.pods_per_s:.0f} pods/s), failed {result.failed}, "
@@ -314,6 +344,8 @@ def cmd_openb(args: argparse.Namespace) -> int:
         print(f"{row['trace']:<11} {row['policy']:<11} {row['runs']:>4}  {row['alloc_pct_at_100']:5.1f} ± "
               f"{row['alloc_std_at_100']:4.1f}    {row['alloc_pct_at_130']:5.1f} ± {row['alloc_std_at_130']:4.1f}"
               f"    {row['pods_per_s']:6.0f}")
+    # The curves of every run in the directory (other traces written there too), as the paper's figures.
+    print(f"\nreport: {write_openb_report(out)}")
     return 0
 
 
@@ -331,4 +363,6 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--popularity", type=float, default=100.0,
                    help="FGD's target workload: the top task types covering this %% of the pods (simulator: 95)")
     p.add_argument("--out", help="output directory (default kemu-runs/openb-<trace>)")
+    p.add_argument("--report-from", metavar="DIR",
+                   help="run nothing: write DIR/report.html from the run CSVs already in DIR")
     p.set_defaults(fn=cmd_openb)
