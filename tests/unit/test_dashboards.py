@@ -110,7 +110,8 @@ def grafana() -> Iterator[tuple[str, type[_Recorder]]]:
 def test_push_creates_the_folder_and_overwrites_every_dashboard(grafana: tuple[str, type[_Recorder]]) -> None:
     url, handler = grafana
     pushed = dashboards.push(url, token="glsa_secret", folder="kemu")
-    assert pushed == ["kemu-scheduler", "kemu-cluster", "kemu-kubelets", "kemu-apiserver", "kemu-autoscaling"]
+    assert pushed == ["kemu-scheduler", "kemu-cluster", "kemu-kubelets", "kemu-apiserver", "kemu-autoscaling",
+                      "kemu-gpu"]
     reqs = handler.requests
     assert [(r["method"], r["path"].split("?")[0]) for r in reqs[:2]] == [("GET", "/api/folders"),
                                                                           ("POST", "/api/folders")]
