@@ -117,7 +117,7 @@ def test_push_creates_the_folder_and_overwrites_every_dashboard(grafana: tuple[s
                                                                           ("POST", "/api/folders")]
     assert reqs[1]["body"] == {"title": "kemu", "uid": "kemu"}
     uploads = [r for r in reqs if r["path"] == "/api/dashboards/db"]
-    assert len(uploads) == 5
+    assert len(uploads) == len(pushed)
     for r in uploads:
         assert r["authorization"] == "Bearer glsa_secret"
         assert r["body"]["overwrite"] is True and r["body"]["folderUid"] == "kemu"
