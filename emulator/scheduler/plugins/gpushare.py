@@ -58,6 +58,11 @@ SNAPSHOT_KEY = NAME + "/snapshot"
 ERR_MODEL = "node(s) didn't have the requested GPU model"
 
 
+def _device_counts(snapshot: Snapshot) -> np.ndarray:
+    """GPU devices per node (depends on the node objects only: memoised for the node set)."""
+    return snapshot.node_memo((NAME, "devices"), lambda: (snapshot.device_capacity() > 0).sum(axis=1))
+
+
 def _holds(free: np.ndarray, ids: tuple[int, ...], request: GPURequest) -> bool:
     """Can devices ``ids`` (distinct, on the node) take the request: the policy's choice is still valid."""
     return (len(ids) == request.count and len(set(ids)) == len(ids) and max(ids) < len(free)
@@ -95,21 +100,28 @@ class GPUShare:
         reasons = []
         failed = np.zeros(snapshot.num_nodes, dtype=bool)
         if request.models:
-            column = snapshot.label_column(GPU_MODEL_LABEL)
-            wrong = ~column.mask(lambda v: v in request.models, absent=False)
+            wrong = snapshot.node_memo((NAME, "wrong-model", request.models), lambda: ~snapshot.label_column(
+                GPU_MODEL_LABEL).mask(lambda v: v in request.models, absent=False))
             if wrong.any():
                 reasons.append(Rejection(ERR_MODEL, wrong, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
-                failed |= wrong
+                failed = failed | wrong
         if request:
             free = snapshot.device_free()
-            short = ~fits(free, request) & ~failed
+            if request.error:
+                room = np.zeros(snapshot.num_nodes, dtype=bool)
+            elif request.shared:
+                room = free.max(axis=1, initial=0) >= request.milli  # one device with the share free
+            else:
+                room = fits(free, request)
+            short = ~room & ~failed
             if short.any():
-                too_few = (snapshot.device_capacity() > 0).sum(axis=1) < request.count
-                if request.error:
-                    too_few[:] = True
+                # Fewer devices than asked: no placement of other pods helps (unresolvable, as upstream's
+                # "Insufficient" becomes when the node's capacity is below the request).
+                too_few = np.ones(snapshot.num_nodes, dtype=bool) if request.error else \
+                    _device_counts(snapshot) < request.count
                 reasons.append(Rejection(request.error or err_devices(request.count, request.milli), short,
                                          unresolvable=too_few))
-                failed |= short
+                failed = failed | short
         return FilterVerdict(~failed, tuple(reasons))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
