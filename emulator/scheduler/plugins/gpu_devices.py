@@ -103,10 +103,16 @@ def whole_devices(free: np.ndarray, count: int, keys: np.ndarray | None = None) 
     if count > d or count <= 0:
         return np.full((k, max(count, 0)), -1, dtype=np.int64)
     fully = free >= MILLI
-    rank = np.where(fully, keys if keys is not None else -np.arange(d, dtype=np.float64), -np.inf)
-    order = np.sort(np.argsort(-rank, axis=1, kind="stable")[:, :count], axis=1)  # ascending, as the annotation
+    out = np.full((k, count), -1, dtype=np.int64)
+    if keys is None:  # no sort: the n-th fully free device of a row goes to column n-1
+        rank = np.cumsum(fully, axis=1)
+        rows, cols = np.nonzero(fully & (rank <= count) & (rank[:, -1:] >= count))
+        out[rows, rank[rows, cols] - 1] = cols
+        return out
+    order = np.sort(np.argsort(np.where(fully, -keys, np.inf), axis=1, kind="stable")[:, :count], axis=1)
     enough = fully.sum(axis=1) >= count
-    return np.where(enough[:, None], order, -1).astype(np.int64)
+    out[enough] = order[enough]
+    return out
 
 
 class DeviceChoice:
