@@ -1,6 +1,7 @@
 """``kemu bench openb``: the FGD paper's openb experiments through kemu's scheduler framework, in process.
 
-    kemu bench openb --trace default --policies fgd,packing --seeds 42-44 [--nodes 0] [--pods 0] [--out DIR]
+    kemu bench openb --trace default[,gpushare40,gpuspec33] --policies fgd,packing --seeds 42-44 [--jobs 2]
+                     [--nodes 0] [--pods 0] [--out DIR]
     kemu bench openb --report-from DIR
 
 What the authors' simulator (``hkust-adsl/kubernetes-scheduler-simulator``)
@@ -318,22 +319,41 @@ def cmd_openb(args: argparse.Namespace) -> int:
         seeds = parse_seeds(args.seeds)
     except ValueError:
         raise CLIError(f"--seeds: {args.seeds!r} is not a seed list (e.g. 42-51 or 42,43)") from None
-    out = Path(args.out or f"kemu-runs/openb-{args.trace}")
+    traces = [t.strip() for t in args.trace.split(",") if t.strip()]
+    if not traces or any(t not in TRACES for t in traces):
+        raise CLIError(f"--trace: {args.trace!r}: known traces are {', '.join(TRACES)} (comma-separated)")
+    if args.jobs < 1:
+        raise CLIError(f"--jobs: {args.jobs} must be at least 1")
+    out = Path(args.out or f"kemu-runs/openb-{'-'.join(traces)}")
     out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for policy in policies:
-        for seed in seeds:
-            result = run_one(args.trace, policy, seed, nodes=args.nodes, pods=args.pods,
-                             dataset=Path(args.dataset) if args.dataset else None,
-                             node_list=Path(args.node_list) if args.node_list else None,
-                             pod_list=Path(args.pod_list) if args.pod_list else None,
-                             popularity=args.popularity)
-            write_run(result, out)
-            append_run(result, out)
-            results.append(result)
-            print(f"{args.trace} {policy:>10} seed {seed}: {result.pods} pods on {result.nodes} nodes in "
-                  f"{result.seconds:.1f} s ({result.pods_per_s:.0f} pods/s), failed {result.failed}, "
-                  f"alloc at 100% {result.alloc_at(100):.1f}%, at 130% {result.alloc_at(130):.1f}%", flush=True)
+    options: dict[str, Any] = {
+        "nodes": args.nodes, "pods": args.pods, "dataset": Path(args.dataset) if args.dataset else None,
+        "node_list": Path(args.node_list) if args.node_list else None,
+        "pod_list": Path(args.pod_list) if args.pod_list else None, "popularity": args.popularity}
+    matrix = [(trace, policy, seed) for trace in traces for policy in policies for seed in seeds]
+    results: list[RunResult] = []
+
+    def done(result: RunResult) -> None:
+        write_run(result, out)
+        append_run(result, out)
+        results.append(result)
+        print(f"{result.trace} {result.policy:>10} seed {result.seed}: {result.pods} pods on {result.nodes} nodes "
+              f"in {result.seconds:.1f} s ({result.pods_per_s:.0f} pods/s), failed {result.failed}, "
+              f"alloc at 100% {result.alloc_at(100):.1f}%, at 130% {result.alloc_at(130):.1f}%", flush=True)
+
+    start = time.perf_counter()
+    if args.jobs == 1:
+        for trace, policy, seed in matrix:
+            done(run_one(trace, policy, seed, **options))
+    else:
+        # Runs are independent (each its own snapshot and framework): one process per core.
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(run_one, trace, policy, seed, **options) for trace, policy, seed in matrix]
+            for future in as_completed(futures):
+                done(future.result())
+    print(f"{len(matrix)} runs in {time.perf_counter() - start:.1f} s wall ({args.jobs} job(s))")
     table = summarize(results)
     with (out / "summary.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(table[0]))
@@ -352,7 +372,7 @@ def cmd_openb(args: argparse.Namespace) -> int:
 def add_parser(sub: Any) -> None:
     """``bench openb`` under the ``bench`` subcommand's parsers."""
     p = sub.add_parser("openb", help="the FGD paper's openb experiments (in process, no cluster)")
-    p.add_argument("--trace", default="default", choices=TRACES)
+    p.add_argument("--trace", default="default", help=f"one or more of {', '.join(TRACES)}, comma-separated")
     p.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated: {', '.join(POLICIES)}")
     p.add_argument("--seeds", default="42", help="e.g. 42-51 or 42,43")
     p.add_argument("--nodes", type=int, default=0, help="use the first N nodes of the node list (0: all)")
@@ -363,6 +383,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--popularity", type=float, default=100.0,
                    help="FGD's target workload: the top task types covering this %% of the pods (simulator: 95)")
     p.add_argument("--out", help="output directory (default kemu-runs/openb-<trace>)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs in parallel, one process each (the matrix is embarrassingly parallel; 1: in process)")
     p.add_argument("--report-from", metavar="DIR",
                    help="run nothing: write DIR/report.html from the run CSVs already in DIR")
     p.set_defaults(fn=cmd_openb)
