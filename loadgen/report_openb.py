@@ -38,6 +38,7 @@ from loadgen.report import CSS, _figure_or_none, _legend_above, _new_figure, _st
 from loadgen.report_html import escape, html_section, nodata
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
     from matplotlib.figure import Figure
 
 __all__ = ["OpenbRun", "allocation_grid", "read_runs", "write_openb_report"]
@@ -104,6 +105,16 @@ def _by_policy(runs: Sequence[OpenbRun]) -> dict[str, list[OpenbRun]]:
     return out
 
 
+def _axes(fig: Figure, ax: Axes, xlabel: str, ylabel: str) -> Figure:
+    """The arrived-workload axis (0-130 %), labels, the report's style and the legend above."""
+    ax.set_xlim(0, 130)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    _style(ax)
+    _legend_above(ax)
+    return fig
+
+
 def allocation_figure(trace: str, runs: Sequence[OpenbRun]) -> Figure | None:
     """Allocation % vs arrived workload %, one curve (mean, min-max band) per policy."""
     if not runs:
@@ -121,13 +132,9 @@ def allocation_figure(trace: str, runs: Sequence[OpenbRun]) -> Figure | None:
         if len(group) > 1:
             ax.fill_between(GRID[ok], np.nanmin(curves[:, ok], axis=0), np.nanmax(curves[:, ok], axis=0),
                             color=colour, alpha=0.15, linewidth=0)
-    ax.set_xlim(0, 130)
     ax.set_ylim(0, 105)
-    ax.set_xlabel(f"arrived GPU workload (% of the cluster's GPU capacity) - trace {trace}")
-    ax.set_ylabel("GPU allocation (%)")
-    _style(ax)
-    _legend_above(ax)
-    return fig
+    return _axes(fig, ax, f"arrived GPU workload (% of the cluster's GPU capacity) - trace {trace}",
+                 "GPU allocation (%)")
 
 
 def fragmentation_figure(trace: str, runs: Sequence[OpenbRun]) -> Figure | None:
@@ -151,12 +158,7 @@ def fragmentation_figure(trace: str, runs: Sequence[OpenbRun]) -> Figure | None:
         ok = ~np.all(np.isnan(curves), axis=0)
         ax.plot(bins[ok], np.nanmean(curves[:, ok], axis=0), color=_colour(policy), lw=1.4,
                 label=POLICY_LABELS.get(policy, policy))
-    ax.set_xlim(0, 130)
-    ax.set_xlabel(f"arrived GPU workload (%) - trace {trace}")
-    ax.set_ylabel("fragmented GPUs (% of cluster)")
-    _style(ax)
-    _legend_above(ax)
-    return fig
+    return _axes(fig, ax, f"arrived GPU workload (%) - trace {trace}", "fragmented GPUs (% of cluster)")
 
 
 def _alloc_at(run: OpenbRun, at: float) -> float:
