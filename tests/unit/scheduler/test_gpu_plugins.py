@@ -251,6 +251,29 @@ def test_fgd_places_where_fragmentation_grows_least() -> None:
     assert place(fwk, only_a, want)[1] == (1,)
 
 
+def test_fgd_incremental_scores_stay_those_of_the_definition_as_pods_bind() -> None:
+    # One plugin instance (its cache warm across cycles) against the per-node path, which evaluates the
+    # definition from scratch, after every bind of a mixed sequence: shares of several sizes, whole GPUs,
+    # CPU-heavy pods (F depends on free CPU too) and a model constraint.
+    workload = [{"cpuMilli": 1000, "gpuCount": 1, "gpuMilli": 500, "weight": 2},
+                {"cpuMilli": 4000, "gpuCount": 2, "gpuMilli": 1000, "weight": 1},
+                {"cpuMilli": 2000, "gpuCount": 1, "gpuMilli": 300, "models": ["V100M16"], "weight": 1}]
+    snapshot = Snapshot.build([node("a", 4), node("b", 2, cpu=8), node("c", 4, model="V100M16"), node("d", 1)])
+    fwk = gpu_framework("GPUFragmentation", {"targetWorkload": workload})
+    [plugin] = [p for p in fwk.plugins_at("score") if p.name == "GPUFragmentation"]
+    sequence = [pod("s1", milli=300), pod("w1", whole=2, cpu="4"), pod("s2", milli=700), pod("c1", milli=100, cpu="6"),
+                pod("s3", milli=500, spec="V100M16"), pod("w2", whole=1), pod("s4", milli=200, cpu="3"),
+                pod("s5", milli=600), pod("w3", whole=2)]
+    for body in sequence:
+        for probe in (pod("p-share", milli=400), pod("p-whole", whole=1, cpu="2")):
+            info = PodInfo(probe)
+            feasible = [i for i, st in enumerate(run_filter(gpushare.new(), probe, snapshot)) if st is None]
+            cached = plugin.score_all(CycleState(), info, snapshot, np.asarray(feasible, dtype=np.int64))
+            fresh = [plugin.score(CycleState(), info, snapshot.node_info(i))[0] for i in feasible]
+            assert cached.tolist() == fresh, body["metadata"]["name"]
+        place(fwk, snapshot, body)
+
+
 def test_fragmentation_matches_the_definition_with_cpu_and_models() -> None:
     target = TargetWorkload({(2000, 1, 500, frozenset()): 0.5, (8000, 2, 1000, frozenset({"V100M16"})): 0.5})
     free = np.asarray([[1000, 1000, 300, 0], [1000, 1000, 300, 0], [600, 0, 0, 0]])
