@@ -8,13 +8,17 @@ allocation never exceeds what arrived nor the cluster's capacity, and the run is
 
 from __future__ import annotations
 
+import argparse
+import csv
 import itertools
 import math
+import re
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from emulator.cli import CLIError
 from loadgen import bench_openb, report_openb
 
 TRACES = Path(bench_openb.__file__).resolve().parent / "traces"
@@ -89,3 +93,34 @@ def test_report_draws_a_curve_per_trace_and_the_table_from_the_run_csvs(tmp_path
     assert f"<td class=\"num\">{mean:.1f} ± {spread:.1f}</td>" in page
     assert f"<td class=\"num\">{results[2].alloc_at(100):.1f} ± 0.0</td>" in page
     assert f"<td class=\"num\">{results[2].pods_per_s:.0f}</td>" in page  # speed from runs.csv
+
+
+def openb_args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    bench_openb.add_parser(parser.add_subparsers())
+    return parser.parse_args(["openb", *argv])
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--trace", "default,nope"], "--trace: 'default,nope': known traces are default, gpushare40, gpuspec33"),
+    (["--jobs", "0"], "--jobs: 0 must be at least 1"),
+    (["--policies", "fgd,tetris"], "--policies: unknown policy tetris"),
+], ids=["unknown-trace", "zero-jobs", "unknown-policy"])
+def test_bad_arguments_name_the_flag(argv: list[str], message: str, tmp_path: Path) -> None:
+    with pytest.raises(CLIError, match=re.escape(message)):
+        bench_openb.cmd_openb(openb_args(*argv, "--out", str(tmp_path)))
+
+
+def test_several_traces_in_one_invocation_write_every_run_and_one_report(tmp_path: Path) -> None:
+    args = openb_args("--trace", "default,gpushare40", "--policies", "bestfit", "--seeds", "3", "--nodes", "100",
+                      "--pods", "150", "--node-list", str(TRACES / "openb_node_list_sample.csv"),
+                      "--pod-list", str(TRACES / "openb_pod_list_sample.csv"), "--out", str(tmp_path))
+    assert bench_openb.cmd_openb(args) == 0
+    assert sorted(p.name for p in tmp_path.glob("*-bestfit-3.csv")) == ["default-bestfit-3.csv",
+                                                                        "gpushare40-bestfit-3.csv"]
+    with (tmp_path / "runs.csv").open(newline="") as f:
+        runs = list(csv.DictReader(f))
+    assert [(r["trace"], r["pods"]) for r in runs] == [("default", "150"), ("gpushare40", "150")]
+    assert all(float(r["cpu_seconds"]) > 0 for r in runs)
+    page = (tmp_path / "report.html").read_text()
+    assert "GPU allocation vs arrived workload: default" in page and "vs arrived workload: gpushare40" in page
