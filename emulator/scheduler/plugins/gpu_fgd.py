@@ -51,7 +51,7 @@ from emulator.scheduler.plugins.gpu_devices import (
 NAME = "GPUFragmentation"
 _RELEARN_EVERY = 100
 _NONE_FITS = -1e12
-_MAX_SHAPES = 4096  # pod shapes remembered before the per-shape tables are dropped (memory bound)
+_CACHE_ENTRIES = 2_000_000  # (shape, node) entries kept, 24 bytes each: ~48 MB, then the tables are dropped
 
 
 def placement_deltas(free: np.ndarray, cpu_free: np.ndarray, models: np.ndarray, before: np.ndarray, *,
@@ -132,9 +132,9 @@ class FragmentationCache:
         key = (cpu, request.count, request.milli)
         entry = self.shapes.get(key)
         if entry is None:
-            if len(self.shapes) >= _MAX_SHAPES:
-                self.shapes.clear()
             n = len(self.version)
+            if (len(self.shapes) + 1) * n > _CACHE_ENTRIES:  # openb: ~90 shapes x 1,213 nodes, far below
+                self.shapes.clear()
             entry = self.shapes[key] = _Placements(np.full(n, -1, dtype=np.int64), np.full(n, _NONE_FITS),
                                                    np.full(n, -1, dtype=np.int64))
         stale = indices[entry.version[indices] != self.version[indices]]
