@@ -1,6 +1,6 @@
 """kemu's Grafana dashboards: a small spec here, JSON in ``dashboards/``, and ``kemu dashboards push``.
 
-The dashboards (scheduler, cluster, kubelets, API server, autoscaling) are written as data
+The dashboards (scheduler, cluster, kubelets, API server, autoscaling, GPUs) are written as data
 -- rows of :class:`Panel`, each a title, a unit and PromQL expressions -- and
 :func:`build` turns them into Grafana dashboard JSON (schema 39, Grafana 10/11):
 one ``datasource`` template variable (default: the provisioned data source
@@ -342,7 +342,44 @@ AUTOSCALING = Dashboard(
                            "bill rate (stacked: the top is the cluster's).")),
     ))
 
-DASHBOARDS = (SCHEDULER, CLUSTER, KUBELETS, APISERVER, AUTOSCALING)
+GPU = Dashboard(
+    "kemu-gpu", "kemu / GPUs", "gpu.json",
+    description="GPU devices and GPU sharing: the FGD paper's allocation and fragmentation measures from the "
+                "scheduler's per-device view, and DCGM-exporter-style per-device series from the kubelets' device "
+                "managers (utilization and framebuffer memory follow the allocated shares).",
+    rows=(
+        (Panel("GPU allocation (allocated / capacity)",
+               (Target("max(kemu_gpu_allocation_ratio)", "cluster"),
+                Target("max by (model) (kemu_gpu_model_allocation_ratio)", "{{model}}")), "percentunit",
+               description="Allocated milli-GPU over the cluster's GPU capacity (the paper's GPU allocation "
+                           "ratio), overall and per GPU model, as the scheduler's cache sees it."),
+         Panel("GPU fragmentation",
+               (Target("max by (of) (kemu_gpu_fragmentation_ratio)", "of {{of}} GPUs"),), "percentunit",
+               description="Fragmented GPUs - the free GPU the target workload (the task types of the pods in the "
+                           "cache) cannot use, F(M) summed over nodes - as a fraction of all GPUs and of the idle "
+                           "ones.")),
+        (Panel("Fragmented and idle GPUs",
+               (Target("max(kemu_gpu_fragmented_gpus)", "fragmented"),
+                Target("sum(1000 - kemu_gpu_device_allocated_milli) / 1000", "idle (device managers)")), "short",
+               description="In GPUs: fragmented (scheduler) against idle (1000 milli per device minus what the "
+                           "kubelets' device managers allocated)."),
+         Panel("Allocated milli-GPU per node",
+               (Target("sum by (Hostname) (kemu_gpu_device_allocated_milli)", "{{Hostname}}"),), "short",
+               legend=False, description="What the kubelet device managers gave pods, per node (1000 per whole "
+                                         "device).")),
+        (Panel("GPU utilization per device (DCGM_FI_DEV_GPU_UTIL)",
+               (Target("max by (Hostname, gpu) (DCGM_FI_DEV_GPU_UTIL)", "{{Hostname}}/{{gpu}}"),), "percent",
+               kind="heatmap", description="Each column is a histogram of the devices' utilization (%): a device "
+                                           "is as busy as the shares allocated on it."),
+         Panel("Mean GPU utilization by model",
+               (Target("avg by (modelName) (DCGM_FI_DEV_GPU_UTIL)", "{{modelName}}"),), "percent")),
+        (Panel("Framebuffer memory used by model (DCGM_FI_DEV_FB_USED)",
+               (Target("sum by (modelName) (DCGM_FI_DEV_FB_USED)", "{{modelName}}"),), "mbytes", stack=True),
+         Panel("Devices by model", (Target("count by (modelName) (DCGM_FI_DEV_GPU_UTIL)", "{{modelName}}"),),
+               stack=True)),
+    ))
+
+DASHBOARDS = (SCHEDULER, CLUSTER, KUBELETS, APISERVER, AUTOSCALING, GPU)
 
 
 # ------------------------------------------------------------------------------------------ JSON

@@ -1,6 +1,8 @@
 """``kemu bench openb``: the FGD paper's openb experiments through kemu's scheduler framework, in process.
 
-    kemu bench openb --trace default --policies fgd,packing --seeds 42-44 [--nodes 0] [--pods 0] [--out DIR]
+    kemu bench openb --trace default[,gpushare40,gpuspec33] --policies fgd,packing --seeds 42-44 [--jobs 2]
+                     [--nodes 0] [--pods 0] [--out DIR]
+    kemu bench openb --report-from DIR
 
 What the authors' simulator (``hkust-adsl/kubernetes-scheduler-simulator``)
 does for each (trace, policy, seed), with kemu's framework and snapshot:
@@ -24,8 +26,12 @@ does for each (trace, policy, seed), with kemu's framework and snapshot:
 The profile is a KubeSchedulerConfiguration: PrioritySort, NodeResourcesFit
 (Filter only), GPUShare (device Filter and Reserve) and the policy's Score
 plugin, ``percentageOfNodesToScore: 100``. Output: one CSV per run
-(``<trace>-<policy>-<seed>.csv``), ``summary.csv`` and a table of the
-allocation ratio at 100 % and 130 % arrived workload (mean ± std over seeds).
+(``<trace>-<policy>-<seed>.csv``), ``runs.csv`` (one line per run, with its
+speed), ``summary.csv``, a table of the allocation ratio at 100 % and 130 %
+arrived workload (mean ± std over seeds) and ``report.html``: the paper's
+curves (allocation % vs arrived workload per policy) of every run in the
+directory (:mod:`loadgen.report_openb`; ``--report-from DIR`` redraws it
+without running, e.g. after three traces were written into one ``--out``).
 """
 
 from __future__ import annotations
@@ -161,6 +167,7 @@ class RunResult:
     failed: int
     seconds: float
     rows: list[dict[str, float]]
+    cpu_seconds: float = 0.0  # the process's CPU time over the same loop: what a loaded machine cannot inflate much
 
     @property
     def pods_per_s(self) -> float:
@@ -212,7 +219,7 @@ def run_one(trace: str, policy: str, seed: int, *, nodes: int = 0, pods: int = 0
     arrived = allocated = 0
     failed = 0
     next_frag = 0.0
-    start = time.perf_counter()
+    start, cpu_start = time.perf_counter(), time.process_time()
     for pod, request in zip(workload_pods, requests, strict=True):
         info = PodInfo(pod)
         state = CycleState()
@@ -237,9 +244,9 @@ def run_one(trace: str, policy: str, seed: int, *, nodes: int = 0, pods: int = 0
             row["frag_pct_idle"] = 100.0 * frag / idle if idle else 0.0
             next_frag += FRAG_STEP
         rows.append(row)
-    seconds = time.perf_counter() - start
+    seconds, cpu_seconds = time.perf_counter() - start, time.process_time() - cpu_start
     return RunResult(trace, policy, seed, len(node_objs), len(workload_pods), len(workload_pods) - failed, failed,
-                     seconds, rows)
+                     seconds, rows, cpu_seconds)
 
 
 def write_run(result: RunResult, out: Path) -> Path:
@@ -250,6 +257,24 @@ def write_run(result: RunResult, out: Path) -> Path:
         for i, row in enumerate(result.rows):
             writer.writerow({"pod": i + 1, **{k: ("" if math.isnan(v) else f"{v:.4f}") for k, v in row.items()}})
     return path
+
+
+RUNS_FIELDS = ["trace", "policy", "seed", "nodes", "pods", "scheduled", "failed", "seconds", "pods_per_s",
+               "cpu_seconds"]
+
+
+def append_run(result: RunResult, out: Path) -> None:
+    """One line per run in ``runs.csv`` (kept across invocations: the report reads the speeds there)."""
+    path = out / "runs.csv"
+    new = not path.is_file()
+    with path.open("a", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=RUNS_FIELDS)
+        if new:
+            writer.writeheader()
+        writer.writerow({"trace": result.trace, "policy": result.policy, "seed": result.seed, "nodes": result.nodes,
+                         "pods": result.pods, "scheduled": result.scheduled, "failed": result.failed,
+                         "seconds": f"{result.seconds:.3f}", "pods_per_s": f"{result.pods_per_s:.1f}",
+                         "cpu_seconds": f"{result.cpu_seconds:.3f}"})
 
 
 def parse_seeds(text: str) -> list[int]:
@@ -275,11 +300,20 @@ def summarize(results: Sequence[RunResult]) -> list[dict[str, Any]]:
             row[f"alloc_pct_at_{int(at)}"] = statistics.fmean(values)
             row[f"alloc_std_at_{int(at)}"] = statistics.pstdev(values) if len(values) > 1 else 0.0
         row["pods_per_s"] = statistics.fmean(r.pods_per_s for r in runs)
+        row["cpu_seconds"] = statistics.fmean(r.cpu_seconds for r in runs)
         table.append(row)
     return table
 
 
 def cmd_openb(args: argparse.Namespace) -> int:
+    from loadgen.report_openb import write_openb_report
+
+    if args.report_from:
+        source = Path(args.report_from)
+        if not source.is_dir():
+            raise CLIError(f"--report-from: {source} is not a directory")
+        print(f"report: {write_openb_report(source)}")
+        return 0
     policies = [p.strip() for p in args.policies.split(",") if p.strip()]
     unknown = [p for p in policies if p not in POLICIES]
     if unknown or not policies:
@@ -289,38 +323,61 @@ def cmd_openb(args: argparse.Namespace) -> int:
         seeds = parse_seeds(args.seeds)
     except ValueError:
         raise CLIError(f"--seeds: {args.seeds!r} is not a seed list (e.g. 42-51 or 42,43)") from None
-    out = Path(args.out or f"kemu-runs/openb-{args.trace}")
+    traces = [t.strip() for t in args.trace.split(",") if t.strip()]
+    if not traces or any(t not in TRACES for t in traces):
+        raise CLIError(f"--trace: {args.trace!r}: known traces are {', '.join(TRACES)} (comma-separated)")
+    if args.jobs < 1:
+        raise CLIError(f"--jobs: {args.jobs} must be at least 1")
+    out = Path(args.out or f"kemu-runs/openb-{'-'.join(traces)}")
     out.mkdir(parents=True, exist_ok=True)
-    results = []
-    for policy in policies:
-        for seed in seeds:
-            result = run_one(args.trace, policy, seed, nodes=args.nodes, pods=args.pods,
-                             dataset=Path(args.dataset) if args.dataset else None,
-                             node_list=Path(args.node_list) if args.node_list else None,
-                             pod_list=Path(args.pod_list) if args.pod_list else None,
-                             popularity=args.popularity)
-            write_run(result, out)
-            results.append(result)
-            print(f"{args.trace} {policy:>10} seed {seed}: {result.pods} pods on {result.nodes} nodes in "
-                  f"{result.seconds:.1f} s ({result.pods_per_s:.0f} pods/s), failed {result.failed}, "
-                  f"alloc at 100% {result.alloc_at(100):.1f}%, at 130% {result.alloc_at(130):.1f}%", flush=True)
+    options: dict[str, Any] = {
+        "nodes": args.nodes, "pods": args.pods, "dataset": Path(args.dataset) if args.dataset else None,
+        "node_list": Path(args.node_list) if args.node_list else None,
+        "pod_list": Path(args.pod_list) if args.pod_list else None, "popularity": args.popularity}
+    matrix = [(trace, policy, seed) for trace in traces for policy in policies for seed in seeds]
+    results: list[RunResult] = []
+
+    def done(result: RunResult) -> None:
+        write_run(result, out)
+        append_run(result, out)
+        results.append(result)
+        print(f"{result.trace} {result.policy:>10} seed {result.seed}: {result.pods} pods on {result.nodes} nodes "
+              f"in {result.seconds:.1f} s ({result.pods_per_s:.0f} pods/s; {result.cpu_seconds:.1f} s CPU), "
+              f"failed {result.failed}, "
+              f"alloc at 100% {result.alloc_at(100):.1f}%, at 130% {result.alloc_at(130):.1f}%", flush=True)
+
+    start = time.perf_counter()
+    if args.jobs == 1:
+        for trace, policy, seed in matrix:
+            done(run_one(trace, policy, seed, **options))
+    else:
+        # Runs are independent (each its own snapshot and framework): one process per core.
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            futures = [pool.submit(run_one, trace, policy, seed, **options) for trace, policy, seed in matrix]
+            for future in as_completed(futures):
+                done(future.result())
+    print(f"{len(matrix)} runs in {time.perf_counter() - start:.1f} s wall ({args.jobs} job(s))")
     table = summarize(results)
     with (out / "summary.csv").open("w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=list(table[0]))
         writer.writeheader()
         writer.writerows(table)
-    print(f"\n{'trace':<11} {'policy':<11} runs  alloc@100%      alloc@130%      pods/s")
+    print(f"\n{'trace':<11} {'policy':<11} runs  alloc@100%      alloc@130%      pods/s  CPU s/run")
     for row in table:
         print(f"{row['trace']:<11} {row['policy']:<11} {row['runs']:>4}  {row['alloc_pct_at_100']:5.1f} ± "
               f"{row['alloc_std_at_100']:4.1f}    {row['alloc_pct_at_130']:5.1f} ± {row['alloc_std_at_130']:4.1f}"
-              f"    {row['pods_per_s']:6.0f}")
+              f"    {row['pods_per_s']:6.0f}  {row['cpu_seconds']:9.1f}")
+    # The curves of every run in the directory (other traces written there too), as the paper's figures.
+    print(f"\nreport: {write_openb_report(out)}")
     return 0
 
 
 def add_parser(sub: Any) -> None:
     """``bench openb`` under the ``bench`` subcommand's parsers."""
     p = sub.add_parser("openb", help="the FGD paper's openb experiments (in process, no cluster)")
-    p.add_argument("--trace", default="default", choices=TRACES)
+    p.add_argument("--trace", default="default", help=f"one or more of {', '.join(TRACES)}, comma-separated")
     p.add_argument("--policies", default=",".join(POLICIES), help=f"comma-separated: {', '.join(POLICIES)}")
     p.add_argument("--seeds", default="42", help="e.g. 42-51 or 42,43")
     p.add_argument("--nodes", type=int, default=0, help="use the first N nodes of the node list (0: all)")
@@ -331,4 +388,8 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--popularity", type=float, default=100.0,
                    help="FGD's target workload: the top task types covering this %% of the pods (simulator: 95)")
     p.add_argument("--out", help="output directory (default kemu-runs/openb-<trace>)")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="runs in parallel, one process each (the matrix is embarrassingly parallel; 1: in process)")
+    p.add_argument("--report-from", metavar="DIR",
+                   help="run nothing: write DIR/report.html from the run CSVs already in DIR")
     p.set_defaults(fn=cmd_openb)

@@ -264,7 +264,10 @@ def _trace(s: Scenario, phase: Phase, spec: TracePhase, start: float) -> tuple[l
         ns = f"load-{i % s.namespaces}"
         extended = ((trace.GPU_MILLI_RESOURCE, str(p.gpu_milli)),) if p.gpu_milli else ()
         priority = s.priorities[0].name if s.priorities else None
-        pod = PodDraw(f"{p.cpu_milli}m", f"{p.memory_mib}Mi", None, priority, extended)
+        # gpu_spec (the models the pod may run on) as the annotation GPUShare and the device manager read,
+        # as `kemu bench openb` builds its pods (loadgen.bench_openb.pod_object).
+        spec_annotation = ((trace.GPU_MODEL_LABEL, p.gpu_spec),) if p.gpu_spec else ()
+        pod = PodDraw(f"{p.cpu_milli}m", f"{p.memory_mib}Mi", None, priority, extended, annotations=spec_annotation)
         out.append(Action(start + t, CREATE_POD, ns, p.name, phase.name, pod=pod))
         last = start + t
         if spec.deletions and p.deleted is not None and p.deleted > p.created:

@@ -17,7 +17,9 @@ in seconds). kemu maps them as follows:
   (:mod:`emulator.api.gpu`).
 * **Pods.** CPU and memory requests as given; a pod with GPUs requests
   ``num_gpu * gpu_milli`` of ``alibabacloud.com/gpu-milli`` (whole-GPU pods
-  have ``gpu_milli`` 1000). The default scheduler accounts that per node,
+  have ``gpu_milli`` 1000); its ``gpu_spec`` (allowed GPU models) becomes
+  the annotation ``alibabacloud.com/gpu-card-model``, which the GPUShare
+  Filter and the kubelet's device manager honour. The default scheduler accounts that per node,
   not per device: a 0.5-GPU pod and a 0.6-GPU pod may share a node with one
   GPU's worth of milli left on each of two devices - the packing problem
   the trace was published to study: enable the device-aware GPUShare

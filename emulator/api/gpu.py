@@ -170,17 +170,6 @@ def fits(free: np.ndarray, request: GPURequest) -> np.ndarray:
 # -- fragmentation (FGD paper, section 3) ------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class _Shape:
-    """Target task types with one GPU shape, differing only in CPU: sorted CPU thresholds, cumulative weight."""
-
-    count: int
-    milli: int
-    models: frozenset[str]
-    cpu: np.ndarray  # sorted CPU requests (millicores) of the task types of this shape
-    cum: np.ndarray  # cum[k] = total popularity of the first k task types (cum[0] = 0)
-
-
 class TargetWorkload:
     """The target workload M of the paper: task types m with popularity p_m (summing to 1).
 
@@ -189,6 +178,10 @@ class TargetWorkload:
     keep the most popular types covering ``popularity``% of the pods, and
     renormalise. GPU-less types are skipped unless ``include_cpu`` (a GPU-less
     task can use none of a node's free GPUs, so they only add a constant).
+
+    The GPU task types are also kept as flat arrays (CPU, count, popularity,
+    which distinct milli-per-device, which models) so :func:`fragmentation`
+    evaluates every type on every row in a few array operations.
     """
 
     def __init__(self, types: Mapping[tuple[int, int, int, frozenset[str]], float]) -> None:
@@ -196,16 +189,20 @@ class TargetWorkload:
         if total <= 0:
             raise ValueError("the target workload needs at least one task type")
         self.types = {k: v / total for k, v in types.items()}
-        grouped: dict[tuple[int, int, frozenset[str]], list[tuple[int, float]]] = {}
-        for (cpu, count, milli, models), p in self.types.items():
-            grouped.setdefault((count, milli, models), []).append((cpu, p))
-        self.shapes: list[_Shape] = []
-        for (count, milli, models), members in grouped.items():
-            members.sort()
-            cpu = np.asarray([c for c, _ in members], dtype=np.int64)
-            cum = np.concatenate(([0.0], np.cumsum([p for _, p in members])))
-            self.shapes.append(_Shape(count, milli, models, cpu, cum))
         self.total = 1.0
+        gpu = [(k, p) for k, p in self.types.items() if k[1] > 0]  # a GPU-less task uses no GPU: see fragmentation
+        self.cpu = np.asarray([k[0] for k, _ in gpu], dtype=np.int64)
+        self.count = np.asarray([k[1] for k, _ in gpu], dtype=np.int64)
+        self.popularity = np.asarray([p for _, p in gpu], dtype=np.float64)
+        self.millis = np.asarray(sorted({k[2] for k, _ in gpu}), dtype=np.int32)
+        self.milli_index = np.searchsorted(self.millis, [k[2] for k, _ in gpu]).astype(np.int64)
+        named = sorted({m for k, _ in gpu for m in k[3]})
+        self.model_code = {m: i for i, m in enumerate(named)}
+        # allowed[c, t]: task type t may run on GPU model code c (the last code: any model no type names).
+        self.allowed = np.ones((len(named) + 1, len(gpu)), dtype=bool)
+        for t, (k, _) in enumerate(gpu):
+            if k[3]:
+                self.allowed[:, t] = [m in k[3] for m in named] + [False]
 
     @classmethod
     def from_requests(cls, tasks: Iterable[tuple[int, GPURequest]], *, popularity: float = 95.0,
@@ -239,35 +236,26 @@ def fragmentation(free: np.ndarray, cpu_free: np.ndarray, models: Sequence[str],
     (CPU, GPU model, or no device layout holds it) all free GPU is fragment;
     else the free milli of the devices with less free than m asks of one
     device is. F_n(M) = sum_m p_m F_n(m) = total free - sum over the task
-    types that can run of p_m * (free milli of the devices that fit m). Types
-    sharing a GPU shape differ in CPU only, so they are summed with one
-    searchsorted per shape; the devices that fit are counted once per
-    distinct milli-per-device.
+    types that can run of p_m * (free milli of the devices that fit m): a
+    rows x types matrix of "m runs here" times the free milli of the devices
+    that fit m, against the popularity vector. The devices that fit are
+    counted once per distinct milli-per-device.
     """
     free = np.asarray(free, dtype=np.int32)  # <= 1000 per device: the narrow type halves the memory traffic
     total = free.sum(axis=1, dtype=np.int64).astype(np.float64)
     out = total * workload.total
-    fitting: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-    model_ok: dict[frozenset[str], np.ndarray] = {}
-    for shape in workload.shapes:
-        if shape.count == 0:
-            continue  # a GPU-less task uses no GPU: every free milli is fragment for it (already in `out`)
-        cached = fitting.get(shape.milli)
-        if cached is None:
-            usable = free >= shape.milli
-            cached = fitting[shape.milli] = (usable.sum(axis=1), np.where(usable, free, 0).sum(axis=1))
-        n_usable, usable_free = cached
-        ok = n_usable >= shape.count
-        if shape.models:
-            mask = model_ok.get(shape.models)
-            if mask is None:
-                mask = model_ok[shape.models] = np.isin(np.asarray(models, dtype=object), list(shape.models))
-            ok &= mask
-        if not ok.any():
-            continue
-        weight = shape.cum[np.searchsorted(shape.cpu, cpu_free, side="right")]
-        out -= np.where(ok, weight * usable_free, 0.0)
-    return out
+    if not len(workload.popularity) or not len(free):
+        return out
+    # Per row and distinct milli-per-device u: how many devices have >= u free, and their free milli.
+    usable = free[:, :, None] >= workload.millis
+    n_usable = usable.sum(axis=1)
+    usable_free = np.where(usable, free[:, :, None], 0).sum(axis=1, dtype=np.int64)
+    last = len(workload.model_code)
+    codes = np.fromiter((workload.model_code.get(m, last) for m in models), dtype=np.int64, count=len(free))
+    runs = ((n_usable[:, workload.milli_index] >= workload.count)
+            & workload.allowed[codes]
+            & (workload.cpu <= np.asarray(cpu_free)[:, None]))
+    return out - (runs * usable_free[:, workload.milli_index]) @ workload.popularity
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,8 @@ serve load target ``web`` (300 requests/s, set as a scenario's load phase
 sets it), an HPA scales it on their ``http_requests_per_second`` and CPU, and
 a VPA (mode Off, recommender every 10 s of cluster time) recommends for it; a KEDA
 ScaledObject scales a Deployment of queue workers from zero on a Redis list with items;
-one empty node group runs the Cluster Autoscaler.
+one empty node group runs the Cluster Autoscaler; two tainted GPU nodes (2 T4 devices each)
+run a GPU share and a whole-GPU pod, so the GPU dashboard's scheduler and DCGM-style series exist.
 Debian's ``prometheus`` binary scrapes it with ``dashboards/prometheus.yml``'s
 one http_sd job pointed at this cluster's API server (scrape and discovery
 every second). Once every target is up and has
@@ -43,6 +44,7 @@ import yaml
 from actors.cli import kubelet_runner
 from actors.launcher import init_ray
 from emulator import dashboards, loadtargets
+from emulator.api.gpu import GPU_MODEL_LABEL
 from emulator.api.errors import StatusError
 from emulator.api.kinds import (
     DEPLOYMENT,
@@ -67,6 +69,10 @@ NODES = 20
 SPEED = 5.0
 RATE_INTERVAL = "15s"
 COMPONENTS = {"apiserver", "kubelet", "controller-manager"}
+GPU_NODES = 2
+GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
+GPU_POOL = {"name": "gpu", "count": GPU_NODES, "capacity": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
+            "labels": {GPU_MODEL_LABEL: "T4"}, "taints": [GPU_TAINT]}  # tainted: only the GPU pods land there
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +86,7 @@ def local_ray() -> Iterator[None]:
 @pytest.fixture
 def cluster(redis_url: str, local_ray: None, tmp_path: Path) -> Iterator[LocalCluster]:
     cfg = Config(redis_url=redis_url, data_dir=tmp_path / "data", node_shards=4, clock_speed=SPEED, api_port=0,
-                 nodes=NODES, kubelet_shards=1, schedulers=1,
+                 nodes=NODES, node_pools=[GPU_POOL], kubelet_shards=1, schedulers=1,
                  kubelet={"events": "warnings", "metrics_window": 5},
                  controller_manager={"options": {"recommender_interval": 10}},
                  # A node group turns the Cluster Autoscaler on (its panels); its template (2 cpu) fits none of
@@ -125,6 +131,15 @@ def leaking_pod(name: str) -> dict[str, Any]:
     return pod
 
 
+def gpu_pod(name: str, resources: dict[str, str]) -> dict[str, Any]:
+    pod = small_pod(name)
+    pod["spec"]["containers"][0]["resources"]["requests"].update(resources)
+    pod["spec"]["containers"][0]["resources"]["limits"] = dict(resources)  # extended: limits equal requests
+    pod["spec"]["tolerations"] = [{"key": GPU_TAINT["key"], "operator": "Exists", "effect": "NoSchedule"}]
+    return pod
+
+
+GPU_PODS = [gpu_pod("gpu-share", {"alibabacloud.com/gpu-milli": "300"}), gpu_pod("gpu-whole", {"nvidia.com/gpu": "1"})]
 LOAD_RATE = 300.0
 DEPLOYMENT_BODY = {
     "apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "web", "namespace": "default"},
@@ -218,7 +233,7 @@ def grafana_expr(expr: str) -> str:
 def run_workload(core: ServerCore, http: httpx.Client) -> None:
     wait_for(lambda: sum(
         any(c["type"] == "Ready" and c["status"] == "True" for c in n["status"].get("conditions") or [])
-        for n in core.list(NODE).items) == NODES, 60, f"{NODES} Ready nodes",
+        for n in core.list(NODE).items) == NODES + GPU_NODES, 60, f"{NODES + GPU_NODES} Ready nodes",
              wake=store_writes(core, POD, block=0.2))
     for name, value in (("low", 100), ("high", 1000)):
         core.create(PRIORITYCLASS, {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
@@ -243,11 +258,13 @@ def run_workload(core: ServerCore, http: httpx.Client) -> None:
     core.store.redis.rpush(QUEUE, *range(1000))
     core.create(DEPLOYMENT, QUEUE_DEPLOYMENT)
     core.create(SCALEDOBJECT, SCALEDOBJECT_BODY)
+    for pod in GPU_PODS:
+        core.create(POD, pod)
 
     def bound() -> int:
         return sum(1 for p in core.list(POD).items if p["spec"].get("nodeName"))
 
-    wait_for(lambda: bound() >= NODES + 300 + 3 + 1, 60, "the workload bound",
+    wait_for(lambda: bound() >= NODES + 300 + 3 + 1 + len(GPU_PODS), 60, "the workload bound",
              wake=store_writes(core, POD, block=0.2))
     # Now ~1.5 CPUs are free per node: a 4-CPU high-priority pod fits nowhere without preempting a filler.
     assert http.post("/api/v1/namespaces/default/pods", json=big_pod("urgent", "4", "high")).status_code == 201

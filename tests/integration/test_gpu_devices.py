@@ -147,6 +147,35 @@ def test_whole_device_pods_get_distinct_devices_and_the_scheduler_choice_is_hono
     assert "unavailable for nvidia.com/gpu. Requested: 2, Available: 1" in status(core, "w2")["message"]
 
 
+# quad-00000 runs a 300 share on device 0; a 2-GPU pod arrives with the scheduler's choice (or none).
+# Rule (upstream Allocate with the sharing plugin's annotation): the named devices when they are as many
+# as asked and each fully free, else the lowest-indexed fully free devices (1 and 2).
+WHOLE_ANNOTATION_CASES = [
+    ("1-3", "1-3"),   # the policy's choice, not the lowest free IDs
+    ("2-3", "2-3"),
+    ("0-2", "1-2"),   # device 0 is shared: not fully free, the default
+    ("3", "1-2"),     # one device named for two GPUs: the default
+    ("", "1-2"),      # no choice (a scheduler without a GPU policy): the default, recorded on the pod
+]
+
+
+@pytest.mark.parametrize(("annotation", "expected"), WHOLE_ANNOTATION_CASES,
+                         ids=[f"{a or 'none'}->{e}" for a, e in WHOLE_ANNOTATION_CASES])
+def test_whole_gpus_get_the_devices_the_scheduler_chose(env: tuple[ServerCore, ManualClock], shard: KubeletShard,
+                                                        annotation: str, expected: str) -> None:
+    core, clock = env
+    step(shard, clock)
+    core.create(POD, gpu_pod("resident", "quad-00000", milli=300, **{DEVICE_INDEX_ANNOTATION: "0"}))
+    settle(core, shard, clock, ["resident"])
+    chosen = {DEVICE_INDEX_ANNOTATION: annotation} if annotation else {}
+    core.create(POD, gpu_pod("whole", "quad-00000", whole=2, **chosen))
+    settle(core, shard, clock, ["whole"])
+    assert status(core, "whole")["phase"] == "Running"
+    wait_for(lambda: devices(core, "whole") == expected, 10, "the device manager to record the devices")
+    assert shard.admission.devices.pod_devices("quad-00000", get(core, "whole")["metadata"]["uid"]) == \
+        tuple(int(d) for d in expected.split("-"))
+
+
 def test_a_pod_whose_gpu_spec_names_another_model_is_rejected(env: tuple[ServerCore, ManualClock],
                                                               shard: KubeletShard) -> None:
     core, clock = env

@@ -110,13 +110,14 @@ def grafana() -> Iterator[tuple[str, type[_Recorder]]]:
 def test_push_creates_the_folder_and_overwrites_every_dashboard(grafana: tuple[str, type[_Recorder]]) -> None:
     url, handler = grafana
     pushed = dashboards.push(url, token="glsa_secret", folder="kemu")
-    assert pushed == ["kemu-scheduler", "kemu-cluster", "kemu-kubelets", "kemu-apiserver", "kemu-autoscaling"]
+    assert pushed == ["kemu-scheduler", "kemu-cluster", "kemu-kubelets", "kemu-apiserver", "kemu-autoscaling",
+                      "kemu-gpu"]
     reqs = handler.requests
     assert [(r["method"], r["path"].split("?")[0]) for r in reqs[:2]] == [("GET", "/api/folders"),
                                                                           ("POST", "/api/folders")]
     assert reqs[1]["body"] == {"title": "kemu", "uid": "kemu"}
     uploads = [r for r in reqs if r["path"] == "/api/dashboards/db"]
-    assert len(uploads) == 5
+    assert len(uploads) == len(pushed)
     for r in uploads:
         assert r["authorization"] == "Bearer glsa_secret"
         assert r["body"]["overwrite"] is True and r["body"]["folderUid"] == "kemu"

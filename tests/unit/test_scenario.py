@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
+import csv
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from emulator.api.gpu import GPU_MODEL_LABEL, gpu_request
 from emulator.config import Config
+from loadgen import bench_openb, trace
 from loadgen import plan as planning
-from loadgen import trace
 from loadgen.runner import cluster_config
 from loadgen.scenario import Scenario, ScenarioError
 
@@ -126,6 +128,29 @@ def test_trace_replay_maps_openb_pods_and_nodes() -> None:
     gpu_pool = next(pool for pool in pools if "nvidia.com/gpu" in pool["capacity"])
     assert int(gpu_pool["capacity"][trace.GPU_MILLI_RESOURCE]) == 1000 * int(gpu_pool["capacity"]["nvidia.com/gpu"])
     assert gpu_pool["labels"][trace.GPU_MODEL_LABEL]
+
+
+def test_trace_replay_carries_gpu_spec_as_the_bench_does() -> None:
+    # A slice of the gpuspec33 excerpt: pods 40-139 in creation order, some pinned to GPU models.
+    s = scenario({"name": "openb", "trace": {"file": "openb_pod_list_gpuspec_sample.csv", "speedup": 1000,
+                                             "offset": 40, "limit": 100}})
+    with s.resolve("openb_pod_list_gpuspec_sample.csv", trace=True).open(newline="") as f:
+        rows = sorted(csv.DictReader(f), key=lambda r: (float(r["creation_time"]), r["name"]))[40:140]
+    made = {n: body for _, _, n, body in creates(planning.build(s))}
+    assert sorted(made) == sorted(r["name"] for r in rows)
+    pinned = [r for r in rows if r["gpu_spec"]]
+    assert pinned and len(pinned) < len(rows)  # the slice has both kinds
+    by_name = {p.name: p for p in trace.pods(s.resolve("openb_pod_list_gpuspec_sample.csv", trace=True))}
+    for r in rows:
+        annotations = made[r["name"]]["metadata"].get("annotations") or {}
+        # The model constraint is the pod annotation, exactly the CSV's gpu_spec ("" -> none) ...
+        assert annotations.get(GPU_MODEL_LABEL, "") == r["gpu_spec"]
+        # ... so the replayed pod asks the devices and models the bench's pod asks.
+        wanted = frozenset(r["gpu_spec"].split("|")) if r["gpu_spec"] else frozenset()
+        request = gpu_request(made[r["name"]])
+        assert request == gpu_request(bench_openb.pod_object(by_name[r["name"]]))
+        assert request.models == wanted
+        assert request.total_milli == int(r["num_gpu"]) * int(r["gpu_milli"])
 
 
 def test_cluster_becomes_node_pools_schedulers_and_controllers() -> None:

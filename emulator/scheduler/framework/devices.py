@@ -35,13 +35,14 @@ def pod_gpu_request(info: PodInfo) -> GPURequest:
 class DeviceTable:
     """Capacity and use per (node, device slot), plus each accounted pod's devices."""
 
-    __slots__ = ("assign", "capacity", "used")
+    __slots__ = ("_free", "assign", "capacity", "used")
 
     def __init__(self, capacity: np.ndarray, used: np.ndarray,
                  assign: dict[str, tuple[int, tuple[int, ...], int]]) -> None:
         self.capacity = capacity
         self.used = used
         self.assign = assign  # pod key -> (node index, device ids, milli per device)
+        self._free: np.ndarray | None = None  # capacity - used, until the next charge
 
     @classmethod
     def build(cls, allocs: Sequence[Mapping[str, int]]) -> DeviceTable:
@@ -60,7 +61,11 @@ class DeviceTable:
 
     @property
     def free(self) -> np.ndarray:
-        return self.capacity - self.used
+        """capacity - used (read-only; computed once per change: plugins read it several times a cycle)."""
+        if self._free is None:
+            self._free = self.capacity - self.used
+            self._free.flags.writeable = False
+        return self._free
 
     def add(self, info: PodInfo, i: int) -> None:
         request = pod_gpu_request(info)
@@ -107,5 +112,6 @@ class DeviceTable:
         return DeviceTable(capacity, used, dict(self.assign))
 
     def _charge(self, i: int, ids: tuple[int, ...], milli: int) -> None:
+        self._free = None
         for d in ids:
             self.used[i, d] += milli

@@ -4,7 +4,7 @@ As the authors' simulator (``best_fit_score.go``): the weighted remaining
 resources after placement, ``0.5 * (cpu free - cpu request) / 128 cores +
 0.5 * (GPU free - GPU request) / 8 GPUs`` (lower is better), reversed onto
 0..100: ``int(100 * (1 - that))``. A share goes to the fitting device with
-the least free milli.
+the least free milli; whole GPUs the lowest-indexed fully free devices.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ from emulator.scheduler.plugins.gpu_devices import (
     NodeArrays,
     gpu_request_of,
     tightest_device,
+    whole_devices,
 )
 
 NAME = "GPUBestFit"
@@ -41,9 +42,8 @@ class GPUBestFit(DevicePolicy):
         left = (0.5 * (nodes.cpu_free - pod.requests.get(CPU, 0)) / MAX_SPEC_CPU
                 + 0.5 * (nodes.free.sum(axis=1) - request.total_milli) / MAX_SPEC_GPU)
         device = tightest_device(nodes.free, request.milli) if request.shared else \
-            np.full(nodes.free.shape[0], -1, dtype=np.int64)
+            whole_devices(nodes.free, request.count)
         return np.clip((1.0 - left) * MAX_NODE_SCORE, 0, MAX_NODE_SCORE).astype(np.int64), device
-
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> GPUBestFit:

@@ -24,7 +24,13 @@ from emulator.api.gpu import GPURequest
 from emulator.scheduler.framework.interface import MAX_NODE_SCORE, CycleState, Handle, Status
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeInfo, PodInfo
-from emulator.scheduler.plugins.gpu_devices import DevicePolicy, NodeArrays, gpu_request_of, tightest_device
+from emulator.scheduler.plugins.gpu_devices import (
+    DevicePolicy,
+    NodeArrays,
+    gpu_request_of,
+    tightest_device,
+    whole_devices,
+)
 
 NAME = "GPUClustering"
 MAX_SPEC_GPU = 8000
@@ -70,7 +76,8 @@ class GPUClustering(DevicePolicy):
         band = np.asarray([(3 if len(s) == 1 else 2) if mine in s else (1 if not s else 0) for s in kinds],
                           dtype=np.int64)
         within = MAX_NODE_SCORE // 4 * (MAX_SPEC_GPU - nodes.free.sum(axis=1)) // MAX_SPEC_GPU
-        device = tightest_device(nodes.free, request.milli) if request.shared else np.full(k, -1, dtype=np.int64)
+        device = tightest_device(nodes.free, request.milli) if request.shared else \
+            whole_devices(nodes.free, request.count)
         return (band * MAX_NODE_SCORE // 4 + within).astype(np.int64), device
 
     def score(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> tuple[int, Status | None]:

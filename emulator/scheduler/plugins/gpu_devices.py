@@ -7,7 +7,9 @@ node *and* pick the device a GPU share goes to. Score plugins call
 the per-node path), score them, and record the chosen device per node with
 :func:`record_choice`; the GPUShare plugin's Reserve reads the choice for the
 node the framework selected and writes it as the pod's
-``alibabacloud.com/gpu-index`` annotation at bind. When only one node is
+``alibabacloud.com/gpu-index`` annotation at bind -- one device for a GPU
+share, the ``count`` devices for whole GPUs (``node_scores`` returns a K
+vector or a K x count matrix of device indices, -1 for none). When only one node is
 feasible the framework skips scoring (as upstream), so each policy also
 leaves a chooser in the CycleState at PreFilter (:class:`DevicePolicy`),
 which Reserve asks for that one node.
@@ -15,6 +17,7 @@ which Reserve asks for that one node.
 
 from __future__ import annotations
 
+import abc
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -26,8 +29,8 @@ from emulator.scheduler.framework.interface import CycleState, PreFilterResult, 
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import CPU, NodeInfo, PodInfo
 
-__all__ = ["CHOICE_KEY", "CHOOSER_KEY", "DevicePolicy", "NodeArrays", "gpu_request_of", "node_arrays", "one_node",
-           "record_choice", "tightest_device", "whole_after"]
+__all__ = ["CHOICE_KEY", "CHOOSER_KEY", "DeviceChoice", "DevicePolicy", "NodeArrays", "gpu_request_of", "node_arrays",
+           "node_models", "one_node", "record_choice", "tightest_device", "whole_after", "whole_devices"]
 
 CHOICE_KEY = "GPUShare/choice"
 CHOOSER_KEY = "GPUShare/chooser"
@@ -48,7 +51,8 @@ def gpu_request_of(pod: PodInfo) -> GPURequest:
     return pod_gpu_request(pod)
 
 
-def _models(snapshot: Snapshot) -> np.ndarray:
+def node_models(snapshot: Snapshot) -> np.ndarray:
+    """GPU model per snapshot node (object array, "" without the label), memoised for the node set."""
     def compute() -> np.ndarray:
         column = snapshot.label_column(GPU_MODEL_LABEL)
         table = np.asarray([*column.values, ""], dtype=object)
@@ -61,7 +65,7 @@ def node_arrays(snapshot: Snapshot, nodes: np.ndarray) -> NodeArrays:
     free = snapshot.device_free()[nodes]
     cpu_alloc = snapshot.allocatable(CPU)[nodes]
     return NodeArrays(free, capacity > 0, cpu_alloc - snapshot.requested(CPU)[nodes], cpu_alloc,
-                      _models(snapshot)[nodes])
+                      node_models(snapshot)[nodes])
 
 
 def one_node(node: NodeInfo) -> NodeArrays:
@@ -88,25 +92,73 @@ def whole_after(free: np.ndarray, count: int) -> np.ndarray:
     return free - take * MILLI
 
 
+def whole_devices(free: np.ndarray, count: int, keys: np.ndarray | None = None) -> np.ndarray:
+    """K x ``count``: per row the fully free devices to take (ascending), -1 where too few are free.
+
+    Without ``keys`` the lowest-indexed ones (the simulator's
+    ``AllocateExclusiveGpuId``); with ``keys`` (rows x devices) the fully
+    free devices with the largest keys (a random choice with random keys).
+    """
+    k, d = free.shape
+    if count > d or count <= 0:
+        return np.full((k, max(count, 0)), -1, dtype=np.int64)
+    fully = free >= MILLI
+    out = np.full((k, count), -1, dtype=np.int64)
+    if keys is None:  # no sort: the n-th fully free device of a row goes to column n-1
+        rank = np.cumsum(fully, axis=1)
+        rows, cols = np.nonzero(fully & (rank <= count) & (rank[:, -1:] >= count))
+        out[rows, rank[rows, cols] - 1] = cols
+        return out
+    order = np.sort(np.argsort(np.where(fully, -keys, np.inf), axis=1, kind="stable")[:, :count], axis=1)
+    enough = fully.sum(axis=1) >= count
+    out[enough] = order[enough]
+    return out
+
+
+class DeviceChoice:
+    """The devices a policy chose per candidate node of one cycle, looked up by snapshot index."""
+
+    __slots__ = ("_device", "_nodes")
+
+    def __init__(self, snapshot_nodes: np.ndarray, device: np.ndarray) -> None:
+        self._nodes = snapshot_nodes  # scoring only stores the arrays: Reserve looks up one node
+        self._device = device.reshape(len(device), -1) if len(device) else device.reshape(0, 0)
+
+    def get(self, index: int) -> tuple[int, ...] | None:
+        """The devices chosen on node ``index`` (None: no choice, take the default)."""
+        rows = np.flatnonzero(self._nodes == index)
+        if not rows.size or not self._device.shape[1] or (self._device[rows[0]] < 0).any():
+            return None
+        return tuple(int(d) for d in self._device[rows[0]])
+
+    def __getitem__(self, index: int) -> tuple[int, ...] | None:
+        return self.get(index)
+
+
 def record_choice(state: CycleState, snapshot_nodes: np.ndarray, device: np.ndarray) -> None:
-    """Remember, per candidate node (snapshot index), the device a share goes to (-1: the default choice)."""
-    state.write(CHOICE_KEY, dict(zip(snapshot_nodes.tolist(), device.tolist(), strict=True)))
+    """Remember, per candidate node (snapshot index), the devices the pod goes to (-1: the default choice)."""
+    state.write(CHOICE_KEY, DeviceChoice(np.asarray(snapshot_nodes), np.asarray(device)))
 
 
-# chooser(pod, snapshot, node index) -> device for a share there (-1: the default choice)
-Chooser = Callable[[PodInfo, Snapshot, int], int]
+# chooser(pod, snapshot, node index) -> devices there (None: the default choice)
+Chooser = Callable[[PodInfo, Snapshot, int], "tuple[int, ...] | None"]
 
 
-class DevicePolicy:
+class DevicePolicy(abc.ABC):
     """Base of the GPU Score plugins: ``score_all``/``score`` and the chooser, from one ``node_scores``."""
 
+    @abc.abstractmethod
     def node_scores(self, pod: PodInfo, snapshot: Snapshot | None, nodes: NodeArrays,
                     indices: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
-        """(scores, device per node) for the nodes ``nodes`` describes (``indices`` in ``snapshot``)."""
-        raise NotImplementedError
+        """(scores, devices) for the nodes ``nodes`` describes (``indices`` in ``snapshot``).
+
+        Devices: per node the device of a GPU share (a K vector) or the
+        ``count`` devices of whole GPUs (K x count); -1 for none.
+        """
 
     def learn(self, pod: PodInfo) -> None:
         """Once per cycle, before scoring (FGD learns its target workload here)."""
+        return None
 
     def pre_filter(self, state: CycleState, pod: PodInfo,
                    snapshot: Snapshot) -> tuple[PreFilterResult | None, Status | None]:
@@ -117,9 +169,9 @@ class DevicePolicy:
     def pre_filter_extensions(self) -> None:
         return None
 
-    def choose(self, pod: PodInfo, snapshot: Snapshot, index: int) -> int:
+    def choose(self, pod: PodInfo, snapshot: Snapshot, index: int) -> tuple[int, ...] | None:
         nodes = np.asarray([index])
-        return int(self.node_scores(pod, snapshot, node_arrays(snapshot, nodes), nodes)[1][0])
+        return DeviceChoice(nodes, self.node_scores(pod, snapshot, node_arrays(snapshot, nodes), nodes)[1]).get(index)
 
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
         scores, device = self.node_scores(pod, snapshot, node_arrays(snapshot, nodes), nodes)

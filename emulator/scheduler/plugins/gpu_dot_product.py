@@ -5,7 +5,8 @@ Upstream of nothing in Kubernetes; the authors' simulator
 resource vector and the pod's request vector, both normalised by the node's
 capacity, over (CPU, GPU). For a GPU share the GPU dimension is one device's
 free milli (each fitting device is a candidate and the best one is the
-choice); for whole GPUs and GPU-less pods it is the node's total. As in that
+choice); for whole GPUs and GPU-less pods it is the node's total (whole GPUs take the
+lowest-indexed fully free devices: they are alike). As in that
 simulator the score is ``100 * (1 - dot / dimensions)``: the node whose free
 vector aligns *least* with the request -- the one it fills up most -- wins.
 """
@@ -21,7 +22,7 @@ from emulator.api.gpu import MILLI
 from emulator.scheduler.framework.interface import MAX_NODE_SCORE, Handle
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import CPU, PodInfo
-from emulator.scheduler.plugins.gpu_devices import DevicePolicy, NodeArrays, gpu_request_of
+from emulator.scheduler.plugins.gpu_devices import DevicePolicy, NodeArrays, gpu_request_of, whole_devices
 
 NAME = "GPUDotProduct"
 
@@ -53,8 +54,9 @@ class GPUDotProduct(DevicePolicy):
         capacity = (nodes.exists * MILLI).sum(axis=1).astype(np.float64)
         gpu_dot = _ratio(nodes.free.sum(axis=1), capacity) * _ratio(np.full_like(capacity, request.total_milli),
                                                                     capacity)
+        if request:
+            device = whole_devices(nodes.free, request.count)
         return ((1.0 - (cpu_dot + gpu_dot) / 2) * MAX_NODE_SCORE).astype(np.int64), device
-
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> GPUDotProduct:

@@ -29,6 +29,7 @@ from emulator.scheduler.plugins.gpu_devices import (
     NodeArrays,
     gpu_request_of,
     tightest_device,
+    whole_devices,
 )
 
 NAME = "GPUPacking"
@@ -59,8 +60,8 @@ class GPUPacking(DevicePolicy):
             scores = np.where(uses_free, case2, case1)
         else:
             scores = np.full(k, max(MAX_NODE_SCORE // 2 - request.count, MAX_NODE_SCORE // 3), dtype=np.int64)
+            device = whole_devices(nodes.free, request.count)
         return np.where(idle, case3, scores).astype(np.int64), device
-
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> GPUPacking:

@@ -13,7 +13,8 @@ free on each of two devices; it does not. Filter, per node:
   when the node has fewer devices than asked).
 
 PreFilter remembers the cycle's snapshot; Reserve picks the devices: the choice a GPU Score plugin recorded for this
-node (see :mod:`.gpu_devices`), else the tightest-fitting device; it moves
+node (see :mod:`.gpu_devices`; a share's device or whole GPUs' devices), else the tightest-fitting device or the
+lowest-indexed fully free ones; it moves
 the pod's charge in the framework's snapshot to them and asks the bind to
 write ``alibabacloud.com/gpu-index`` on the pod (the annotation the kubelet's
 device manager honours).
@@ -26,7 +27,15 @@ from typing import Any
 
 import numpy as np
 
-from emulator.api.gpu import DEVICE_INDEX_ANNOTATION, GPU_MODEL_LABEL, MILLI, allocate, fits, format_device_ids
+from emulator.api.gpu import (
+    DEVICE_INDEX_ANNOTATION,
+    GPU_MODEL_LABEL,
+    MILLI,
+    GPURequest,
+    allocate,
+    fits,
+    format_device_ids,
+)
 from emulator.scheduler.framework.interface import (
     BINDING_ANNOTATIONS_KEY,
     Code,
@@ -47,6 +56,17 @@ NAME = "GPUShare"
 RESERVED_KEY = NAME + "/devices"
 SNAPSHOT_KEY = NAME + "/snapshot"
 ERR_MODEL = "node(s) didn't have the requested GPU model"
+
+
+def _device_counts(snapshot: Snapshot) -> np.ndarray:
+    """GPU devices per node (depends on the node objects only: memoised for the node set)."""
+    return snapshot.node_memo((NAME, "devices"), lambda: (snapshot.device_capacity() > 0).sum(axis=1))
+
+
+def _holds(free: np.ndarray, ids: tuple[int, ...], request: GPURequest) -> bool:
+    """Can devices ``ids`` (distinct, on the node) take the request: the policy's choice is still valid."""
+    return (len(ids) == request.count and len(set(ids)) == len(ids) and max(ids) < len(free)
+            and bool((free[list(ids)] >= request.milli).all()))
 
 
 def err_devices(count: int, milli: int) -> str:
@@ -80,21 +100,28 @@ class GPUShare:
         reasons = []
         failed = np.zeros(snapshot.num_nodes, dtype=bool)
         if request.models:
-            column = snapshot.label_column(GPU_MODEL_LABEL)
-            wrong = ~column.mask(lambda v: v in request.models, absent=False)
+            wrong = snapshot.node_memo((NAME, "wrong-model", request.models), lambda: ~snapshot.label_column(
+                GPU_MODEL_LABEL).mask(lambda v: v in request.models, absent=False))
             if wrong.any():
                 reasons.append(Rejection(ERR_MODEL, wrong, Code.UNSCHEDULABLE_AND_UNRESOLVABLE))
-                failed |= wrong
+                failed = failed | wrong
         if request:
             free = snapshot.device_free()
-            short = ~fits(free, request) & ~failed
+            if request.error:
+                room = np.zeros(snapshot.num_nodes, dtype=bool)
+            elif request.shared:
+                room = free.max(axis=1, initial=0) >= request.milli  # one device with the share free
+            else:
+                room = fits(free, request)
+            short = ~room & ~failed
             if short.any():
-                too_few = (snapshot.device_capacity() > 0).sum(axis=1) < request.count
-                if request.error:
-                    too_few[:] = True
+                # Fewer devices than asked: no placement of other pods helps (unresolvable, as upstream's
+                # "Insufficient" becomes when the node's capacity is below the request).
+                too_few = np.ones(snapshot.num_nodes, dtype=bool) if request.error else \
+                    _device_counts(snapshot) < request.count
                 reasons.append(Rejection(request.error or err_devices(request.count, request.milli), short,
                                          unresolvable=too_few))
-                failed |= short
+                failed = failed | short
         return FilterVerdict(~failed, tuple(reasons))
 
     def filter(self, state: CycleState, pod: PodInfo, node: NodeInfo) -> Status | None:
@@ -127,17 +154,15 @@ class GPUShare:
         if held is not None:  # assumed already: its own charge is not room taken from it
             free = free.copy()
             free[list(held)] += request.milli
-        chosen = (state.get(CHOICE_KEY) or {}).get(index)
+        choice = state.get(CHOICE_KEY)
+        chosen = choice.get(index) if choice is not None else None
         chooser = state.get(CHOOSER_KEY)
-        if chosen is None and chooser is not None and request.shared:
+        if chosen is None and chooser is not None:
             # Scoring was skipped (one feasible node): ask the policy for this node, without the pod's own charge.
             chosen = chooser(pod, snapshot.without_pod(pod.key, index) if held is not None else snapshot, index)
-        chosen = -1 if chosen is None else chosen
-        if request.shared and chosen >= 0 and free[chosen] >= request.milli:
-            ids: tuple[int, ...] | None = (int(chosen),)
-        else:
-            count = int((snapshot.device_capacity()[index] > 0).sum())
-            ids = allocate(free[:count], request)
+        count = int((snapshot.device_capacity()[index] > 0).sum())
+        valid = chosen is not None and _holds(free[:count], chosen, request)
+        ids = chosen if valid else allocate(free[:count], request)
         if ids is None:
             return Status(Code.UNSCHEDULABLE, err_devices(request.count, request.milli), plugin=NAME)
         if held is not None and tuple(held) != ids and snapshot is own:

@@ -208,7 +208,7 @@ def test_dot_product_scores_the_alignment_of_free_and_requested() -> None:
     assert scores == [int(best_x * 100), int(y * 100)]
     state = CycleState()
     gpu_dot_product.new().score_all(state, PodInfo(pod("p", milli=500, cpu="4")), snapshot, np.arange(2))
-    assert state.get(CHOICE_KEY)[0] == 1  # the 700-free device aligns least, so it scores best
+    assert state.get(CHOICE_KEY)[0] == (1,)  # the 700-free device aligns least, so it scores best
 
 
 def test_random_is_seeded_and_only_picks_devices_with_room() -> None:
@@ -223,7 +223,7 @@ def test_random_is_seeded_and_only_picks_devices_with_room() -> None:
         assert scores.tolist() == again.score_all(twin, info, snapshot, np.arange(1)).tolist()
         assert 0 <= scores[0] <= 100
         choices.add(state.get(CHOICE_KEY)[0])
-    assert choices == {0, 1, 3}  # never device 2 (200 free)
+    assert choices == {(0,), (1,), (3,)}  # never device 2 (200 free)
 
 
 def sigmoid_score(delta: float) -> int:
@@ -251,6 +251,29 @@ def test_fgd_places_where_fragmentation_grows_least() -> None:
     assert place(fwk, only_a, want)[1] == (1,)
 
 
+def test_fgd_incremental_scores_stay_those_of_the_definition_as_pods_bind() -> None:
+    # One plugin instance (its cache warm across cycles) against the per-node path, which evaluates the
+    # definition from scratch, after every bind of a mixed sequence: shares of several sizes, whole GPUs,
+    # CPU-heavy pods (F depends on free CPU too) and a model constraint.
+    workload = [{"cpuMilli": 1000, "gpuCount": 1, "gpuMilli": 500, "weight": 2},
+                {"cpuMilli": 4000, "gpuCount": 2, "gpuMilli": 1000, "weight": 1},
+                {"cpuMilli": 2000, "gpuCount": 1, "gpuMilli": 300, "models": ["V100M16"], "weight": 1}]
+    snapshot = Snapshot.build([node("a", 4), node("b", 2, cpu=8), node("c", 4, model="V100M16"), node("d", 1)])
+    fwk = gpu_framework("GPUFragmentation", {"targetWorkload": workload})
+    [plugin] = [p for p in fwk.plugins_at("score") if p.name == "GPUFragmentation"]
+    sequence = [pod("s1", milli=300), pod("w1", whole=2, cpu="4"), pod("s2", milli=700), pod("c1", milli=100, cpu="6"),
+                pod("s3", milli=500, spec="V100M16"), pod("w2", whole=1), pod("s4", milli=200, cpu="3"),
+                pod("s5", milli=600), pod("w3", whole=2)]
+    for body in sequence:
+        for probe in (pod("p-share", milli=400), pod("p-whole", whole=1, cpu="2")):
+            info = PodInfo(probe)
+            feasible = [i for i, st in enumerate(run_filter(gpushare.new(), probe, snapshot)) if st is None]
+            cached = plugin.score_all(CycleState(), info, snapshot, np.asarray(feasible, dtype=np.int64))
+            fresh = [plugin.score(CycleState(), info, snapshot.node_info(i))[0] for i in feasible]
+            assert cached.tolist() == fresh, body["metadata"]["name"]
+        place(fwk, snapshot, body)
+
+
 def test_fragmentation_matches_the_definition_with_cpu_and_models() -> None:
     target = TargetWorkload({(2000, 1, 500, frozenset()): 0.5, (8000, 2, 1000, frozenset({"V100M16"})): 0.5})
     free = np.asarray([[1000, 1000, 300, 0], [1000, 1000, 300, 0], [600, 0, 0, 0]])
@@ -271,6 +294,45 @@ def test_reserve_writes_the_chosen_device_for_the_bind() -> None:
     assert rebuilt.device_free().tolist() == snapshot.device_free().tolist()
     gpushare.new().unreserve(state, PodInfo(bound), node_name)  # a failed Permit or bind: no annotation left
     assert DEVICE_INDEX_ANNOTATION not in state.get(BINDING_ANNOTATIONS_KEY)
+
+
+WHOLE_CHOICE_CASES = [
+    # (score plugin, args): on a 4-device node whose device 1 runs a 300 share, 2 whole GPUs take the
+    # lowest-indexed *fully free* devices (the simulator's AllocateExclusiveGpuId): 0 and 2, never 1.
+    ("GPUPacking", None),
+    ("GPUBestFit", None),
+    ("GPUClustering", None),
+    ("GPUDotProduct", None),
+    ("GPUFragmentation", {"targetWorkload": [{"cpuMilli": 1000, "gpuCount": 2, "gpuMilli": 1000}]}),
+]
+
+
+@pytest.mark.parametrize(("plugin", "args"), WHOLE_CHOICE_CASES, ids=[c[0] for c in WHOLE_CHOICE_CASES])
+def test_whole_gpus_take_the_devices_the_policy_chose(plugin: str, args: dict[str, Any] | None) -> None:
+    snapshot = Snapshot.build([node("a", 4)], [pod("used", milli=300, on="a", devices="1", cpu="0")])
+    scored = CycleState()  # the vectorised Score path records the choice per node ...
+    fwk = gpu_framework(plugin, args)
+    [policy] = [p for p in fwk.plugins_at("score") if p.name == plugin]
+    policy.score_all(scored, PodInfo(pod("w", whole=2)), snapshot, np.arange(1))
+    assert scored.get(CHOICE_KEY)[0] == (0, 2)
+    name, ids, state = place(fwk, snapshot, pod("w", whole=2))  # ... and with one feasible node, the chooser
+    assert (name, ids) == ("a", (0, 2))
+    assert state.get(BINDING_ANNOTATIONS_KEY) == {DEVICE_INDEX_ANNOTATION: "0-2"}
+    assert place(fwk, snapshot, pod("w1", whole=1))[1] == (3,)  # the only fully free device left
+
+
+def test_random_whole_gpus_take_random_fully_free_devices_and_reserve_keeps_them() -> None:
+    chosen = set()
+    for seed in range(12):
+        snapshot = Snapshot.build([node("a", 4)], [pod("used", milli=300, on="a", devices="1", cpu="0")])
+        fwk = gpu_framework("GPURandom", {"seed": seed})
+        # Scoring is skipped with one feasible node: Reserve asks the policy's chooser.
+        _, ids, state = place(fwk, snapshot, pod("w", whole=2))
+        assert len(set(ids)) == 2 and 1 not in ids and set(ids) <= {0, 2, 3}  # fully free devices only
+        assert state.get(BINDING_ANNOTATIONS_KEY) == {DEVICE_INDEX_ANNOTATION: "-".join(map(str, sorted(ids)))}
+        chosen.add(ids)
+    # Random, not the lowest free IDs: over a dozen seeds more than the default (0, 2) comes up.
+    assert len(chosen) > 1
 
 
 def test_scheduler_gpu_gauges_follow_the_paper_definitions() -> None:
