@@ -142,12 +142,9 @@ class DisruptionController:
 
     def sync(self, namespace: str, name: str) -> Obj | None:
         """Sync one PDB; returns its status as stored afterwards (None if the PDB does not exist)."""
-        try:
-            budget = self.core.get(PDB, namespace, name)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return None
-            raise
+        budget = errors.get_or_none(self.core, PDB, namespace, name)
+        if budget is None:
+            return None
         self.sync_budget(budget)
         return self.core.get(PDB, namespace, name).get("status")
 

@@ -76,12 +76,9 @@ class TTLAfterFinishedController(Controller):
         if left > 0:
             return left
         namespace, name = split_key(key)
-        try:
-            fresh = self.core.get(JOB, namespace, name)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return None
-            raise
+        fresh = errors.get_or_none(self.core, JOB, namespace, name)
+        if fresh is None:
+            return None
         left = time_left(fresh, self.clock.now())
         if left is None:
             return None
