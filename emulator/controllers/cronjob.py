@@ -110,11 +110,9 @@ class CronJobController(Controller):
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
         super().__init__("cronjob", ctx, workers=workers or int(ctx.option("concurrent_cron_job_syncs",
                                                                              DEFAULT_WORKERS)))
-        self.cron_informer = self.watch(ctx.informers.informer_for(CRONJOB))
+        self.cron_informer = self.watch_kind(CRONJOB)
         self.job_informer = self.watch(ctx.informers.informer_for(JOB))
         ensure_indexers(self.job_informer, {CONTROLLER_INDEX: controller_index_func})
-        self.cron_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new)))
         self.job_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda job, _initial: self._job_event(job), update=lambda _old, new: self._job_event(new),
             delete=lambda obj: self._job_event(object_of(obj))))

@@ -381,13 +381,10 @@ class DisruptionQueueController(Controller):
     def __init__(self, ctx: ControllerContext, *, workers: int = 1) -> None:
         super().__init__("disruption", ctx, workers=workers)
         self.sync = DisruptionController(ctx.core, ctx.clock)
-        self.pdb_informer = self.watch(ctx.informers.informer_for(PDB))
+        self.pdb_informer = self.watch_kind(PDB, delete=self._delete_pdb)
         self.pod_informer = self.watch(ctx.informers.informer_for(POD))
         self.rs_informer = self.watch(ctx.informers.informer_for(REPLICASET))
         self.deploy_informer = self.watch(ctx.informers.informer_for(DEPLOYMENT))
-        self.pdb_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._delete_pdb))
         self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda pod, _initial: self._pod_changed(pod), update=self._update_pod,
             delete=lambda pod: self._pod_changed(object_of(pod))))

@@ -52,14 +52,11 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
                          workers=workers or int(ctx.option("concurrent_deployment_syncs", DEFAULT_WORKERS)))
         self._selectors = SelectorCache()
         self._local = threading.local()
-        self.d_informer = self.watch(ctx.informers.informer_for(DEPLOYMENT))
+        self.d_informer = self.watch_kind(DEPLOYMENT, delete=self._delete_deployment)
         self.rs_informer = self.watch(ctx.informers.informer_for(REPLICASET))
         self.pod_informer = self.watch(ctx.informers.informer_for(POD))
         ensure_indexers(self.rs_informer, {CONTROLLER_INDEX: controller_index_func})
         ensure_indexers(self.pod_informer, {CONTROLLER_INDEX: controller_index_func})
-        self.d_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._delete_deployment))
         self.rs_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=self._add_rs, update=self._update_rs, delete=self._delete_rs))
         self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(delete=self._delete_pod))
