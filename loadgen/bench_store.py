@@ -23,15 +23,13 @@ import json
 import multiprocessing
 import resource
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from emulator.api.kinds import NAMESPACE, POD
 from emulator.server.core import ServerCore
-from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store
+from loadgen.benchkit import redis_url, save
 from loadgen.plan import pod_manifest
 from loadgen.runner import percentile
 
@@ -144,38 +142,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="write the results here too")
     args = ap.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="kemu-bench-") as tmp:
-        server = None
-        url = args.redis_url
-        if not url:
-            server = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp)))
-            url = server.start()
-        try:
-            core = _core(url)
-            core.store.redis.flushall()
-            core = _core(url)
-            core.bootstrap()
-            core.create(NAMESPACE, {"metadata": {"name": "bench"}})
-            results: dict[str, Any] = {}
-            results["createsPerSecond"] = {
-                "oneProcessSingle": round(bench_single(url, min(args.pods, 5000))),
-                "oneProcessBatched": round(bench_batched(url, args.pods)),
-                "fourProcessesBatched": round(bench_processes(url, args.pods)),
-            }
-            print(json.dumps(results, indent=2), flush=True)
-            results["watchLatency"] = [bench_watch_latency(url, r, args.watch_seconds) for r in (1000, 10000)]
-            print(json.dumps(results["watchLatency"], indent=2), flush=True)
-            core.store.redis.flushall()
-            core = _core(url)
-            core.bootstrap()
-            core.create(NAMESPACE, {"metadata": {"name": "bench"}})
-            results["list"] = bench_list(url, args.list_pods)
-            print(json.dumps(results["list"], indent=2), flush=True)
-        finally:
-            if server is not None:
-                server.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    with redis_url(args.redis_url) as url:
+        core = _core(url)
+        core.store.redis.flushall()
+        core = _core(url)
+        core.bootstrap()
+        core.create(NAMESPACE, {"metadata": {"name": "bench"}})
+        results: dict[str, Any] = {}
+        results["createsPerSecond"] = {
+            "oneProcessSingle": round(bench_single(url, min(args.pods, 5000))),
+            "oneProcessBatched": round(bench_batched(url, args.pods)),
+            "fourProcessesBatched": round(bench_processes(url, args.pods)),
+        }
+        print(json.dumps(results, indent=2), flush=True)
+        results["watchLatency"] = [bench_watch_latency(url, r, args.watch_seconds) for r in (1000, 10000)]
+        print(json.dumps(results["watchLatency"], indent=2), flush=True)
+        core.store.redis.flushall()
+        core = _core(url)
+        core.bootstrap()
+        core.create(NAMESPACE, {"metadata": {"name": "bench"}})
+        results["list"] = bench_list(url, args.list_pods)
+        print(json.dumps(results["list"], indent=2), flush=True)
+    save(results, args.json)
     return 0
 
 
