@@ -229,10 +229,8 @@ class DisruptionController:
     @staticmethod
     def _deployment_of_replica_set(ref: Obj, namespace: str, lookup: _Lookup) -> tuple[str, int] | None:
         """``getPodDeployment``: a ReplicaSet controlled by a Deployment counts the Deployment."""
-        if not _is(ref, "ReplicaSet", ("apps", "extensions")):
-            return None
-        rs = lookup.get(REPLICASET, namespace, ref.get("name") or "")
-        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+        rs = DisruptionController._referenced_replica_set(ref, namespace, lookup)
+        if rs is None:
             return None
         owner = _controller_ref(rs)
         if not _is(owner, "Deployment", ("apps", "extensions")):
@@ -246,15 +244,23 @@ class DisruptionController:
     @staticmethod
     def _replica_set(ref: Obj, namespace: str, lookup: _Lookup) -> tuple[str, int] | None:
         """``getPodReplicaSet``: a ReplicaSet not controlled by a Deployment counts itself."""
-        if not _is(ref, "ReplicaSet", ("apps", "extensions")):
-            return None
-        rs = lookup.get(REPLICASET, namespace, ref.get("name") or "")
-        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+        rs = DisruptionController._referenced_replica_set(ref, namespace, lookup)
+        if rs is None:
             return None
         owner = _controller_ref(rs)
         if owner is not None and owner.get("kind") == "Deployment":
             return None
         return rs["metadata"]["uid"], _replicas(rs)
+
+    @staticmethod
+    def _referenced_replica_set(ref: Obj, namespace: str, lookup: _Lookup) -> Obj | None:
+        """The ReplicaSet ``ref`` names, if it is one and still the same object (uid); else None."""
+        if not _is(ref, "ReplicaSet", ("apps", "extensions")):
+            return None
+        rs = lookup.get(REPLICASET, namespace, ref.get("name") or "")
+        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+            return None
+        return rs
 
     @staticmethod
     def _scale_controller(ref: Obj, namespace: str, lookup: _Lookup) -> tuple[str, int] | None:

@@ -272,6 +272,18 @@ class DeltaFIFO:
             self._wake()
 
     # -------------------------------------------------------------- consumer
+    def _wait_locked(self, timeout: float | None) -> bool:
+        """Wait (lock held) until an item is queued: False after ``timeout`` seconds; FIFOClosedError once closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._queue:
+            if self._closed:
+                raise FIFOClosedError("DeltaFIFO: manipulating with closed queue")
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            self._cond.wait(remaining)
+        return True
+
     def pop(self, process: Callable[[Deltas, bool], None], timeout: float | None = None) -> Deltas | None:
         """Take the oldest key's deltas and run ``process(deltas, is_in_initial_list)`` under the lock.
 
@@ -281,15 +293,9 @@ class DeltaFIFO:
         exception propagates and the deltas are dropped (the informer's ``RetryOnError`` is off
         upstream too).
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while not self._queue:
-                if self._closed:
-                    raise FIFOClosedError("DeltaFIFO: manipulating with closed queue")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return None
-                self._cond.wait(remaining)
+            if not self._wait_locked(timeout):
+                return None
             is_in_initial_list = not self._has_synced_locked()
             key = self._queue.popleft()
             if self._initial_population_count > 0:
@@ -311,15 +317,9 @@ class DeltaFIFO:
         :meth:`pop` would; a :class:`RequeueError` requeues that key and ends the batch.
         Producers wait for the whole batch, so keep ``max_items`` small enough for their latency.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while not self._queue:
-                if self._closed:
-                    raise FIFOClosedError("DeltaFIFO: manipulating with closed queue")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return 0
-                self._cond.wait(remaining)
+            if not self._wait_locked(timeout):
+                return 0
             done = 0
             queue, items = self._queue, self._items
             while queue and done < max_items:
