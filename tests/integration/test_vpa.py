@@ -10,7 +10,6 @@ API and a PodDisruptionBudget stops it. ``kubectl get vpa`` shows the CRD's colu
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -23,15 +22,13 @@ from prometheus_client import REGISTRY
 from emulator.api import errors
 from emulator.api.kinds import PDB, POD, REPLICASET, VERTICALPODAUTOSCALER
 from emulator.api.quantity import format_bytes, format_millis
-from emulator.apiserver import kubeconfig
-from emulator.apiserver.process import ApiServerProcess
-from emulator.apiserver.settings import ServerSettings
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
 from tests import builders as b
 from tests import workloads as w
+from tests.kubectl_env import serving_api
 from tests.kubelet_standin import running_ready_status
 from tests.waiting import wait_for
 
@@ -266,11 +263,7 @@ def test_updater_never_evicts_below_min_replicas(updater_env: tuple[ServerCore, 
 
 # ------------------------------------------------------------------------------------- kubectl
 def test_kubectl_get_vpa_shows_the_crd_columns(redis_url: str, core: ServerCore, tmp_path: Path) -> None:
-    server = ApiServerProcess(ServerSettings(redis_url=redis_url, port=0, token="t"), log_path=tmp_path / "api.log")
-    server.start()
-    try:
-        env = {**os.environ, "HOME": str(tmp_path),
-               "KUBECONFIG": str(kubeconfig.write(tmp_path / "kubeconfig", server.url, "t"))}
+    with serving_api(redis_url, tmp_path, "t", "api.log") as (_server, env):
         _recommend(core, "100m", "250m", "1", mode="Initial")
         obj = core.get(VERTICALPODAUTOSCALER, "default", "web-vpa")
         obj["status"]["recommendation"]["containerRecommendations"][0]["target"]["memory"] = "250Mi"
@@ -281,8 +274,6 @@ def test_kubectl_get_vpa_shows_the_crd_columns(redis_url: str, core: ServerCore,
                              check=True).stdout.splitlines()
         assert out[0].split() == ["NAME", "MODE", "CPU", "MEM", "PROVIDED", "AGE"]
         assert out[1].split()[:5] == ["web-vpa", "Initial", "250m", "250Mi", "True"]
-    finally:
-        server.stop()
 
 
 def test_a_deployment_target_reaches_pods_through_its_replicaset(
