@@ -310,15 +310,7 @@ class DaemonSetController(PodOwnerController):
                 else:
                     self.event(ds, EVENT_NORMAL, "SuccessfulCreate", f"Created pod: {result['metadata']['name']}")
         for pod in to_delete:
-            pmeta = pod["metadata"]
-            try:
-                self.core.delete(POD, pmeta["namespace"], pmeta["name"], preconditions={"uid": pmeta["uid"]})
-            except errors.StatusError as e:
-                self.expectations.deletion_observed(key)
-                if e.code not in (404, 409):
-                    first_error = first_error or e
-                continue
-            self.event(ds, EVENT_NORMAL, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}")
+            first_error = first_error or self.delete_owned_pod(ds, key, pod)
         if first_error is not None:
             raise first_error
 

@@ -300,16 +300,10 @@ class JobController(PodOwnerController):
             return
         self.expectations.expect_deletions(key, len(pods))
         for pod in pods:
-            pmeta = pod["metadata"]
-            try:
-                self.core.delete(POD, pmeta["namespace"], pmeta["name"], preconditions={"uid": pmeta["uid"]})
-            except errors.StatusError as e:
-                self.expectations.deletion_observed(key)
-                if e.code not in (404, 409):
-                    self.event(job, EVENT_WARNING, "FailedDelete", f"Error deleting: {e.message}")
-                    raise
-                continue
-            self.event(job, EVENT_NORMAL, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}")
+            error = self.delete_owned_pod(job, key, pod)
+            if error is not None:
+                self.event(job, EVENT_WARNING, "FailedDelete", f"Error deleting: {error.message}")
+                raise error
 
     def _write_status(self, job: Obj, status: Obj) -> None:
         if status == (job.get("status") or {}):

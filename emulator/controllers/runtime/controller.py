@@ -37,7 +37,7 @@ from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.controllers.runtime.controller_ref_manager import get_controller_of
-from emulator.controllers.runtime.events import EventRecorder
+from emulator.controllers.runtime.events import EVENT_NORMAL, EventRecorder
 from emulator.controllers.runtime.expectations import ControllerExpectations
 from emulator.controllers.runtime.ratelimiters import RateLimiter
 from emulator.controllers.runtime.workqueue import LatencySamples, WorkQueue
@@ -354,6 +354,21 @@ class PodOwnerController(Controller):
         owner = resolve_controller_ref(self._owner_informer.indexer, (pod.get("metadata") or {}).get("namespace") or "",
                                        ref, self._owner_kind)
         return meta_key(owner) if owner is not None else None
+
+    def delete_owned_pod(self, owner: Obj, key: str, pod: Obj) -> errors.StatusError | None:
+        """Delete one of ``owner``'s pods (uid precondition), counting in ``key``'s expectations.
+
+        A failed delete is observed at once (no watch event will come) and returned, unless the pod
+        is gone or replaced already (404/409); a deleted pod is a SuccessfulDelete event.
+        """
+        pmeta = pod["metadata"]
+        try:
+            self.core.delete(POD, pmeta["namespace"], pmeta["name"], preconditions={"uid": pmeta["uid"]})
+        except errors.StatusError as e:
+            self.expectations.deletion_observed(key)
+            return e if e.code not in (404, 409) else None
+        self.event(owner, EVENT_NORMAL, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}")
+        return None
 
     def _delete_owner(self, obj: Any) -> None:
         """An owner went away: forget its expectations."""
