@@ -30,13 +30,13 @@ import time
 from typing import Any
 
 from emulator.api.kinds import DEPLOYMENT, HORIZONTALPODAUTOSCALER, POD
+from emulator.api.types import Obj
 from emulator.clock import SystemClock, rfc3339
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet import usage
 from emulator.store.store import Store
 from loadgen.benchkit import report, server_core
 
-Obj = dict[str, Any]
 NAMESPACE = "default"
 REQUEST_M = 100
 PERIOD = 15.0

@@ -24,13 +24,13 @@ from pathlib import Path
 from typing import Any
 
 from emulator.api.kinds import POD, REPLICASET, VERTICALPODAUTOSCALER
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet import usage
 from emulator.server.core import ServerCore
 from loadgen.benchkit import report, server_core
 
-Obj = dict[str, Any]
 T0 = 1_700_000_000.0
 
 

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
 
 from emulator.api import cron, errors
 from emulator.api.kinds import CRONJOB, JOB
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
@@ -55,7 +55,6 @@ from emulator.informers import ResourceEventHandlerFuncs
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 DEFAULT_WORKERS = 5  # --concurrent-cron-job-syncs
 SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"

@@ -51,6 +51,7 @@ from emulator.api import errors
 from emulator.api.kinds import CONTROLLERREVISION, PERSISTENTVOLUMECLAIM, POD, STATEFULSET
 from emulator.api.pdb import is_pod_ready
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
@@ -66,7 +67,6 @@ from emulator.informers.indexer import OWNER_UID_INDEX, owner_uid_index_func
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 DEFAULT_WORKERS = 5  # --concurrent-statefulset-syncs
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"

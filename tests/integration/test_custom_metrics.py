@@ -21,6 +21,7 @@ from emulator import loadtargets
 from emulator.api.kinds import POD
 from emulator.api.quantity import format_millis, parse_quantity
 from emulator.api.selectors import parse_label_selector
+from emulator.api.types import Obj
 from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.cli import main as kemu
@@ -37,7 +38,6 @@ from tests.integration.test_apiserver_kubectl import TOKEN, Kubectl
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 WINDOW = 15.0
 CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
 EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1"

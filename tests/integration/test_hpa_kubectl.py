@@ -35,6 +35,7 @@ import pytest
 
 from emulator import loadtargets
 from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, NODE, POD
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
@@ -45,7 +46,6 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 TOKEN = "hpa-test-token"
 REQUEST_M, USAGE_M, TARGET_PERCENT = 100, 90, 50

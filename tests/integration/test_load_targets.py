@@ -10,12 +10,12 @@ below is worked out from those rules, then read back through what the shard publ
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from emulator import loadtargets
 from emulator.api.kinds import POD
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.kubelet import usage
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
@@ -24,7 +24,6 @@ from tests import builders as b
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 WINDOW = 15.0
 BASE_MILLIS, COST_MILLIS, LIMIT_MILLIS = 100.0, 10.0, 1000.0
 BASE_LATENCY = 0.02

@@ -22,6 +22,7 @@ from prometheus_client import REGISTRY
 from emulator.api import errors
 from emulator.api.kinds import PDB, POD, REPLICASET, VERTICALPODAUTOSCALER
 from emulator.api.quantity import format_bytes, format_millis
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
@@ -34,7 +35,6 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 MIB = 1024 * 1024
 LABELS = {"app": "web"}
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
