@@ -53,7 +53,7 @@ from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
-from loadgen.benchkit import redis_url, save
+from loadgen.benchkit import paced, redis_url, save
 from loadgen.plan import pod_manifest
 from loadgen.runner import percentile
 
@@ -294,18 +294,8 @@ def bench_watch(url: str, port: int, rate: int, seconds: float) -> dict[str, Any
     watcher = ctx.Process(target=_watcher, args=(port, core.store.current_rv(), n, ready, out))
     watcher.start()
     ready.wait(30)
-    tick = 0.01
-    per_tick = max(1, int(rate * tick))
     pods = [pod_manifest(f"w{rate}-{i}", NS, "100m", "128Mi") for i in range(n)]
-    start = time.perf_counter()
-    for i in range(0, n, per_tick):
-        due = start + (i // per_tick) * tick
-        while time.perf_counter() < due:
-            time.sleep(min(0.001, max(0.0, due - time.perf_counter())))
-        batch = pods[i:i + per_tick]
-        sent = repr(time.time())
-        for p in batch:
-            p["metadata"]["annotations"] = {SENT_AT: sent}
+    for batch in paced(pods, rate, time.perf_counter(), SENT_AT):
         core.create_many(POD, batch)
     lat = [x * 1000 for x in out.get(timeout=120)]
     watcher.join()

@@ -45,7 +45,7 @@ from emulator.informers.reflector import Reflector
 from emulator.informers.sharding import shard_object_filter
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
-from loadgen.benchkit import redis_url, save
+from loadgen.benchkit import paced, redis_url, save
 from loadgen.plan import pod_manifest
 from loadgen.runner import percentile
 
@@ -166,18 +166,9 @@ def bench_latency(url: str, informers: int, rate: int, seconds: float, gc_tuned:
     child = ctx.Process(target=_latency_child, args=(url, informers, n, (ready, out), gc_tuned))
     child.start()
     ready.get(timeout=120)
-    tick = 0.01
-    per_tick = max(1, int(rate * tick))
     pods = _pods(f"lat{rate}", n, 0)
     start = time.perf_counter()
-    for i in range(0, n, per_tick):
-        due = start + (i // per_tick) * tick
-        while time.perf_counter() < due:
-            time.sleep(min(0.001, max(0.0, due - time.perf_counter())))  # pacing the load, not a test wait
-        batch = pods[i:i + per_tick]
-        now = repr(time.time())
-        for p in batch:
-            p["metadata"]["annotations"] = {SENT_AT: now}
+    for batch in paced(pods, rate, start, SENT_AT):
         core.create_many(POD, batch)
     achieved = n / (time.perf_counter() - start)
     lat = [x * 1000 for x in out.get(timeout=600)]

@@ -29,7 +29,7 @@ from typing import Any
 from emulator.api.kinds import NAMESPACE, POD
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
-from loadgen.benchkit import redis_url, save
+from loadgen.benchkit import paced, redis_url, save
 from loadgen.plan import pod_manifest
 from loadgen.runner import percentile
 
@@ -97,18 +97,10 @@ def bench_watch_latency(url: str, rate: int, seconds: float) -> dict[str, float]
     watcher = ctx.Process(target=_watcher, args=(url, core.store.current_rv(), n, q))
     watcher.start()
     time.sleep(1.0)  # benchmark warm-up: let the watcher process import and block in XREAD
-    tick = 0.01
-    per_tick = max(1, int(rate * tick))
+    per_tick = max(1, int(rate * 0.01))
     pods = _pods(f"w{rate}", n)
     start = time.perf_counter()
-    for i in range(0, n, per_tick):
-        due = start + (i // per_tick) * tick
-        while time.perf_counter() < due:
-            time.sleep(min(0.001, max(0.0, due - time.perf_counter())))
-        batch = pods[i:i + per_tick]
-        now = repr(time.time())
-        for p in batch:
-            p["metadata"]["annotations"] = {SENT_AT: now}
+    for batch in paced(pods, rate, start, SENT_AT):
         if per_tick == 1:
             core.create(POD, batch[0])
         else:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import contextlib
 import json
 import tempfile
-from collections.abc import Iterator, Mapping
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
@@ -43,6 +45,21 @@ def server_core(clock: Clock) -> Iterator[ServerCore]:
         core = ServerCore(Store.connect(url), clock)
         core.bootstrap()
         yield core
+
+
+def paced(pods: Sequence[Obj], rate: float, start: float, sent_at: str, tick: float = 0.01) -> Iterator[list[Obj]]:
+    """``pods`` in batches of ``rate * tick`` (at least one), each at its due time from ``start`` (an open-loop
+    load of ``rate`` per second), every pod annotated ``sent_at`` with the wall time it was sent."""
+    per_tick = max(1, int(rate * tick))
+    for i in range(0, len(pods), per_tick):
+        due = start + (i // per_tick) * tick
+        while time.perf_counter() < due:
+            time.sleep(min(0.001, max(0.0, due - time.perf_counter())))  # pacing the load, not a test wait
+        batch = list(pods[i:i + per_tick])
+        sent = repr(time.time())
+        for p in batch:
+            p["metadata"]["annotations"] = {sent_at: sent}
+        yield batch
 
 
 def report(result: Any, json_path: str | Path | None, *, key_width: int | None = None) -> None:
