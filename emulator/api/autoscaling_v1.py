@@ -52,58 +52,42 @@ def _drop_round_trip(meta: Obj) -> Obj:
 
 # ----------------------------------------------------------------------------- metric types
 # One table serves both directions and both sides (spec targets, status currents). A row is a v1
-# field (``{side}`` is ``target`` or ``current``): where its value sits in v2 (the source itself,
-# its ``metric``, or its target/current value), the v2 key, and how an absent value converts in
-# each direction: OPT leaves the field out, RAW writes it (even null), ZERO writes "0" (v1's
-# non-pointer quantities), OBJ writes {}. Rows are in the v1 types' field order.
+# field (``{side}``: ``target`` in a spec, ``current`` in a status), where its value sits in v2 (the
+# source itself, its ``metric``, or its target/current value), the v2 key, and per side how an
+# absent value converts (to v1, to v2): OPT leaves the field out, RAW writes it (even null), ZERO
+# writes "0" (v1's non-pointer quantities), OBJ writes {}. Rows are in the v1 types' field order.
 OPT, RAW, ZERO, OBJ = "opt", "raw", "zero", "obj"
 _SRC, _METRIC, _VALUE = "src", "metric", "value"
+_Modes = tuple[str, str]  # to v1, to v2
 _Row = tuple[str, str, str, str, str]  # v1 field, place, v2 key, to-v1 mode, to-v2 mode
 
-_RESOURCE: dict[str, tuple[_Row, ...]] = {
-    "target": (("name", _SRC, "name", RAW, RAW),
-               ("targetAverageUtilization", _VALUE, "averageUtilization", OPT, OPT),
-               ("targetAverageValue", _VALUE, "averageValue", OPT, OPT),
-               ("container", _SRC, "container", OPT, OPT)),
-    "current": (("name", _SRC, "name", RAW, RAW),
-                ("currentAverageUtilization", _VALUE, "averageUtilization", OPT, OPT),
-                ("currentAverageValue", _VALUE, "averageValue", ZERO, OPT),
-                ("container", _SRC, "container", OPT, OPT)),
-}
-_METRIC_ROWS: dict[str, dict[str, tuple[_Row, ...]]] = {
+_RESOURCE: tuple[tuple[str, str, str, _Modes, _Modes], ...] = (
+    ("name", _SRC, "name", (RAW, RAW), (RAW, RAW)),
+    ("{side}AverageUtilization", _VALUE, "averageUtilization", (OPT, OPT), (OPT, OPT)),
+    ("{side}AverageValue", _VALUE, "averageValue", (OPT, OPT), (ZERO, OPT)),
+    ("container", _SRC, "container", (OPT, OPT), (OPT, OPT)))
+_ROWS: dict[str, tuple[tuple[str, str, str, _Modes, _Modes], ...]] = {
     "Resource": _RESOURCE,
     "ContainerResource": _RESOURCE,
-    "Pods": {
-        "target": (("metricName", _METRIC, "name", RAW, RAW),
-                   ("targetAverageValue", _VALUE, "averageValue", RAW, RAW),
-                   ("selector", _METRIC, "selector", OPT, OPT)),
-        "current": (("metricName", _METRIC, "name", RAW, RAW),
-                    ("currentAverageValue", _VALUE, "averageValue", ZERO, RAW),
-                    ("selector", _METRIC, "selector", OPT, OPT)),
-    },
-    "Object": {
-        "target": (("target", _SRC, "describedObject", OBJ, OBJ),
-                   ("metricName", _METRIC, "name", RAW, RAW),
-                   ("targetValue", _VALUE, "value", ZERO, RAW),
-                   ("selector", _METRIC, "selector", OPT, OPT),
-                   ("averageValue", _VALUE, "averageValue", OPT, OPT)),
-        "current": (("target", _SRC, "describedObject", OBJ, OBJ),
-                    ("metricName", _METRIC, "name", RAW, RAW),
-                    ("currentValue", _VALUE, "value", ZERO, RAW),
-                    ("selector", _METRIC, "selector", OPT, OPT),
-                    ("averageValue", _VALUE, "averageValue", OPT, OPT)),
-    },
-    "External": {
-        "target": (("metricName", _METRIC, "name", RAW, RAW),
-                   ("metricSelector", _METRIC, "selector", OPT, OPT),
-                   ("targetValue", _VALUE, "value", OPT, RAW),
-                   ("targetAverageValue", _VALUE, "averageValue", OPT, OPT)),
-        "current": (("metricName", _METRIC, "name", RAW, RAW),
-                    ("currentValue", _VALUE, "value", ZERO, RAW),
-                    ("metricSelector", _METRIC, "selector", OPT, OPT),
-                    ("currentAverageValue", _VALUE, "averageValue", OPT, OPT)),
-    },
+    "Pods": (("metricName", _METRIC, "name", (RAW, RAW), (RAW, RAW)),
+             ("{side}AverageValue", _VALUE, "averageValue", (RAW, RAW), (ZERO, RAW)),
+             ("selector", _METRIC, "selector", (OPT, OPT), (OPT, OPT))),
+    "Object": (("target", _SRC, "describedObject", (OBJ, OBJ), (OBJ, OBJ)),
+               ("metricName", _METRIC, "name", (RAW, RAW), (RAW, RAW)),
+               ("{side}Value", _VALUE, "value", (ZERO, RAW), (ZERO, RAW)),
+               ("selector", _METRIC, "selector", (OPT, OPT), (OPT, OPT)),
+               ("averageValue", _VALUE, "averageValue", (OPT, OPT), (OPT, OPT))),
+    "External": (("metricName", _METRIC, "name", (RAW, RAW), (RAW, RAW)),
+                 ("metricSelector", _METRIC, "selector", (OPT, OPT), (OPT, OPT)),
+                 ("{side}Value", _VALUE, "value", (OPT, RAW), (ZERO, RAW)),
+                 ("{side}AverageValue", _VALUE, "averageValue", (OPT, OPT), (OPT, OPT))),
 }
+# The rows of each metric type and side, with the v1 names and the modes of that side.
+_METRIC_ROWS: dict[str, dict[str, tuple[_Row, ...]]] = {
+    mtype: {side: tuple((v1.format(side=side), place, v2, *(spec if side == "target" else status))
+                        for v1, place, v2, spec, status in rows)
+            for side in ("target", "current")}
+    for mtype, rows in _ROWS.items()}
 _SOURCE_KEY = {"Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods",
                "Object": "object", "External": "external"}
 # A v2 target's type by the key that holds its value; a v1 spec picks the first one it has, in this order.
@@ -117,24 +101,8 @@ def _put(out: Obj, key: str, value: Any, mode: str) -> None:
         out[key] = value if mode == RAW else value or ("0" if mode == ZERO else {})
 
 
-def _metric_to_v1(m: Obj, side: str) -> Obj:
-    """A v2 metric spec (``side`` "target") or status ("current") in v1's (v2beta1) shape."""
-    mtype = m.get("type")
-    out: Obj = {"type": mtype}
-    if mtype not in _METRIC_ROWS:
-        return out
-    key = _SOURCE_KEY[mtype]
-    src = m.get(key) or {}
-    places = {_SRC: src, _METRIC: src.get("metric") or {}, _VALUE: src.get(side) or {}}
-    conv: Obj = {}
-    for v1, place, v2, mode, _ in _METRIC_ROWS[mtype][side]:
-        _put(conv, v1, places[place].get(v2), mode)
-    out[key] = conv
-    return out
-
-
-def _metric_to_v2(m: Obj, side: str) -> Obj:
-    """A v1 (v2beta1-shaped) metric spec (``side`` "target") or status ("current") in v2's shape."""
+def _convert_metric(m: Obj, side: str, *, to_v1: bool) -> Obj:
+    """A metric spec (``side`` "target") or status ("current"): v2 to v1's (v2beta1) shape, or back."""
     mtype = m.get("type")
     out: Obj = {"type": mtype}
     if mtype not in _METRIC_ROWS:
@@ -142,6 +110,19 @@ def _metric_to_v2(m: Obj, side: str) -> Obj:
     key = _SOURCE_KEY[mtype]
     src = m.get(key) or {}
     rows = _METRIC_ROWS[mtype][side]
+    out[key] = _source_to_v1(src, rows, side) if to_v1 else _source_to_v2(src, rows, side)
+    return out
+
+
+def _source_to_v1(src: Obj, rows: tuple[_Row, ...], side: str) -> Obj:
+    places = {_SRC: src, _METRIC: src.get("metric") or {}, _VALUE: src.get(side) or {}}
+    conv: Obj = {}
+    for v1, place, v2, mode, _ in rows:
+        _put(conv, v1, places[place].get(v2), mode)
+    return conv
+
+
+def _source_to_v2(src: Obj, rows: tuple[_Row, ...], side: str) -> Obj:
     conv: Obj = {}
     for v1, place, v2, _, mode in rows:
         if place == _SRC:
@@ -150,8 +131,7 @@ def _metric_to_v2(m: Obj, side: str) -> Obj:
             _put(conv.setdefault("metric", {}), v2, src.get(v1), mode)
         elif side not in conv:
             conv[side] = _target_to_v2(src, rows) if side == "target" else _current_to_v2(src, rows)
-    out[key] = conv
-    return out
+    return conv
 
 
 def _target_to_v2(src: Obj, rows: tuple[_Row, ...]) -> Obj:
@@ -198,13 +178,13 @@ def to_v1(obj: Obj) -> Obj:
     cpu = next((m for m in metrics if _is_cpu_utilization(m)), None)
     if cpu is not None:
         v1_spec["targetCPUUtilizationPercentage"] = cpu["resource"]["target"]["averageUtilization"]
-    others = [_metric_to_v1(m, "target") for m in metrics if not _is_cpu_utilization(m)]
+    others = [_convert_metric(m, "target", to_v1=True) for m in metrics if not _is_cpu_utilization(m)]
     if others:
         annotations[METRICS_ANNOTATION] = json.dumps(others, separators=(",", ":"))
     current = status.get("currentMetrics") or []
     if current:
-        annotations[CURRENT_METRICS_ANNOTATION] = json.dumps([_metric_to_v1(m, "current") for m in current],
-                                                             separators=(",", ":"))
+        annotations[CURRENT_METRICS_ANNOTATION] = json.dumps(
+            [_convert_metric(m, "current", to_v1=True) for m in current], separators=(",", ":"))
     if spec.get("behavior") is not None:
         annotations[BEHAVIOR_ANNOTATION] = json.dumps(spec["behavior"], separators=(",", ":"))
     if status.get("conditions"):
@@ -233,7 +213,8 @@ def to_v2(obj: Obj) -> Obj:
     annotations: Obj = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
     v2_spec: Obj = {k: copy.deepcopy(v) for k, v in spec.items()
                     if k in ("scaleTargetRef", "minReplicas", "maxReplicas")}
-    metrics = [_metric_to_v2(m, "target") for m in _annotation_list(annotations, METRICS_ANNOTATION) or []]
+    metrics = [_convert_metric(m, "target", to_v1=False)
+               for m in _annotation_list(annotations, METRICS_ANNOTATION) or []]
     if spec.get("targetCPUUtilizationPercentage") is not None:
         metrics.append({"type": "Resource", "resource": {"name": "cpu", "target": {
             "type": "Utilization", "averageUtilization": spec["targetCPUUtilizationPercentage"]}}})
@@ -249,7 +230,8 @@ def to_v2(obj: Obj) -> Obj:
             v2_spec["behavior"] = behavior
     v2_status: Obj = {k: status[k] for k in ("observedGeneration", "lastScaleTime", "currentReplicas",
                                              "desiredReplicas") if k in status}
-    current = [_metric_to_v2(m, "current") for m in _annotation_list(annotations, CURRENT_METRICS_ANNOTATION) or []]
+    current = [_convert_metric(m, "current", to_v1=False)
+               for m in _annotation_list(annotations, CURRENT_METRICS_ANNOTATION) or []]
     if not current and status.get("currentCPUUtilizationPercentage") is not None:
         current = [{"type": "Resource", "resource": {"name": "cpu", "current": {
             "averageUtilization": status["currentCPUUtilizationPercentage"]}}}]
