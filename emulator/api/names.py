@@ -94,6 +94,14 @@ def _memoised(check: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
     return memoised
 
 
+def _length_and_format_errors(value: str, limit: int, regex: re.Pattern[str], msg: str) -> list[str]:
+    """At most ``limit`` bytes, and the whole of ``value`` matching ``regex`` (``msg`` when it does not)."""
+    errs = [max_len(limit)] if byte_len(value) > limit else []
+    if not regex.fullmatch(value):
+        errs.append(msg)
+    return errs
+
+
 @_memoised
 def dns1123_label_errors(value: str) -> list[str]:
     """Upstream ``IsDNS1123Label``: empty list when ``value`` is a valid label."""
@@ -109,12 +117,7 @@ def dns1123_label_errors(value: str) -> list[str]:
 @_memoised
 def dns1123_subdomain_errors(value: str) -> list[str]:
     """Upstream ``IsDNS1123Subdomain``."""
-    errs: list[str] = []
-    if byte_len(value) > 253:
-        errs.append(max_len(253))
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        errs.append(_DNS1123_SUBDOMAIN_MSG)
-    return errs
+    return _length_and_format_errors(value, 253, _DNS1123_SUBDOMAIN_RE, _DNS1123_SUBDOMAIN_MSG)
 
 
 @_memoised
@@ -144,9 +147,4 @@ def qualified_name_errors(value: str) -> list[str]:
 @_memoised
 def label_value_errors(value: str) -> list[str]:
     """Upstream ``IsValidLabelValue``."""
-    errs: list[str] = []
-    if byte_len(value) > 63:
-        errs.append(max_len(63))
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(_LABEL_VALUE_MSG)
-    return errs
+    return _length_and_format_errors(value, 63, _LABEL_VALUE_RE, _LABEL_VALUE_MSG)

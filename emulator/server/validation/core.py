@@ -54,12 +54,6 @@ from emulator.server.validation.resources import (
 )
 
 _CONFIGMAP_KEY_FMT = "[-._a-zA-Z0-9]+"
-
-
-_CONFIGMAP_KEY_FMT = "[-._a-zA-Z0-9]+"
-_CONFIGMAP_KEY_RE = re.compile(_CONFIGMAP_KEY_FMT)
-
-
 _CONFIGMAP_KEY_RE = re.compile(_CONFIGMAP_KEY_FMT)
 _CONFIGMAP_KEY_MSG = _regex_error("a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
                                   _CONFIGMAP_KEY_FMT, "key.name", "KEY_NAME", "key-name")
