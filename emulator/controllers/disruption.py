@@ -58,7 +58,7 @@ from emulator.api import errors, pdb
 from emulator.api.kinds import DEPLOYMENT, PDB, POD, REPLICASET, Kind, all_kinds
 from emulator.api.types import Obj
 from emulator.clock import Clock, parse_rfc3339, rfc3339
-from emulator.controllers.runtime import Controller, ControllerContext, meta_key, object_of
+from emulator.controllers.runtime import Controller, ControllerContext, object_of
 from emulator.informers import ResourceEventHandlerFuncs
 from emulator.server.core import ServerCore
 
@@ -387,7 +387,7 @@ class DisruptionQueueController(Controller):
     def __init__(self, ctx: ControllerContext, *, workers: int = 1) -> None:
         super().__init__("disruption", ctx, workers=workers)
         self.sync = DisruptionController(ctx.core, ctx.clock)
-        self.pdb_informer = self.watch_kind(PDB, delete=self._delete_pdb)
+        self.pdb_informer = self.watch_kind(PDB, delete=self.enqueue_deleted)
         self.pod_informer = self.watch(ctx.informers.informer_for(POD))
         self.rs_informer = self.watch(ctx.informers.informer_for(REPLICASET))
         self.deploy_informer = self.watch(ctx.informers.informer_for(DEPLOYMENT))
@@ -397,12 +397,6 @@ class DisruptionQueueController(Controller):
         scale_handler = ResourceEventHandlerFuncs(update=self._scale_changed)
         self.rs_informer.add_event_handler(scale_handler)
         self.deploy_informer.add_event_handler(scale_handler)
-
-    def _delete_pdb(self, obj: Any) -> None:
-        budget = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(budget) if budget is not None else None)
-        if key:
-            self.enqueue_key(key)
 
     def _budgets_in(self, namespace: str) -> list[Obj]:
         return self.pdb_informer.indexer.by_index("namespace", namespace)

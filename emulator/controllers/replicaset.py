@@ -68,6 +68,7 @@ from emulator.controllers.runtime import (
     SelectorCache,
     UIDTrackingControllerExpectations,
     controller_index_func,
+    deleted_key,
     ensure_indexers,
     get_controller_of,
     meta_key,
@@ -381,8 +382,7 @@ class ReplicaSetController(Controller):
         self.enqueue(new)
 
     def _delete_rs(self, obj: Any) -> None:
-        rs = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(rs) if rs is not None else None)
+        key = deleted_key(obj)
         if key is None:
             return
         self.expectations.delete_expectations(key)

@@ -30,7 +30,6 @@ from emulator.controllers.runtime import (
     controller_index_func,
     ensure_indexers,
     get_controller_of,
-    meta_key,
     object_of,
     recheck_deletion_timestamp,
     resolve_controller_ref,
@@ -52,7 +51,7 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
                          workers=workers or int(ctx.option("concurrent_deployment_syncs", DEFAULT_WORKERS)))
         self._selectors = SelectorCache()
         self._local = threading.local()
-        self.d_informer = self.watch_kind(DEPLOYMENT, delete=self._delete_deployment)
+        self.d_informer = self.watch_kind(DEPLOYMENT, delete=self.enqueue_deleted)
         self.rs_informer = self.watch(ctx.informers.informer_for(REPLICASET))
         self.pod_informer = self.watch(ctx.informers.informer_for(POD))
         ensure_indexers(self.rs_informer, {CONTROLLER_INDEX: controller_index_func})
@@ -77,12 +76,6 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
                                         meta.get("labels") or {})
 
     # ------------------------------------------------------------ handlers
-    def _delete_deployment(self, obj: Any) -> None:
-        d = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(d) if d is not None else None)
-        if key:
-            self.enqueue_key(key)
-
     def _add_rs(self, rs: Obj, _initial: bool) -> None:
         meta = rs["metadata"]
         if meta.get("deletionTimestamp"):

@@ -230,6 +230,12 @@ class Controller(abc.ABC):
     def enqueue_key(self, key: str) -> None:
         self.queue.add(key)
 
+    def enqueue_deleted(self, obj: Any) -> None:
+        """A delete notification: queue the object's key, so that reconcile finds it gone."""
+        key = deleted_key(obj)
+        if key:
+            self.enqueue_key(key)
+
     def enqueue_after(self, key: str, delay: float) -> None:
         self.queue.add_after(key, delay)
 
@@ -372,8 +378,7 @@ class PodOwnerController(Controller):
 
     def _delete_owner(self, obj: Any) -> None:
         """An owner went away: forget its expectations."""
-        owner = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(owner) if owner is not None else None)
+        key = deleted_key(obj)
         if key is not None:
             self.expectations.delete_expectations(key)
 
@@ -414,6 +419,12 @@ def ensure_indexers(informer: Any, indexers: Mapping[str, Callable[[Obj], Iterab
         # Another controller may add it in between: same name, same function.
         with contextlib.suppress(ValueError):
             informer.indexer.add_indexers(missing)
+
+
+def deleted_key(obj: Any) -> str | None:
+    """The queue key of a delete notification's object (a ``DeletedFinalStateUnknown`` tombstone carries it)."""
+    deleted = object_of(obj)
+    return getattr(obj, "key", None) or (meta_key(deleted) if deleted is not None else None)
 
 
 def object_of(obj: Any) -> Obj | None:
