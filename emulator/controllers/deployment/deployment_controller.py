@@ -76,6 +76,12 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
                                         meta.get("labels") or {})
 
     # ------------------------------------------------------------ handlers
+    def _enqueue_resolved(self, namespace: str, ref: Obj) -> None:
+        """Queue the Deployment a ReplicaSet's controller reference names, if it is still that one."""
+        d = self._resolve(namespace, ref)
+        if d is not None:
+            self.enqueue(d)
+
     def _add_rs(self, rs: Obj, _initial: bool) -> None:
         meta = rs["metadata"]
         if meta.get("deletionTimestamp"):
@@ -83,9 +89,7 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
             return
         ref = get_controller_of(rs)
         if ref is not None:
-            d = self._resolve(meta.get("namespace") or "", ref)
-            if d is not None:
-                self.enqueue(d)
+            self._enqueue_resolved(meta.get("namespace") or "", ref)
             return
         for d in self._deployments_for_rs(rs):
             self.enqueue(d)
@@ -96,13 +100,9 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
         new_ref, old_ref = get_controller_of(new), get_controller_of(old)
         ref_changed = (new_ref or {}).get("uid") != (old_ref or {}).get("uid")
         if ref_changed and old_ref is not None:
-            d = self._resolve(old["metadata"].get("namespace") or "", old_ref)
-            if d is not None:
-                self.enqueue(d)
+            self._enqueue_resolved(old["metadata"].get("namespace") or "", old_ref)
         if new_ref is not None:
-            d = self._resolve(new["metadata"].get("namespace") or "", new_ref)
-            if d is not None:
-                self.enqueue(d)
+            self._enqueue_resolved(new["metadata"].get("namespace") or "", new_ref)
             return
         if ref_changed or (old["metadata"].get("labels") or {}) != (new["metadata"].get("labels") or {}):
             for d in self._deployments_for_rs(new):
@@ -115,9 +115,7 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
         ref = get_controller_of(rs)
         if ref is None:
             return
-        d = self._resolve(rs["metadata"].get("namespace") or "", ref)
-        if d is not None:
-            self.enqueue(d)
+        self._enqueue_resolved(rs["metadata"].get("namespace") or "", ref)
 
     def _delete_pod(self, obj: Any) -> None:
         """Recreate waits for old pods to be gone: their deletions wake the Deployment (upstream ``deletePod``)."""
