@@ -296,18 +296,7 @@ class DeltaFIFO:
         with self._lock:
             if not self._wait_locked(timeout):
                 return None
-            is_in_initial_list = not self._has_synced_locked()
-            key = self._queue.popleft()
-            if self._initial_population_count > 0:
-                self._initial_population_count -= 1
-            deltas = self._items.pop(key)
-            try:
-                process(deltas, is_in_initial_list)
-            except RequeueError as e:
-                self._add_if_not_present(key, deltas)
-                if e.cause is not None:
-                    raise e.cause from e
-            return deltas
+            return self._process_next_locked(process)[0]
 
     def pop_many(self, process: Callable[[Deltas, bool], None], max_items: int = 256,
                  timeout: float | None = None) -> int:
@@ -321,22 +310,31 @@ class DeltaFIFO:
             if not self._wait_locked(timeout):
                 return 0
             done = 0
-            queue, items = self._queue, self._items
+            queue = self._queue
             while queue and done < max_items:
-                is_in_initial_list = not self._has_synced_locked()
-                key = queue.popleft()
-                if self._initial_population_count > 0:
-                    self._initial_population_count -= 1
-                deltas = items.pop(key)
                 done += 1
-                try:
-                    process(deltas, is_in_initial_list)
-                except RequeueError as e:
-                    self._add_if_not_present(key, deltas)
-                    if e.cause is not None:
-                        raise e.cause from e
+                if not self._process_next_locked(process)[1]:
                     break
             return done
+
+    def _process_next_locked(self, process: Callable[[Deltas, bool], None]) -> tuple[Deltas, bool]:
+        """Pop the oldest key and process its deltas (lock held): (deltas, False) when they went back in the queue.
+
+        A :class:`RequeueError` requeues them and raises its cause, if it has one.
+        """
+        is_in_initial_list = not self._has_synced_locked()
+        key = self._queue.popleft()
+        if self._initial_population_count > 0:
+            self._initial_population_count -= 1
+        deltas = self._items.pop(key)
+        try:
+            process(deltas, is_in_initial_list)
+        except RequeueError as e:
+            self._add_if_not_present(key, deltas)
+            if e.cause is not None:
+                raise e.cause from e
+            return deltas, False
+        return deltas, True
 
     def close(self) -> None:
         with self._lock:
