@@ -23,7 +23,6 @@ from emulator.api.quantity import format_millis, parse_quantity
 from emulator.api.selectors import parse_label_selector
 from emulator.api.types import Obj
 from emulator.apiserver.process import ApiServerProcess
-from emulator.apiserver.settings import ServerSettings
 from emulator.cli import main as kemu
 from emulator.clock import ManualClock
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
@@ -35,6 +34,7 @@ from emulator.store.redis_server import EmbeddedRedis
 from emulator.store.store import Store
 from tests import builders as b
 from tests.integration.test_apiserver_kubectl import TOKEN, Kubectl
+from tests.kubectl_env import running_api
 
 pytestmark = pytest.mark.integration
 
@@ -45,10 +45,8 @@ EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1"
 
 @pytest.fixture(scope="module")
 def server(redis_server: EmbeddedRedis) -> Iterator[ApiServerProcess]:
-    proc = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=0, token=TOKEN))
-    proc.start()
-    yield proc
-    proc.stop()
+    with running_api(redis_server.url, token=TOKEN) as proc:
+        yield proc
 
 
 @pytest.fixture
