@@ -10,7 +10,6 @@ The MetricsClient the autoscalers use must read the very numbers kubectl printed
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from emulator.api.types import Obj
 from emulator.apiserver.process import ApiServerProcess
 from emulator.cli import main as kemu
 from emulator.clock import ManualClock
-from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+from emulator.kubelet.shard import KubeletShard
 from emulator.metricsapi.adapter import MetricsAdapter
 from emulator.metricsapi.client import MetricsUnavailable, ObjectReference
 from emulator.metricsapi.custom import CustomMetricsClient, metrics_client
@@ -35,6 +34,7 @@ from emulator.store.store import Store
 from tests import builders as b
 from tests.integration.test_apiserver_kubectl import TOKEN, Kubectl
 from tests.kubectl_env import running_api
+from tests.shards import metrics_shard, wall_clock_core
 
 pytestmark = pytest.mark.integration
 
@@ -52,14 +52,9 @@ def server(redis_server: EmbeddedRedis) -> Iterator[ApiServerProcess]:
 @pytest.fixture
 def cluster(redis_url: str, server: ApiServerProcess) -> Iterator[tuple[ServerCore, ManualClock, KubeletShard]]:
     # Cluster time starts at the wall clock, so the API server (on wall time) finds the samples fresh.
-    clock = ManualClock(float(int(time.time())))
-    core = ServerCore(Store.connect(redis_url), clock)
-    core.bootstrap()
-    shard = KubeletShard(core, 0, 1, kubelet_shard_config({"metrics_window": WINDOW}, [{"name": "n", "count": 1}]),
-                         clock)
-    shard.start(timeout=30)
-    yield core, clock, shard
-    shard.stop()
+    core, clock = wall_clock_core(redis_url)
+    with metrics_shard(core, clock, WINDOW) as shard:
+        yield core, clock, shard
 
 
 @pytest.fixture
