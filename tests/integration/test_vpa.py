@@ -215,6 +215,12 @@ def _recommend(core: ServerCore, lower: str, target: str, upper: str, **spec: An
          "upperBound": {"cpu": upper}}]}}})
 
 
+def _wait_for_updater(upd: Any, pods: int) -> None:
+    """Until the updater's caches hold ``pods`` pods and a VPA with a recommendation."""
+    wait_for(lambda: len(upd.pods.indexer.list()) == pods and upd.vpas.indexer.list()
+             and (upd.vpas.indexer.list()[0].get("status") or {}).get("recommendation"), 20, "updater caches")
+
+
 def _live(core: ServerCore) -> list[str]:
     return sorted(p["metadata"]["name"] for p in core.list(POD, "default").items
                   if not p["metadata"].get("deletionTimestamp"))
@@ -245,8 +251,7 @@ def test_updater_leaves_pods_inside_the_range(updater_env: tuple[ServerCore, Any
     rs = core.create(REPLICASET, w.replica_set("web", 4, LABELS))
     _running_pods(core, rs, 4, clock)
     _recommend(core, "50m", "110m", "1")
-    wait_for(lambda: len(upd.pods.indexer.list()) == 4 and upd.vpas.indexer.list()
-             and (upd.vpas.indexer.list()[0].get("status") or {}).get("recommendation"), 20, "updater caches")
+    _wait_for_updater(upd, 4)
     assert upd.run_once() == 0
     assert len(_live(core)) == 4
 
@@ -256,8 +261,7 @@ def test_updater_never_evicts_below_min_replicas(updater_env: tuple[ServerCore, 
     rs = core.create(REPLICASET, w.replica_set("web", 1, LABELS))
     _running_pods(core, rs, 1, clock)
     _recommend(core, "500m", "600m", "1")
-    wait_for(lambda: len(upd.pods.indexer.list()) == 1 and upd.vpas.indexer.list()
-             and (upd.vpas.indexer.list()[0].get("status") or {}).get("recommendation"), 20, "updater caches")
+    _wait_for_updater(upd, 1)
     assert upd.run_once() == 0
 
 
