@@ -211,6 +211,19 @@ class _HoldAtPermit:
         return Status(Code.WAIT), 30.0
 
 
+def _held_at_permit() -> tuple[FakeClient, Any, Obj]:
+    """A started scheduler whose HoldAtPermit plugin makes every pod wait, and the pending pod "held"."""
+    client = FakeClient()
+    registry = in_tree_registry()
+    registry.register("HoldAtPermit", lambda args, handle: _HoldAtPermit())
+    sched = _scheduler(client, {"profiles": [{"plugins": {"permit": {"enabled": [{"name": "HoldAtPermit"}]}}}]},
+                       registry)
+    pod = _pending(client, "held")
+    sched.on_pod_add(pod)
+    sched.start()
+    return client, sched, pod
+
+
 def test_post_filter_result_is_executed_victims_deleted_and_pod_nominated():
     client = FakeClient()
     registry = in_tree_registry()
@@ -236,14 +249,7 @@ def test_post_filter_result_is_executed_victims_deleted_and_pod_nominated():
 
 
 def test_permit_wait_holds_the_pod_until_allowed():
-    client = FakeClient()
-    registry = in_tree_registry()
-    registry.register("HoldAtPermit", lambda args, handle: _HoldAtPermit())
-    sched = _scheduler(client, {"profiles": [{"plugins": {"permit": {"enabled": [{"name": "HoldAtPermit"}]}}}]},
-                       registry)
-    pod = _pending(client, "held")
-    sched.on_pod_add(pod)
-    sched.start()
+    client, sched, pod = _held_at_permit()
     try:
         wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None, 10, "the pod to wait")
         assert client.binds == 0 and sched.cache.is_assumed("default/held")
@@ -258,14 +264,7 @@ def test_permit_wait_holds_the_pod_until_allowed():
 
 
 def test_permit_rejection_unreserves_and_requeues():
-    client = FakeClient()
-    registry = in_tree_registry()
-    registry.register("HoldAtPermit", lambda args, handle: _HoldAtPermit())
-    sched = _scheduler(client, {"profiles": [{"plugins": {"permit": {"enabled": [{"name": "HoldAtPermit"}]}}}]},
-                       registry)
-    pod = _pending(client, "held")
-    sched.on_pod_add(pod)
-    sched.start()
+    client, sched, pod = _held_at_permit()
     try:
         wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None, 10, "the pod to wait at Permit")
         assert sched.frameworks["default-scheduler"].reject_waiting_pod(pod["metadata"]["uid"])
