@@ -35,11 +35,9 @@ from typing import Any
 
 import httpx
 import pytest
-import ray
 import yaml
 
 from actors.cli import kubelet_runner
-from actors.launcher import init_ray
 from emulator import dashboards, loadtargets
 from emulator.api.kinds import DEPLOYMENT, HORIZONTALPODAUTOSCALER, NODE, POD, PRIORITYCLASS, VERTICALPODAUTOSCALER
 from emulator.cluster import LocalCluster
@@ -56,14 +54,6 @@ NODES = 20
 SPEED = 5.0
 RATE_INTERVAL = "15s"
 COMPONENTS = {"apiserver", "kubelet", "controller-manager"}
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    started = init_ray(num_cpus=2)
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture
