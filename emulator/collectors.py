@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import threading
 import weakref
-from typing import Any
+from typing import Any, TypeVar
 
+from prometheus_client import REGISTRY
 from prometheus_client.registry import Collector
+
+C = TypeVar("C", bound=Collector)
 
 
 class SourceCollector(Collector):
@@ -38,3 +41,17 @@ class SourceCollector(Collector):
         """The sources alive now (a copy: ``collect`` runs without the lock)."""
         with self._lock:
             return list(self._sources)
+
+
+_registered: dict[type[Collector], Collector] = {}
+_registered_lock = threading.Lock()
+
+
+def registered(cls: type[C]) -> C:
+    """The process's one ``cls`` collector, registered in the default registry on first use."""
+    with _registered_lock:
+        instance = _registered.get(cls)
+        if instance is None:
+            instance = _registered[cls] = cls()
+            REGISTRY.register(instance)
+        return instance  # type: ignore[return-value]

@@ -27,6 +27,7 @@ from emulator.api import errors
 from emulator.api.kinds import HORIZONTALPODAUTOSCALER, NAMESPACE, POD, VERTICALPODAUTOSCALER, by_api_version_kind
 from emulator.api.quantity import QuantityError, cpu_millis, to_int
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.server.core import ServerCore
 from loadgen.sampling import Sampler
 from loadgen.scenario import ScenarioError
@@ -35,7 +36,6 @@ __all__ = ["AUTOSCALER_KINDS", "AutoscalerSampler", "apply_objects", "summary_li
 
 AUTOSCALER_KINDS = ("HorizontalPodAutoscaler", "VerticalPodAutoscaler")
 LOAD_TARGET_ANNOTATION = "kemu.io/load-target"
-Obj = dict[str, Any]
 
 
 def apply_objects(core: ServerCore, objects: tuple[Obj, ...]) -> int:

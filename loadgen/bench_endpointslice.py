@@ -19,10 +19,8 @@ Run: ``.venv/bin/python -m loadgen.bench_endpointslice [--services 100] [--pods 
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -32,8 +30,7 @@ from emulator.api.types import Obj
 from emulator.clock import SystemClock, rfc3339
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.server.core import ServerCore
-from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
-from emulator.store.store import Store
+from loadgen.benchkit import report, server_core
 
 
 def _service(i: int) -> Obj:
@@ -71,13 +68,9 @@ def _wait(condition: Any, timeout: float, what: str) -> float:
 
 def run(services: int, pods: int, rate: float, seconds: float) -> dict[str, Any]:
     out: dict[str, Any] = {"services": services, "pods": pods, "rate": rate, "seconds": seconds}
-    with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp)))
-        url = server.start()
+    with server_core(SystemClock()) as core:
         manager = None
         try:
-            core = ServerCore(Store.connect(url), SystemClock())
-            core.bootstrap()
             for i in range(services):
                 core.create(SERVICE, _service(i))
             started = time.monotonic()
@@ -139,7 +132,6 @@ def run(services: int, pods: int, rate: float, seconds: float) -> dict[str, Any]
         finally:
             if manager is not None:
                 manager.stop()
-            server.stop()
     return out
 
 
@@ -151,10 +143,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seconds", type=float, default=30.0)
     ap.add_argument("--json", type=Path)
     args = ap.parse_args(argv)
-    result = run(args.services, args.pods, args.rate, args.seconds)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    report(run(args.services, args.pods, args.rate, args.seconds), args.json)
     return 0
 
 

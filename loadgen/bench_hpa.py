@@ -24,23 +24,19 @@ all of them. Run: ``.venv/bin/python -m loadgen.bench_hpa [--hpas 1000] [--pods 
 from __future__ import annotations
 
 import argparse
-import json
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from emulator.api.kinds import DEPLOYMENT, HORIZONTALPODAUTOSCALER, POD
+from emulator.api.types import Obj
 from emulator.clock import SystemClock, rfc3339
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet import usage
-from emulator.server.core import ServerCore
-from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store
+from loadgen.benchkit import report, server_core
 
-Obj = dict[str, Any]
 NAMESPACE = "default"
 REQUEST_M = 100
 PERIOD = 15.0
@@ -109,68 +105,61 @@ class Publisher:
 
 
 def run(hpas: int, pods: int, seconds: float, stagger: float = 0.0) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory() as tmp:
-        redis = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp)))
-        redis.start()
-        try:
-            store = Store.connect(redis.url)
-            core = ServerCore(store, SystemClock())
-            core.bootstrap()
-            now = time.time()
-            for start in range(0, hpas, 100):
-                batch = range(start, min(start + 100, hpas))
-                core.create_many(DEPLOYMENT, [_deployment(i, pods) for i in batch])
-                core.create_many(POD, [_pod(i, j, now) for i in batch for j in range(pods)])
-            publisher = Publisher(store, hpas, pods).start()
-            manager = ControllerManager(core, ManagerConfig(leader_elect=False, events=True,
-                                                            cluster_state_metrics=False,
-                                                            controllers=("horizontalpodautoscaling",)))
-            manager.start()
-            assert manager.wait_active(120), "controller manager did not start"
-            controller: Any = manager.controllers()["horizontalpodautoscaling"]
-            created = time.time()
-            batches = range(0, hpas, 100)
-            for start in batches:
-                core.create_many(HORIZONTALPODAUTOSCALER, [_hpa(i, pods) for i in range(start, min(start + 100,
-                                                                                                    hpas))])
-                if stagger:
-                    time.sleep(stagger / len(batches))  # HPAs created over a while, not all at one instant
-            # Sample each HPA's last reconcile time to find the gaps between its reconciles (the first gap
-            # is measured from the end of the creations: an HPA's first sync is a period after its add event).
-            created = time.time()
-            seen: dict[str, float] = {}
-            max_gap: dict[str, float] = {}
-            end = created + seconds
-            while time.time() < end:
-                for key, last in list(controller.last_reconciled.items()):
-                    previous = seen.get(key, created)
-                    if last != previous:
-                        max_gap[key] = max(max_gap.get(key, 0.0), last - previous)
-                        seen[key] = last
-                time.sleep(0.2)
-            final = time.time()
-            for key in [f"{NAMESPACE}/d{i}" for i in range(hpas)]:
-                # The time since the last reconcile counts too (an HPA that stopped being reconciled).
-                max_gap[key] = max(max_gap.get(key, 0.0), final - seen.get(key, created) - SLACK)
-            reconciles = controller.reconciles
-            samples = controller.reconcile_latency
-            queue_wait = controller.queue.queue_latency
-            manager.stop()
-            publisher.stop()
-            late = sorted(k for k, gap in max_gap.items() if gap > PERIOD + SLACK)
-            scaled = sum(1 for d in core.list(DEPLOYMENT, NAMESPACE).items if d["spec"]["replicas"] != pods)
-            return {
-                "hpas": hpas, "pods_per_deployment": pods, "seconds": seconds, "stagger_seconds": stagger,
-                "reconciles": reconciles,
-                "reconciles_per_second": reconciles / seconds,
-                "reconcile_p50_ms": samples.percentile(50) * 1e3, "reconcile_p99_ms": samples.percentile(99) * 1e3,
-                "queue_wait_p50_ms": queue_wait.percentile(50) * 1e3,
-                "queue_wait_p99_ms": queue_wait.percentile(99) * 1e3,
-                "max_gap_seconds": max(max_gap.values(), default=0.0),
-                "hpas_late": len(late), "every_hpa_within_period": not late, "deployments_rescaled": scaled,
-            }
-        finally:
-            redis.stop()
+    with server_core(SystemClock()) as core:
+        store = core.store
+        now = time.time()
+        for start in range(0, hpas, 100):
+            batch = range(start, min(start + 100, hpas))
+            core.create_many(DEPLOYMENT, [_deployment(i, pods) for i in batch])
+            core.create_many(POD, [_pod(i, j, now) for i in batch for j in range(pods)])
+        publisher = Publisher(store, hpas, pods).start()
+        manager = ControllerManager(core, ManagerConfig(leader_elect=False, events=True,
+                                                        cluster_state_metrics=False,
+                                                        controllers=("horizontalpodautoscaling",)))
+        manager.start()
+        assert manager.wait_active(120), "controller manager did not start"
+        controller: Any = manager.controllers()["horizontalpodautoscaling"]
+        created = time.time()
+        batches = range(0, hpas, 100)
+        for start in batches:
+            core.create_many(HORIZONTALPODAUTOSCALER, [_hpa(i, pods) for i in range(start, min(start + 100,
+                                                                                                hpas))])
+            if stagger:
+                time.sleep(stagger / len(batches))  # HPAs created over a while, not all at one instant
+        # Sample each HPA's last reconcile time to find the gaps between its reconciles (the first gap
+        # is measured from the end of the creations: an HPA's first sync is a period after its add event).
+        created = time.time()
+        seen: dict[str, float] = {}
+        max_gap: dict[str, float] = {}
+        end = created + seconds
+        while time.time() < end:
+            for key, last in list(controller.last_reconciled.items()):
+                previous = seen.get(key, created)
+                if last != previous:
+                    max_gap[key] = max(max_gap.get(key, 0.0), last - previous)
+                    seen[key] = last
+            time.sleep(0.2)
+        final = time.time()
+        for key in [f"{NAMESPACE}/d{i}" for i in range(hpas)]:
+            # The time since the last reconcile counts too (an HPA that stopped being reconciled).
+            max_gap[key] = max(max_gap.get(key, 0.0), final - seen.get(key, created) - SLACK)
+        reconciles = controller.reconciles
+        samples = controller.reconcile_latency
+        queue_wait = controller.queue.queue_latency
+        manager.stop()
+        publisher.stop()
+        late = sorted(k for k, gap in max_gap.items() if gap > PERIOD + SLACK)
+        scaled = sum(1 for d in core.list(DEPLOYMENT, NAMESPACE).items if d["spec"]["replicas"] != pods)
+        return {
+            "hpas": hpas, "pods_per_deployment": pods, "seconds": seconds, "stagger_seconds": stagger,
+            "reconciles": reconciles,
+            "reconciles_per_second": reconciles / seconds,
+            "reconcile_p50_ms": samples.percentile(50) * 1e3, "reconcile_p99_ms": samples.percentile(99) * 1e3,
+            "queue_wait_p50_ms": queue_wait.percentile(50) * 1e3,
+            "queue_wait_p99_ms": queue_wait.percentile(99) * 1e3,
+            "max_gap_seconds": max(max_gap.values(), default=0.0),
+            "hpas_late": len(late), "every_hpa_within_period": not late, "deployments_rescaled": scaled,
+        }
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -182,11 +171,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="spread the HPAs' creation over this many seconds (0: all at once, one burst per period)")
     parser.add_argument("--json", help="also write the results to this file")
     args = parser.parse_args(argv)
-    result = run(args.hpas, args.pods, args.seconds, args.stagger)
-    for key, value in result.items():
-        print(f"{key:28s} {value:.3f}" if isinstance(value, float) else f"{key:28s} {value}")
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+    report(run(args.hpas, args.pods, args.seconds, args.stagger), args.json, key_width=28)
     return 0
 
 

@@ -40,6 +40,7 @@ from typing import Any
 
 from emulator import loadtargets
 from emulator.api.kinds import DEPLOYMENT, HORIZONTALPODAUTOSCALER
+from emulator.api.types import Obj
 from emulator.clock import SystemClock
 from emulator.cluster import KubeletLaunch, LocalCluster
 from emulator.config import Config
@@ -50,7 +51,6 @@ from emulator.store.store import Store, StoreConfig
 
 TARGET = 100  # averageValue of http_requests_per_second per pod
 SYNC, WINDOW, DOWN_WINDOW = 15.0, 15.0, 300.0  # upstream's HPA sync, metrics resolution, scale-down window
-Obj = dict[str, Any]
 
 
 class InProcessKubelets:

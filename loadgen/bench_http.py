@@ -52,8 +52,8 @@ from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
-from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store
+from loadgen.benchkit import paced, redis_url, save
 from loadgen.plan import pod_manifest
 from loadgen.runner import percentile
 
@@ -294,18 +294,8 @@ def bench_watch(url: str, port: int, rate: int, seconds: float) -> dict[str, Any
     watcher = ctx.Process(target=_watcher, args=(port, core.store.current_rv(), n, ready, out))
     watcher.start()
     ready.wait(30)
-    tick = 0.01
-    per_tick = max(1, int(rate * tick))
     pods = [pod_manifest(f"w{rate}-{i}", NS, "100m", "128Mi") for i in range(n)]
-    start = time.perf_counter()
-    for i in range(0, n, per_tick):
-        due = start + (i // per_tick) * tick
-        while time.perf_counter() < due:
-            time.sleep(min(0.001, max(0.0, due - time.perf_counter())))
-        batch = pods[i:i + per_tick]
-        sent = repr(time.time())
-        for p in batch:
-            p["metadata"]["annotations"] = {SENT_AT: sent}
+    for batch in paced(pods, rate, time.perf_counter(), SENT_AT):
         core.create_many(POD, batch)
     lat = [x * 1000 for x in out.get(timeout=120)]
     watcher.join()
@@ -409,55 +399,44 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="kemu-bench-http-") as tmpdir:
+    with tempfile.TemporaryDirectory(prefix="kemu-bench-http-") as tmpdir, redis_url(args.redis_url) as url:
         tmp = Path(tmpdir)
-        redis_server = None
-        url = args.redis_url
-        if not url:
-            redis_server = EmbeddedRedis(RedisServerConfig(data_dir=tmp / "redis"))
-            url = redis_server.start()
-        try:
-            if args.only == "rbac":
-                results["rbac"] = bench_rbac(url, args.creates, args.clients, args.connections)
-                print(json.dumps({"rbac": results["rbac"]}, indent=2), flush=True)
-                if args.json:
-                    Path(args.json).write_text(json.dumps(results, indent=2))
-                return 0
-            creates: dict[str, Any] = {}
-            for workers in (1, args.workers):
-                _reset(url)
-                server = ApiServerProcess(ServerSettings(redis_url=url, port=0, workers=workers))
-                server.start()
-                port = server.settings.port
-                try:
-                    creates[f"workers={workers}"] = bench_creates(port, f"w{workers}", args.creates, args.clients,
-                                                                  args.connections)
-                    print(json.dumps({"createsOverHttp": creates}, indent=2), flush=True)
-                    if workers == 1:
-                        _reset(url)
-                        results["latency"] = bench_latency(port, args.rate, args.latency_seconds)
-                        print(json.dumps({"latency": results["latency"]}, indent=2), flush=True)
-                finally:
-                    server.stop()
-            results["createsOverHttp"] = creates
-
+        if args.only == "rbac":
+            results["rbac"] = bench_rbac(url, args.creates, args.clients, args.connections)
+            print(json.dumps({"rbac": results["rbac"]}, indent=2), flush=True)
+            save(results, args.json)
+            return 0
+        creates: dict[str, Any] = {}
+        for workers in (1, args.workers):
             _reset(url)
-            server = ApiServerProcess(ServerSettings(redis_url=url, port=0, workers=1))
+            server = ApiServerProcess(ServerSettings(redis_url=url, port=0, workers=workers))
             server.start()
             port = server.settings.port
             try:
-                results["watchOverHttp"] = bench_watch(url, port, args.watch_rate, args.watch_seconds)
-                print(json.dumps({"watchOverHttp": results["watchOverHttp"]}, indent=2), flush=True)
-                _reset(url)
-                results["kubectlGetPodsAll"] = bench_kubectl(url, server.url, args.pods, tmp)
-                print(json.dumps({"kubectlGetPodsAll": results["kubectlGetPodsAll"]}, indent=2), flush=True)
+                creates[f"workers={workers}"] = bench_creates(port, f"w{workers}", args.creates, args.clients,
+                                                              args.connections)
+                print(json.dumps({"createsOverHttp": creates}, indent=2), flush=True)
+                if workers == 1:
+                    _reset(url)
+                    results["latency"] = bench_latency(port, args.rate, args.latency_seconds)
+                    print(json.dumps({"latency": results["latency"]}, indent=2), flush=True)
             finally:
                 server.stop()
+        results["createsOverHttp"] = creates
+
+        _reset(url)
+        server = ApiServerProcess(ServerSettings(redis_url=url, port=0, workers=1))
+        server.start()
+        port = server.settings.port
+        try:
+            results["watchOverHttp"] = bench_watch(url, port, args.watch_rate, args.watch_seconds)
+            print(json.dumps({"watchOverHttp": results["watchOverHttp"]}, indent=2), flush=True)
+            _reset(url)
+            results["kubectlGetPodsAll"] = bench_kubectl(url, server.url, args.pods, tmp)
+            print(json.dumps({"kubectlGetPodsAll": results["kubectlGetPodsAll"]}, indent=2), flush=True)
         finally:
-            if redis_server is not None:
-                redis_server.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+            server.stop()
+    save(results, args.json)
     return 0
 
 

@@ -34,10 +34,8 @@ import gc
 import json
 import multiprocessing
 import sys
-import tempfile
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 from emulator.api.kinds import NAMESPACE, POD
@@ -46,8 +44,8 @@ from emulator.informers.delta_fifo import DeltaFIFO
 from emulator.informers.reflector import Reflector
 from emulator.informers.sharding import shard_object_filter
 from emulator.server.core import ServerCore
-from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store
+from loadgen.benchkit import paced, redis_url, save
 from loadgen.plan import pod_manifest
 from loadgen.runner import percentile
 
@@ -168,18 +166,9 @@ def bench_latency(url: str, informers: int, rate: int, seconds: float, gc_tuned:
     child = ctx.Process(target=_latency_child, args=(url, informers, n, (ready, out), gc_tuned))
     child.start()
     ready.get(timeout=120)
-    tick = 0.01
-    per_tick = max(1, int(rate * tick))
     pods = _pods(f"lat{rate}", n, 0)
     start = time.perf_counter()
-    for i in range(0, n, per_tick):
-        due = start + (i // per_tick) * tick
-        while time.perf_counter() < due:
-            time.sleep(min(0.001, max(0.0, due - time.perf_counter())))  # pacing the load, not a test wait
-        batch = pods[i:i + per_tick]
-        now = repr(time.time())
-        for p in batch:
-            p["metadata"]["annotations"] = {SENT_AT: now}
+    for batch in paced(pods, rate, start, SENT_AT):
         core.create_many(POD, batch)
     achieved = n / (time.perf_counter() - start)
     lat = [x * 1000 for x in out.get(timeout=600)]
@@ -224,30 +213,20 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
 
     results: dict[str, Any] = {}
-    with tempfile.TemporaryDirectory(prefix="kemu-bench-") as tmp:
-        server = None
-        url = args.redis_url
-        if not url:
-            server = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp)))
-            url = server.start()
-        try:
-            results["fanout"] = [bench_fanout(url, 1, args.events, args.nodes),
-                                 bench_fanout(url, args.informers, args.events, args.nodes)]
-            print(json.dumps(results["fanout"], indent=2), flush=True)
-            # The last fan-out run left --events pods bound to --nodes nodes: list them.
-            results["listCost"] = bench_list_cost(url)
-            print(json.dumps(results["listCost"], indent=2), flush=True)
-            results["latency"] = [bench_latency(url, args.informers, r, args.latency_seconds)
-                                  for r in args.latency_rates]
-            if args.latency_rates:
-                top = max(args.latency_rates)
-                results["latency"].append(bench_latency(url, args.informers, top, args.latency_seconds, True))
-            print(json.dumps(results["latency"], indent=2), flush=True)
-        finally:
-            if server is not None:
-                server.stop()
-    if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+    with redis_url(args.redis_url) as url:
+        results["fanout"] = [bench_fanout(url, 1, args.events, args.nodes),
+                             bench_fanout(url, args.informers, args.events, args.nodes)]
+        print(json.dumps(results["fanout"], indent=2), flush=True)
+        # The last fan-out run left --events pods bound to --nodes nodes: list them.
+        results["listCost"] = bench_list_cost(url)
+        print(json.dumps(results["listCost"], indent=2), flush=True)
+        results["latency"] = [bench_latency(url, args.informers, r, args.latency_seconds)
+                              for r in args.latency_rates]
+        if args.latency_rates:
+            top = max(args.latency_rates)
+            results["latency"].append(bench_latency(url, args.informers, top, args.latency_seconds, True))
+        print(json.dumps(results["latency"], indent=2), flush=True)
+    save(results, args.json)
     return 0
 
 

@@ -23,7 +23,6 @@ tick. Numbers are for the machine it runs on.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -33,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from emulator.kubelet.model import KubeletConfig, KubeletModel
+from loadgen.benchkit import save
 
 PODS_PER_NODE = 110
 STARTUP_TICKS = 8
@@ -133,8 +133,7 @@ def main(argv: list[str] | None = None) -> int:
               f"admission {r['admit_us_per_pod']:.1f} us/pod + start-up ticks "
               f"{r['us_per_container_start']:.1f} us/container (max tick {r['startup_tick_ms_max']:.0f} ms); "
               f"{r['events']} events", flush=True)
-    if args.json:
-        args.json.write_text(json.dumps(results, indent=2))
+    save(results, args.json)
     return 0
 
 

@@ -45,7 +45,6 @@ startup p99 < 5 s.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -61,6 +60,7 @@ from emulator.clock import parse_rfc3339
 from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
+from loadgen.benchkit import report
 from loadgen.runner import percentile
 
 PROFILES = ("default", "web", "diurnal", "spiky")
@@ -319,9 +319,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--json", help="also write the results as JSON to this file")
     args = ap.parse_args(argv)
     result = run(args)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        Path(args.json).write_text(json.dumps(result, indent=2))
+    report(result, args.json)
     return 0
 
 

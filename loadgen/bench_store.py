@@ -24,16 +24,14 @@ import json
 import multiprocessing
 import resource
 import sys
-import tempfile
 import time
-from pathlib import Path
 from typing import Any
 
 from emulator.api.kinds import NAMESPACE, POD
 from emulator.cluster import APPENDFSYNC
 from emulator.server.core import ServerCore
-from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store
+from loadgen.benchkit import paced, redis_url, save
 from loadgen.plan import pod_manifest
 from loadgen.runner import percentile
 
@@ -101,18 +99,10 @@ def bench_watch_latency(url: str, rate: int, seconds: float) -> dict[str, float]
     watcher = ctx.Process(target=_watcher, args=(url, core.store.current_rv(), n, q))
     watcher.start()
     time.sleep(1.0)  # benchmark warm-up: let the watcher process import and block in XREAD
-    tick = 0.01
-    per_tick = max(1, int(rate * tick))
+    per_tick = max(1, int(rate * 0.01))
     pods = _pods(f"w{rate}", n)
     start = time.perf_counter()
-    for i in range(0, n, per_tick):
-        due = start + (i // per_tick) * tick
-        while time.perf_counter() < due:
-            time.sleep(min(0.001, max(0.0, due - time.perf_counter())))
-        batch = pods[i:i + per_tick]
-        now = repr(time.time())
-        for p in batch:
-            p["metadata"]["annotations"] = {SENT_AT: now}
+    for batch in paced(pods, rate, start, SENT_AT):
         if per_tick == 1:
             core.create(POD, batch[0])
         else:
@@ -151,28 +141,21 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--creates-only", action="store_true", help="only the creates/s benchmarks")
     args = ap.parse_args(argv)
 
-    with tempfile.TemporaryDirectory(prefix="kemu-bench-", dir=args.data_dir) as tmp:
-        server = None
-        url = args.redis_url
-        if not url:
-            server = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp), appendfsync=APPENDFSYNC[args.durability]))
-            url = server.start()
-        try:
-            core = _core(url)
-            core.store.redis.flushall()
-            core = _core(url)
-            core.bootstrap()
-            core.create(NAMESPACE, {"metadata": {"name": "bench"}})
-            results: dict[str, Any] = {}
-            results["createsPerSecond"] = {
-                "oneProcessSingle": round(bench_single(url, min(args.pods, 5000))),
-                "oneProcessBatched": round(bench_batched(url, args.pods)),
-                "fourProcessesBatched": round(bench_processes(url, args.pods)),
-            }
-            results["durability"] = args.durability
-            print(json.dumps(results, indent=2), flush=True)
-            if args.creates_only:
-                return _write(args.json, results)
+    with redis_url(args.redis_url, appendfsync=APPENDFSYNC[args.durability], data_dir=args.data_dir) as url:
+        core = _core(url)
+        core.store.redis.flushall()
+        core = _core(url)
+        core.bootstrap()
+        core.create(NAMESPACE, {"metadata": {"name": "bench"}})
+        results: dict[str, Any] = {}
+        results["createsPerSecond"] = {
+            "oneProcessSingle": round(bench_single(url, min(args.pods, 5000))),
+            "oneProcessBatched": round(bench_batched(url, args.pods)),
+            "fourProcessesBatched": round(bench_processes(url, args.pods)),
+        }
+        results["durability"] = args.durability
+        print(json.dumps(results, indent=2), flush=True)
+        if not args.creates_only:
             results["watchLatency"] = [bench_watch_latency(url, r, args.watch_seconds) for r in (1000, 10000)]
             print(json.dumps(results["watchLatency"], indent=2), flush=True)
             core.store.redis.flushall()
@@ -181,15 +164,7 @@ def main(argv: list[str] | None = None) -> int:
             core.create(NAMESPACE, {"metadata": {"name": "bench"}})
             results["list"] = bench_list(url, args.list_pods)
             print(json.dumps(results["list"], indent=2), flush=True)
-        finally:
-            if server is not None:
-                server.stop()
-    return _write(args.json, results)
-
-
-def _write(path: str | None, results: dict[str, Any]) -> int:
-    if path:
-        Path(path).write_text(json.dumps(results, indent=2))
+    save(results, args.json)
     return 0
 
 

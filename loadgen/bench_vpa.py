@@ -17,23 +17,20 @@ Prints numbers, asserts nothing.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
 from emulator.api.kinds import POD, REPLICASET, VERTICALPODAUTOSCALER
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet import usage
 from emulator.server.core import ServerCore
-from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
-from emulator.store.store import Store
+from loadgen.benchkit import report, server_core
 
-Obj = dict[str, Any]
 T0 = 1_700_000_000.0
 
 
@@ -73,48 +70,41 @@ def _write_usage(core: ServerCore, pods: list[Obj], now: float, rng: random.Rand
 
 def run(vpas: int, per_vpa: int, passes: int) -> dict[str, Any]:
     rng = random.Random(42)
-    with tempfile.TemporaryDirectory() as tmp:
-        server = EmbeddedRedis(RedisServerConfig(data_dir=Path(tmp)))
-        url = server.start()
+    clock = ManualClock(T0)
+    with server_core(clock) as core:
+        sets = [r for r in core.create_many(REPLICASET, [_rs(i) for i in range(vpas)]) if isinstance(r, dict)]
+        pods: list[Obj] = []
+        for rs in sets:
+            pods += [p for p in core.create_many(POD, [_pod(rs, j) for j in range(per_vpa)])
+                     if isinstance(p, dict)]
+        core.create_many(VERTICALPODAUTOSCALER, [_vpa(i) for i in range(vpas)])
+        manager = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("vpa-recommender",),
+                                                        options={"recommender_interval": 1e9},
+                                                        cluster_state_metrics=False), clock=clock).start()
         try:
-            clock = ManualClock(T0)
-            core = ServerCore(Store.connect(url), clock)
-            core.bootstrap()
-            sets = [r for r in core.create_many(REPLICASET, [_rs(i) for i in range(vpas)]) if isinstance(r, dict)]
-            pods: list[Obj] = []
-            for rs in sets:
-                pods += [p for p in core.create_many(POD, [_pod(rs, j) for j in range(per_vpa)])
-                         if isinstance(p, dict)]
-            core.create_many(VERTICALPODAUTOSCALER, [_vpa(i) for i in range(vpas)])
-            manager = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("vpa-recommender",),
-                                                            options={"recommender_interval": 1e9},
-                                                            cluster_state_metrics=False), clock=clock).start()
-            try:
-                assert manager.wait_active(120)
-                rec: Any = manager.controllers()["vpa-recommender"]
-                deadline = time.monotonic() + 120
-                while len(rec.pods.indexer.list()) < len(pods) or rec.passes < 1:
-                    if time.monotonic() > deadline:
-                        raise RuntimeError("the recommender's caches did not fill")
-                    time.sleep(0.05)  # a benchmark's pacing, not a test's synchronisation
-                cpu, wall = [], []
-                for _ in range(passes):
-                    clock.advance(60)
-                    _write_usage(core, pods, clock.now(), rng)
-                    c0, w0 = time.process_time(), time.perf_counter()
-                    written = rec.run_once()
-                    cpu.append(time.process_time() - c0)
-                    wall.append(time.perf_counter() - w0)
-                with_recs = sum(bool((v.get("status") or {}).get("recommendation"))
-                                for v in core.list(VERTICALPODAUTOSCALER, "default").items)
-            finally:
-                manager.stop()
-            return {"vpas": vpas, "containers": len(pods), "passes": passes,
-                    "cpu_seconds_per_pass": [round(x, 3) for x in cpu],
-                    "wall_seconds_per_pass": [round(x, 3) for x in wall],
-                    "statuses_written_last_pass": written, "vpas_with_recommendation": with_recs}
+            assert manager.wait_active(120)
+            rec: Any = manager.controllers()["vpa-recommender"]
+            deadline = time.monotonic() + 120
+            while len(rec.pods.indexer.list()) < len(pods) or rec.passes < 1:
+                if time.monotonic() > deadline:
+                    raise RuntimeError("the recommender's caches did not fill")
+                time.sleep(0.05)  # a benchmark's pacing, not a test's synchronisation
+            cpu, wall = [], []
+            for _ in range(passes):
+                clock.advance(60)
+                _write_usage(core, pods, clock.now(), rng)
+                c0, w0 = time.process_time(), time.perf_counter()
+                written = rec.run_once()
+                cpu.append(time.process_time() - c0)
+                wall.append(time.perf_counter() - w0)
+            with_recs = sum(bool((v.get("status") or {}).get("recommendation"))
+                            for v in core.list(VERTICALPODAUTOSCALER, "default").items)
         finally:
-            server.stop()
+            manager.stop()
+        return {"vpas": vpas, "containers": len(pods), "passes": passes,
+                "cpu_seconds_per_pass": [round(x, 3) for x in cpu],
+                "wall_seconds_per_pass": [round(x, 3) for x in wall],
+                "statuses_written_last_pass": written, "vpas_with_recommendation": with_recs}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -124,10 +114,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--passes", type=int, default=5)
     p.add_argument("--json", type=Path)
     args = p.parse_args(argv)
-    result = run(args.vpas, args.pods_per_vpa, args.passes)
-    print(json.dumps(result, indent=2))
-    if args.json:
-        args.json.write_text(json.dumps(result, indent=2))
+    report(run(args.vpas, args.pods_per_vpa, args.passes), args.json)
     return 0
 
 

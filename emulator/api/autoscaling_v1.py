@@ -50,158 +50,106 @@ def _drop_round_trip(meta: Obj) -> Obj:
     return out
 
 
-# ----------------------------------------------------------------------------- metric types, v2 -> v1
+# ----------------------------------------------------------------------------- metric types
+# One table serves both directions and both sides (spec targets, status currents). A row is a v1
+# field (``{side}``: ``target`` in a spec, ``current`` in a status), where its value sits in v2 (the
+# source itself, its ``metric``, or its target/current value), the v2 key, and per side how an
+# absent value converts (to v1, to v2): OPT leaves the field out, RAW writes it (even null), ZERO
+# writes "0" (v1's non-pointer quantities), OBJ writes {}. Rows are in the v1 types' field order.
+OPT, RAW, ZERO, OBJ = "opt", "raw", "zero", "obj"
+_SRC, _METRIC, _VALUE = "src", "metric", "value"
+_Modes = tuple[str, str]  # to v1, to v2
+_Row = tuple[str, str, str, str, str]  # v1 field, place, v2 key, to-v1 mode, to-v2 mode
+
+_RESOURCE: tuple[tuple[str, str, str, _Modes, _Modes], ...] = (
+    ("name", _SRC, "name", (RAW, RAW), (RAW, RAW)),
+    ("{side}AverageUtilization", _VALUE, "averageUtilization", (OPT, OPT), (OPT, OPT)),
+    ("{side}AverageValue", _VALUE, "averageValue", (OPT, OPT), (ZERO, OPT)),
+    ("container", _SRC, "container", (OPT, OPT), (OPT, OPT)))
+_ROWS: dict[str, tuple[tuple[str, str, str, _Modes, _Modes], ...]] = {
+    "Resource": _RESOURCE,
+    "ContainerResource": _RESOURCE,
+    "Pods": (("metricName", _METRIC, "name", (RAW, RAW), (RAW, RAW)),
+             ("{side}AverageValue", _VALUE, "averageValue", (RAW, RAW), (ZERO, RAW)),
+             ("selector", _METRIC, "selector", (OPT, OPT), (OPT, OPT))),
+    "Object": (("target", _SRC, "describedObject", (OBJ, OBJ), (OBJ, OBJ)),
+               ("metricName", _METRIC, "name", (RAW, RAW), (RAW, RAW)),
+               ("{side}Value", _VALUE, "value", (ZERO, RAW), (ZERO, RAW)),
+               ("selector", _METRIC, "selector", (OPT, OPT), (OPT, OPT)),
+               ("averageValue", _VALUE, "averageValue", (OPT, OPT), (OPT, OPT))),
+    "External": (("metricName", _METRIC, "name", (RAW, RAW), (RAW, RAW)),
+                 ("metricSelector", _METRIC, "selector", (OPT, OPT), (OPT, OPT)),
+                 ("{side}Value", _VALUE, "value", (OPT, RAW), (ZERO, RAW)),
+                 ("{side}AverageValue", _VALUE, "averageValue", (OPT, OPT), (OPT, OPT))),
+}
+# The rows of each metric type and side, with the v1 names and the modes of that side.
+_METRIC_ROWS: dict[str, dict[str, tuple[_Row, ...]]] = {
+    mtype: {side: tuple((v1.format(side=side), place, v2, *(spec if side == "target" else status))
+                        for v1, place, v2, spec, status in rows)
+            for side in ("target", "current")}
+    for mtype, rows in _ROWS.items()}
+_SOURCE_KEY = {"Resource": "resource", "ContainerResource": "containerResource", "Pods": "pods",
+               "Object": "object", "External": "external"}
+# A v2 target's type by the key that holds its value; a v1 spec picks the first one it has, in this order.
+_TARGET_TYPES = {"averageUtilization": "Utilization", "averageValue": "AverageValue", "value": "Value"}
 
 
-def _metric_spec_to_v1(m: Obj) -> Obj:
+def _put(out: Obj, key: str, value: Any, mode: str) -> None:
+    if mode == OPT:
+        _set(out, key, value)
+    else:
+        out[key] = value if mode == RAW else value or ("0" if mode == ZERO else {})
+
+
+def _convert_metric(m: Obj, side: str, *, to_v1: bool) -> Obj:
+    """A metric spec (``side`` "target") or status ("current"): v2 to v1's (v2beta1) shape, or back."""
     mtype = m.get("type")
     out: Obj = {"type": mtype}
-    if mtype in ("Resource", "ContainerResource"):
-        key = "resource" if mtype == "Resource" else "containerResource"
-        src = m.get(key) or {}
-        target = src.get("target") or {}
-        conv: Obj = {"name": src.get("name")}
-        _set(conv, "targetAverageUtilization", target.get("averageUtilization"))
-        _set(conv, "targetAverageValue", target.get("averageValue"))
-        _set(conv, "container", src.get("container"))
-        out[key] = conv
-    elif mtype == "Pods":
-        src = m.get("pods") or {}
-        metric, target = src.get("metric") or {}, src.get("target") or {}
-        conv = {"metricName": metric.get("name"), "targetAverageValue": target.get("averageValue")}
-        _set(conv, "selector", metric.get("selector"))
-        out["pods"] = conv
-    elif mtype == "Object":
-        src = m.get("object") or {}
-        metric, target = src.get("metric") or {}, src.get("target") or {}
-        conv = {"target": src.get("describedObject") or {}, "metricName": metric.get("name"),
-                "targetValue": target.get("value") or "0"}
-        _set(conv, "selector", metric.get("selector"))
-        _set(conv, "averageValue", target.get("averageValue"))
-        out["object"] = conv
-    elif mtype == "External":
-        src = m.get("external") or {}
-        metric, target = src.get("metric") or {}, src.get("target") or {}
-        conv = {"metricName": metric.get("name")}
-        _set(conv, "metricSelector", metric.get("selector"))
-        _set(conv, "targetValue", target.get("value"))
-        _set(conv, "targetAverageValue", target.get("averageValue"))
-        out["external"] = conv
+    if mtype not in _METRIC_ROWS:
+        return out
+    key = _SOURCE_KEY[mtype]
+    src = m.get(key) or {}
+    rows = _METRIC_ROWS[mtype][side]
+    out[key] = _source_to_v1(src, rows, side) if to_v1 else _source_to_v2(src, rows, side)
     return out
 
 
-def _metric_status_to_v1(m: Obj) -> Obj:
-    mtype = m.get("type")
-    out: Obj = {"type": mtype}
-    if mtype in ("Resource", "ContainerResource"):
-        key = "resource" if mtype == "Resource" else "containerResource"
-        src = m.get(key) or {}
-        current = src.get("current") or {}
-        conv: Obj = {"name": src.get("name")}
-        _set(conv, "currentAverageUtilization", current.get("averageUtilization"))
-        conv["currentAverageValue"] = current.get("averageValue") or "0"
-        _set(conv, "container", src.get("container"))
-        out[key] = conv
-    elif mtype == "Pods":
-        src = m.get("pods") or {}
-        metric, current = src.get("metric") or {}, src.get("current") or {}
-        conv = {"metricName": metric.get("name"), "currentAverageValue": current.get("averageValue") or "0"}
-        _set(conv, "selector", metric.get("selector"))
-        out["pods"] = conv
-    elif mtype == "Object":
-        src = m.get("object") or {}
-        metric, current = src.get("metric") or {}, src.get("current") or {}
-        conv = {"target": src.get("describedObject") or {}, "metricName": metric.get("name"),
-                "currentValue": current.get("value") or "0"}
-        _set(conv, "selector", metric.get("selector"))
-        _set(conv, "averageValue", current.get("averageValue"))
-        out["object"] = conv
-    elif mtype == "External":
-        src = m.get("external") or {}
-        metric, current = src.get("metric") or {}, src.get("current") or {}
-        conv = {"metricName": metric.get("name"), "currentValue": current.get("value") or "0"}
-        _set(conv, "metricSelector", metric.get("selector"))
-        _set(conv, "currentAverageValue", current.get("averageValue"))
-        out["external"] = conv
-    return out
+def _source_to_v1(src: Obj, rows: tuple[_Row, ...], side: str) -> Obj:
+    places = {_SRC: src, _METRIC: src.get("metric") or {}, _VALUE: src.get(side) or {}}
+    conv: Obj = {}
+    for v1, place, v2, mode, _ in rows:
+        _put(conv, v1, places[place].get(v2), mode)
+    return conv
 
 
-# ----------------------------------------------------------------------------- metric types, v1 -> v2
+def _source_to_v2(src: Obj, rows: tuple[_Row, ...], side: str) -> Obj:
+    conv: Obj = {}
+    for v1, place, v2, _, mode in rows:
+        if place == _SRC:
+            _put(conv, v2, src.get(v1), mode)
+        elif place == _METRIC:
+            _put(conv.setdefault("metric", {}), v2, src.get(v1), mode)
+        elif side not in conv:
+            conv[side] = _target_to_v2(src, rows) if side == "target" else _current_to_v2(src, rows)
+    return conv
 
 
-def _metric_spec_to_v2(m: Obj) -> Obj:
-    mtype = m.get("type")
-    out: Obj = {"type": mtype}
-    if mtype in ("Resource", "ContainerResource"):
-        key = "resource" if mtype == "Resource" else "containerResource"
-        src = m.get(key) or {}
-        target: Obj = {}
-        if src.get("targetAverageUtilization") is not None:
-            target = {"type": "Utilization", "averageUtilization": src["targetAverageUtilization"]}
-        elif src.get("targetAverageValue") is not None:
-            target = {"type": "AverageValue", "averageValue": src["targetAverageValue"]}
-        conv: Obj = {"name": src.get("name"), "target": target}
-        _set(conv, "container", src.get("container"))
-        out[key] = conv
-    elif mtype == "Pods":
-        src = m.get("pods") or {}
-        metric: Obj = {"name": src.get("metricName")}
-        _set(metric, "selector", src.get("selector"))
-        out["pods"] = {"metric": metric,
-                       "target": {"type": "AverageValue", "averageValue": src.get("targetAverageValue")}}
-    elif mtype == "Object":
-        src = m.get("object") or {}
-        metric = {"name": src.get("metricName")}
-        _set(metric, "selector", src.get("selector"))
-        if src.get("averageValue") is not None:
-            target = {"type": "AverageValue", "averageValue": src["averageValue"]}
-        else:
-            target = {"type": "Value", "value": src.get("targetValue")}
-        out["object"] = {"describedObject": src.get("target") or {}, "metric": metric, "target": target}
-    elif mtype == "External":
-        src = m.get("external") or {}
-        metric = {"name": src.get("metricName")}
-        _set(metric, "selector", src.get("metricSelector"))
-        if src.get("targetAverageValue") is not None:
-            target = {"type": "AverageValue", "averageValue": src["targetAverageValue"]}
-        else:
-            target = {"type": "Value", "value": src.get("targetValue")}
-        out["external"] = {"metric": metric, "target": target}
-    return out
+def _target_to_v2(src: Obj, rows: tuple[_Row, ...]) -> Obj:
+    """The first value the v1 spec has, by :data:`_TARGET_TYPES` order; else the required one (null), or {}."""
+    values = sorted((r for r in rows if r[1] == _VALUE), key=lambda r: list(_TARGET_TYPES).index(r[2]))
+    for v1, _, v2, _, _ in values:
+        if src.get(v1) is not None:
+            return {"type": _TARGET_TYPES[v2], v2: src[v1]}
+    required = [r for r in values if r[4] == RAW]
+    return {"type": _TARGET_TYPES[required[-1][2]], required[-1][2]: src.get(required[-1][0])} if required else {}
 
 
-def _metric_status_to_v2(m: Obj) -> Obj:
-    mtype = m.get("type")
-    out: Obj = {"type": mtype}
-    if mtype in ("Resource", "ContainerResource"):
-        key = "resource" if mtype == "Resource" else "containerResource"
-        src = m.get(key) or {}
-        current: Obj = {}
-        _set(current, "averageUtilization", src.get("currentAverageUtilization"))
-        _set(current, "averageValue", src.get("currentAverageValue"))
-        conv: Obj = {"name": src.get("name"), "current": current}
-        _set(conv, "container", src.get("container"))
-        out[key] = conv
-    elif mtype == "Pods":
-        src = m.get("pods") or {}
-        metric: Obj = {"name": src.get("metricName")}
-        _set(metric, "selector", src.get("selector"))
-        out["pods"] = {"metric": metric, "current": {"averageValue": src.get("currentAverageValue")}}
-    elif mtype == "Object":
-        src = m.get("object") or {}
-        metric = {"name": src.get("metricName")}
-        _set(metric, "selector", src.get("selector"))
-        current = {"value": src.get("currentValue")}
-        _set(current, "averageValue", src.get("averageValue"))
-        out["object"] = {"describedObject": src.get("target") or {}, "metric": metric, "current": current}
-    elif mtype == "External":
-        src = m.get("external") or {}
-        metric = {"name": src.get("metricName")}
-        _set(metric, "selector", src.get("metricSelector"))
-        current = {"value": src.get("currentValue")}
-        _set(current, "averageValue", src.get("currentAverageValue"))
-        out["external"] = {"metric": metric, "current": current}
-    return out
+def _current_to_v2(src: Obj, rows: tuple[_Row, ...]) -> Obj:
+    current: Obj = {}
+    for v1, place, v2, _, mode in rows:
+        if place == _VALUE:
+            _put(current, v2, src.get(v1), mode)
+    return current
 
 
 def _annotation_list(annotations: Obj, key: str) -> list[Obj] | None:
@@ -230,13 +178,13 @@ def to_v1(obj: Obj) -> Obj:
     cpu = next((m for m in metrics if _is_cpu_utilization(m)), None)
     if cpu is not None:
         v1_spec["targetCPUUtilizationPercentage"] = cpu["resource"]["target"]["averageUtilization"]
-    others = [_metric_spec_to_v1(m) for m in metrics if not _is_cpu_utilization(m)]
+    others = [_convert_metric(m, "target", to_v1=True) for m in metrics if not _is_cpu_utilization(m)]
     if others:
         annotations[METRICS_ANNOTATION] = json.dumps(others, separators=(",", ":"))
     current = status.get("currentMetrics") or []
     if current:
-        annotations[CURRENT_METRICS_ANNOTATION] = json.dumps([_metric_status_to_v1(m) for m in current],
-                                                             separators=(",", ":"))
+        annotations[CURRENT_METRICS_ANNOTATION] = json.dumps(
+            [_convert_metric(m, "current", to_v1=True) for m in current], separators=(",", ":"))
     if spec.get("behavior") is not None:
         annotations[BEHAVIOR_ANNOTATION] = json.dumps(spec["behavior"], separators=(",", ":"))
     if status.get("conditions"):
@@ -265,7 +213,8 @@ def to_v2(obj: Obj) -> Obj:
     annotations: Obj = meta.get("annotations") if isinstance(meta.get("annotations"), dict) else {}
     v2_spec: Obj = {k: copy.deepcopy(v) for k, v in spec.items()
                     if k in ("scaleTargetRef", "minReplicas", "maxReplicas")}
-    metrics = [_metric_spec_to_v2(m) for m in _annotation_list(annotations, METRICS_ANNOTATION) or []]
+    metrics = [_convert_metric(m, "target", to_v1=False)
+               for m in _annotation_list(annotations, METRICS_ANNOTATION) or []]
     if spec.get("targetCPUUtilizationPercentage") is not None:
         metrics.append({"type": "Resource", "resource": {"name": "cpu", "target": {
             "type": "Utilization", "averageUtilization": spec["targetCPUUtilizationPercentage"]}}})
@@ -281,7 +230,8 @@ def to_v2(obj: Obj) -> Obj:
             v2_spec["behavior"] = behavior
     v2_status: Obj = {k: status[k] for k in ("observedGeneration", "lastScaleTime", "currentReplicas",
                                              "desiredReplicas") if k in status}
-    current = [_metric_status_to_v2(m) for m in _annotation_list(annotations, CURRENT_METRICS_ANNOTATION) or []]
+    current = [_convert_metric(m, "current", to_v1=False)
+               for m in _annotation_list(annotations, CURRENT_METRICS_ANNOTATION) or []]
     if not current and status.get("currentCPUUtilizationPercentage") is not None:
         current = [{"type": "Resource", "resource": {"name": "cpu", "current": {
             "averageUtilization": status["currentCPUUtilizationPercentage"]}}}]

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 
 def render_value(value: Any) -> str:
@@ -102,6 +102,22 @@ def _qualified(kind_plural: str, group: str) -> str:
 
 def not_found(plural: str, name: str, group: str = "") -> StatusError:
     return StatusError(404, "NotFound", f'{_qualified(plural, group)} "{name}" not found', plural, name, group)
+
+
+class Getter(Protocol):
+    """Anything that reads one object by kind, namespace and name (the store, the server core)."""
+
+    def get(self, kind: Any, namespace: str | None, name: str) -> dict[str, Any]: ...
+
+
+def get_or_none(reader: Getter, kind: Any, namespace: str | None, name: str) -> dict[str, Any] | None:
+    """``reader.get`` of one object, or None when it does not exist (client-go callers' ``IsNotFound`` branch)."""
+    try:
+        return reader.get(kind, namespace, name)
+    except StatusError as e:
+        if e.code == 404:
+            return None
+        raise
 
 
 def already_exists(plural: str, name: str, group: str = "") -> StatusError:

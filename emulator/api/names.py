@@ -9,7 +9,9 @@ Lengths are in bytes, as Go's ``len``.
 
 from __future__ import annotations
 
+import functools
 import re
+from collections.abc import Callable
 
 
 def byte_len(s: str) -> int:
@@ -69,10 +71,6 @@ _LABEL_VALUE_MSG = regex_error(
 # keys, label values, container and resource names, so a set hit replaces the regex on the hot
 # path. Bounded: cleared when full rather than tracking recency.
 MEMO_LIMIT = 8192
-_OK_LABEL: set[str] = set()
-_OK_SUBDOMAIN: set[str] = set()
-_OK_QUALIFIED: set[str] = set()
-_OK_LABEL_VALUE: set[str] = set()
 
 
 def _remember(memo: set[str], value: str) -> None:
@@ -81,39 +79,50 @@ def _remember(memo: set[str], value: str) -> None:
     memo.add(value)
 
 
+def _memoised(check: Callable[[str], list[str]]) -> Callable[[str], list[str]]:
+    """``check`` answering at once for a string it found well-formed before (see above)."""
+    ok: set[str] = set()
+
+    @functools.wraps(check)
+    def memoised(value: str) -> list[str]:
+        if value in ok:
+            return []
+        errs = check(value)
+        if not errs:
+            _remember(ok, value)
+        return errs
+    return memoised
+
+
+def _length_and_format_errors(value: str, limit: int, regex: re.Pattern[str], msg: str) -> list[str]:
+    """At most ``limit`` bytes, and the whole of ``value`` matching ``regex`` (``msg`` when it does not)."""
+    errs = [max_len(limit)] if byte_len(value) > limit else []
+    if not regex.fullmatch(value):
+        errs.append(msg)
+    return errs
+
+
+@_memoised
 def dns1123_label_errors(value: str) -> list[str]:
     """Upstream ``IsDNS1123Label``: empty list when ``value`` is a valid label."""
-    if value in _OK_LABEL:
-        return []
     errs: list[str] = []
     if byte_len(value) > 63:
         errs.append(max_len(63))
     if not _DNS1123_LABEL_RE.fullmatch(value):
         # A valid subdomain that is not a label can only be failing on its dots.
         errs.append("must not contain dots" if _DNS1123_SUBDOMAIN_RE.fullmatch(value) else _DNS1123_LABEL_MSG)
-    if not errs:
-        _remember(_OK_LABEL, value)
     return errs
 
 
+@_memoised
 def dns1123_subdomain_errors(value: str) -> list[str]:
     """Upstream ``IsDNS1123Subdomain``."""
-    if value in _OK_SUBDOMAIN:
-        return []
-    errs: list[str] = []
-    if byte_len(value) > 253:
-        errs.append(max_len(253))
-    if not _DNS1123_SUBDOMAIN_RE.fullmatch(value):
-        errs.append(_DNS1123_SUBDOMAIN_MSG)
-    if not errs:
-        _remember(_OK_SUBDOMAIN, value)
-    return errs
+    return _length_and_format_errors(value, 253, _DNS1123_SUBDOMAIN_RE, _DNS1123_SUBDOMAIN_MSG)
 
 
+@_memoised
 def qualified_name_errors(value: str) -> list[str]:
     """Upstream ``IsQualifiedName`` (= ``content.IsLabelKey``): ``[prefix/]name``."""
-    if value in _OK_QUALIFIED:
-        return []
     errs: list[str] = []
     parts = value.split("/")
     if len(parts) == 1:
@@ -132,20 +141,10 @@ def qualified_name_errors(value: str) -> list[str]:
         errs.append("name part " + max_len(63))
     if not _LABEL_KEY_RE.fullmatch(name):
         errs.append(_LABEL_NAME_PART_MSG)
-    if not errs:
-        _remember(_OK_QUALIFIED, value)
     return errs
 
 
+@_memoised
 def label_value_errors(value: str) -> list[str]:
     """Upstream ``IsValidLabelValue``."""
-    if value in _OK_LABEL_VALUE:
-        return []
-    errs: list[str] = []
-    if byte_len(value) > 63:
-        errs.append(max_len(63))
-    if not _LABEL_VALUE_RE.fullmatch(value):
-        errs.append(_LABEL_VALUE_MSG)
-    if not errs:
-        _remember(_OK_LABEL_VALUE, value)
-    return errs
+    return _length_and_format_errors(value, 63, _LABEL_VALUE_RE, _LABEL_VALUE_MSG)

@@ -27,6 +27,15 @@ from __future__ import annotations
 
 __all__ = ["SCHEMA", "TOP_LEVEL"]
 
+# Container and EphemeralContainerCommon carry the same fields under the same numbers (generated.proto).
+_CONTAINER_FIELDS = (
+    "1 name str!, 2 image str, 3 command []str, 4 args []str, 5 workingDir str, 6 ports []ContainerPort, "
+    "19 envFrom []EnvFromSource, 7 env []EnvVar, 8 resources ResourceRequirements, "
+    "23 resizePolicy []ContainerResizePolicy, 24 restartPolicy str!, 9 volumeMounts []VolumeMount, "
+    "21 volumeDevices []VolumeDevice, 10 livenessProbe Probe, 11 readinessProbe Probe, 22 startupProbe Probe, "
+    "12 lifecycle Lifecycle, 13 terminationMessagePath str, 20 terminationMessagePolicy str, "
+    "14 imagePullPolicy str, 15 securityContext SecurityContext, 16 stdin bool, 17 stdinOnce bool, 18 tty bool")
+
 SCHEMA: dict[str, str] = {
     # runtime (apimachinery pkg/runtime/generated.proto): the envelope
     "Unknown": "1 typeMeta TypeMeta, 2 raw raw!, 3 contentEncoding str, 4 contentType str",
@@ -101,13 +110,7 @@ SCHEMA: dict[str, str] = {
         "33 topologySpreadConstraints []TopologySpreadConstraint, 35 setHostnameAsFQDN bool!, 36 os PodOS, "
         "37 hostUsers bool!, 38 schedulingGates []PodSchedulingGate, 39 resourceClaims []PodResourceClaim, "
         "40 resources ResourceRequirements"),
-    "Container": (
-        "1 name str!, 2 image str, 3 command []str, 4 args []str, 5 workingDir str, 6 ports []ContainerPort, "
-        "19 envFrom []EnvFromSource, 7 env []EnvVar, 8 resources ResourceRequirements, "
-        "23 resizePolicy []ContainerResizePolicy, 24 restartPolicy str!, 9 volumeMounts []VolumeMount, "
-        "21 volumeDevices []VolumeDevice, 10 livenessProbe Probe, 11 readinessProbe Probe, 22 startupProbe Probe, "
-        "12 lifecycle Lifecycle, 13 terminationMessagePath str, 20 terminationMessagePolicy str, "
-        "14 imagePullPolicy str, 15 securityContext SecurityContext, 16 stdin bool, 17 stdinOnce bool, 18 tty bool"),
+    "Container": _CONTAINER_FIELDS,
     "EphemeralContainer": "1 ... EphemeralContainerCommon, 2 targetContainerName str",
     "PodSecurityContext": (
         "1 seLinuxOptions SELinuxOptions, 8 windowsOptions WindowsSecurityContextOptions, 2 runAsUser i64!, "
@@ -144,13 +147,7 @@ SCHEMA: dict[str, str] = {
         "10 windowsOptions WindowsSecurityContextOptions, 4 runAsUser i64!, 8 runAsGroup i64!, 5 runAsNonRoot bool!, "
         "6 readOnlyRootFilesystem bool!, 7 allowPrivilegeEscalation bool!, 9 procMount str!, "
         "11 seccompProfile SeccompProfile, 12 appArmorProfile AppArmorProfile"),
-    "EphemeralContainerCommon": (
-        "1 name str!, 2 image str, 3 command []str, 4 args []str, 5 workingDir str, 6 ports []ContainerPort, "
-        "19 envFrom []EnvFromSource, 7 env []EnvVar, 8 resources ResourceRequirements, "
-        "23 resizePolicy []ContainerResizePolicy, 24 restartPolicy str!, 9 volumeMounts []VolumeMount, "
-        "21 volumeDevices []VolumeDevice, 10 livenessProbe Probe, 11 readinessProbe Probe, 22 startupProbe Probe, "
-        "12 lifecycle Lifecycle, 13 terminationMessagePath str, 20 terminationMessagePolicy str, "
-        "14 imagePullPolicy str, 15 securityContext SecurityContext, 16 stdin bool, 17 stdinOnce bool, 18 tty bool"),
+    "EphemeralContainerCommon": _CONTAINER_FIELDS,
     "SELinuxOptions": "1 user str, 2 role str, 3 type str, 4 level str",
     "WindowsSecurityContextOptions": (
         "1 gmsaCredentialSpecName str!, 2 gmsaCredentialSpec str!, 3 runAsUserName str!, 4 hostProcess bool!"),

@@ -22,9 +22,7 @@ rules on unknown resources are harmless and manifests copy them.
 
 from __future__ import annotations
 
-from typing import Any
-
-Obj = dict[str, Any]
+from emulator.api.types import Obj
 
 READ = ["get", "list", "watch"]
 WRITE = ["create", "delete", "deletecollection", "patch", "update"]

@@ -36,11 +36,11 @@ from typing import Any
 
 from emulator.api import errors
 from emulator.api.labels import LabelSelector
+from emulator.api.types import Obj
 from emulator.auth.attributes import Attributes
 from emulator.auth.user import SERVICE_ACCOUNT_PREFIX, SYSTEM_PRIVILEGED_GROUP, UserInfo
 
 GROUP = "rbac.authorization.k8s.io"
-Obj = dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

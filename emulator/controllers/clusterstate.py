@@ -25,14 +25,12 @@ exports nothing (the leader's process does), so the counts are never doubled.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from emulator.collectors import SourceCollector
+from emulator.collectors import SourceCollector, registered
 
 CONDITIONS = ("Ready", "MemoryPressure", "DiskPressure", "PIDPressure")
 STATUSES = ("true", "false", "unknown")
@@ -97,15 +95,6 @@ class ClusterStateCollector(SourceCollector):
             return
 
 
-_collector_lock = threading.Lock()
-_collector: ClusterStateCollector | None = None
-
-
 def collector() -> ClusterStateCollector:
     """The process's collector, registered in the default registry on first use."""
-    global _collector
-    with _collector_lock:
-        if _collector is None:
-            _collector = ClusterStateCollector()
-            REGISTRY.register(_collector)
-        return _collector
+    return registered(ClusterStateCollector)

@@ -32,10 +32,10 @@ from __future__ import annotations
 
 import logging
 from datetime import UTC, datetime
-from typing import Any
 
 from emulator.api import cron, errors
 from emulator.api.kinds import CRONJOB, JOB
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
@@ -55,7 +55,6 @@ from emulator.informers import ResourceEventHandlerFuncs
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 DEFAULT_WORKERS = 5  # --concurrent-cron-job-syncs
 SCHEDULED_TIMESTAMP = "batch.kubernetes.io/cronjob-scheduled-timestamp"
@@ -110,11 +109,9 @@ class CronJobController(Controller):
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
         super().__init__("cronjob", ctx, workers=workers or int(ctx.option("concurrent_cron_job_syncs",
                                                                              DEFAULT_WORKERS)))
-        self.cron_informer = self.watch(ctx.informers.informer_for(CRONJOB))
+        self.cron_informer = self.watch_kind(CRONJOB)
         self.job_informer = self.watch(ctx.informers.informer_for(JOB))
         ensure_indexers(self.job_informer, {CONTROLLER_INDEX: controller_index_func})
-        self.cron_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new)))
         self.job_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda job, _initial: self._job_event(job), update=lambda _old, new: self._job_event(new),
             delete=lambda obj: self._job_event(object_of(obj))))

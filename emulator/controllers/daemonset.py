@@ -63,14 +63,9 @@ from emulator.controllers.runtime import (
     EVENT_NORMAL,
     EVENT_WARNING,
     ControllerContext,
-    ControllerExpectations,
     PodOwnerController,
-    controller_index_func,
-    ensure_indexers,
-    get_controller_of,
     meta_key,
     new_controller_ref,
-    resolve_controller_ref,
 )
 from emulator.informers import ResourceEventHandlerFuncs
 
@@ -179,20 +174,12 @@ class DaemonSetController(PodOwnerController):
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
         super().__init__("daemonset", ctx, workers=workers or int(
             ctx.option("concurrent_daemonset_syncs", DEFAULT_WORKERS)))
-        self.expectations = ControllerExpectations(ctx.clock)
-        self.ds_informer = self.watch(ctx.informers.informer_for(DAEMONSET))
+        self.ds_informer, self.pod_informer = self.watch_owners_and_pods(DAEMONSET)
         self.node_informer = self.watch(ctx.informers.informer_for(NODE))
-        self.pod_informer = self.watch(ctx.informers.informer_for(POD))
-        ensure_indexers(self.pod_informer, {CONTROLLER_INDEX: controller_index_func})
-        self.ds_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._delete_owner))
         # Any node change may change eligibility: every DaemonSet looks again (upstream filters by relevance).
         self.node_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda _obj, _initial: self._enqueue_all(), update=self._update_node,
             delete=lambda _obj: self._enqueue_all()))
-        self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=self._add_pod, update=self._update_pod, delete=self._delete_pod))
 
     # ------------------------------------------------------------ handlers
     def _enqueue_all(self) -> None:
@@ -203,12 +190,6 @@ class DaemonSetController(PodOwnerController):
         if (old["metadata"].get("labels"), (old.get("spec") or {}).get("taints")) != \
                 (new["metadata"].get("labels"), (new.get("spec") or {}).get("taints")):
             self._enqueue_all()
-
-    def owner_key_of(self, pod: Obj) -> str | None:
-        ref = get_controller_of(pod)
-        ds = resolve_controller_ref(self.ds_informer.indexer, pod["metadata"].get("namespace") or "", ref,
-                                    DAEMONSET.kind) if ref is not None else None
-        return meta_key(ds) if ds is not None else None
 
     def _update_pod(self, old: Obj, new: Obj) -> str | None:
         key = super()._update_pod(old, new)
@@ -329,15 +310,7 @@ class DaemonSetController(PodOwnerController):
                 else:
                     self.event(ds, EVENT_NORMAL, "SuccessfulCreate", f"Created pod: {result['metadata']['name']}")
         for pod in to_delete:
-            pmeta = pod["metadata"]
-            try:
-                self.core.delete(POD, pmeta["namespace"], pmeta["name"], preconditions={"uid": pmeta["uid"]})
-            except errors.StatusError as e:
-                self.expectations.deletion_observed(key)
-                if e.code not in (404, 409):
-                    first_error = first_error or e
-                continue
-            self.event(ds, EVENT_NORMAL, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}")
+            first_error = first_error or self.delete_owned_pod(ds, key, pod)
         if first_error is not None:
             raise first_error
 

@@ -58,7 +58,7 @@ from emulator.api import errors, pdb
 from emulator.api.kinds import DEPLOYMENT, PDB, POD, REPLICASET, Kind, all_kinds
 from emulator.api.types import Obj
 from emulator.clock import Clock, parse_rfc3339, rfc3339
-from emulator.controllers.runtime import Controller, ControllerContext, meta_key, object_of
+from emulator.controllers.runtime import Controller, ControllerContext, object_of
 from emulator.informers import ResourceEventHandlerFuncs
 from emulator.server.core import ServerCore
 
@@ -142,12 +142,9 @@ class DisruptionController:
 
     def sync(self, namespace: str, name: str) -> Obj | None:
         """Sync one PDB; returns its status as stored afterwards (None if the PDB does not exist)."""
-        try:
-            budget = self.core.get(PDB, namespace, name)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return None
-            raise
+        budget = errors.get_or_none(self.core, PDB, namespace, name)
+        if budget is None:
+            return None
         self.sync_budget(budget)
         return self.core.get(PDB, namespace, name).get("status")
 
@@ -232,10 +229,8 @@ class DisruptionController:
     @staticmethod
     def _deployment_of_replica_set(ref: Obj, namespace: str, lookup: _Lookup) -> tuple[str, int] | None:
         """``getPodDeployment``: a ReplicaSet controlled by a Deployment counts the Deployment."""
-        if not _is(ref, "ReplicaSet", ("apps", "extensions")):
-            return None
-        rs = lookup.get(REPLICASET, namespace, ref.get("name") or "")
-        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+        rs = DisruptionController._referenced_replica_set(ref, namespace, lookup)
+        if rs is None:
             return None
         owner = _controller_ref(rs)
         if not _is(owner, "Deployment", ("apps", "extensions")):
@@ -249,15 +244,23 @@ class DisruptionController:
     @staticmethod
     def _replica_set(ref: Obj, namespace: str, lookup: _Lookup) -> tuple[str, int] | None:
         """``getPodReplicaSet``: a ReplicaSet not controlled by a Deployment counts itself."""
-        if not _is(ref, "ReplicaSet", ("apps", "extensions")):
-            return None
-        rs = lookup.get(REPLICASET, namespace, ref.get("name") or "")
-        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+        rs = DisruptionController._referenced_replica_set(ref, namespace, lookup)
+        if rs is None:
             return None
         owner = _controller_ref(rs)
         if owner is not None and owner.get("kind") == "Deployment":
             return None
         return rs["metadata"]["uid"], _replicas(rs)
+
+    @staticmethod
+    def _referenced_replica_set(ref: Obj, namespace: str, lookup: _Lookup) -> Obj | None:
+        """The ReplicaSet ``ref`` names, if it is one and still the same object (uid); else None."""
+        if not _is(ref, "ReplicaSet", ("apps", "extensions")):
+            return None
+        rs = lookup.get(REPLICASET, namespace, ref.get("name") or "")
+        if rs is None or rs["metadata"].get("uid") != ref.get("uid"):
+            return None
+        return rs
 
     @staticmethod
     def _scale_controller(ref: Obj, namespace: str, lookup: _Lookup) -> tuple[str, int] | None:
@@ -384,25 +387,16 @@ class DisruptionQueueController(Controller):
     def __init__(self, ctx: ControllerContext, *, workers: int = 1) -> None:
         super().__init__("disruption", ctx, workers=workers)
         self.sync = DisruptionController(ctx.core, ctx.clock)
-        self.pdb_informer = self.watch(ctx.informers.informer_for(PDB))
+        self.pdb_informer = self.watch_kind(PDB, delete=self.enqueue_deleted)
         self.pod_informer = self.watch(ctx.informers.informer_for(POD))
         self.rs_informer = self.watch(ctx.informers.informer_for(REPLICASET))
         self.deploy_informer = self.watch(ctx.informers.informer_for(DEPLOYMENT))
-        self.pdb_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._delete_pdb))
         self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda pod, _initial: self._pod_changed(pod), update=self._update_pod,
             delete=lambda pod: self._pod_changed(object_of(pod))))
         scale_handler = ResourceEventHandlerFuncs(update=self._scale_changed)
         self.rs_informer.add_event_handler(scale_handler)
         self.deploy_informer.add_event_handler(scale_handler)
-
-    def _delete_pdb(self, obj: Any) -> None:
-        budget = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(budget) if budget is not None else None)
-        if key:
-            self.enqueue_key(key)
 
     def _budgets_in(self, namespace: str) -> list[Obj]:
         return self.pdb_informer.indexer.by_index("namespace", namespace)

@@ -52,13 +52,10 @@ class EndpointsController(Controller):
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
         super().__init__("endpoints", ctx,
                          workers=workers or int(ctx.option("concurrent_endpoint_syncs", DEFAULT_WORKERS)))
-        self.services = self.watch(ctx.informers.informer_for(SERVICE))
+        self.services = self.watch_kind(SERVICE, delete=self._service_deleted)
         self.pods = self.watch(ctx.informers.informer_for(POD))
         self.endpoints = self.watch(ctx.informers.informer_for(ENDPOINTS))
         ensure_indexers(self.pods, {LABEL_INDEX: label_index_func})
-        self.services.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._service_deleted))
         self.pods.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda pod, _initial: self._queue_services(pod), update=self._pod_updated,
             delete=lambda obj: self._queue_services(object_of(obj))))

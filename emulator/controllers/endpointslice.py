@@ -124,7 +124,7 @@ class EndpointSliceController(Controller):
         super().__init__("endpointslice", ctx,
                          workers=workers or int(ctx.option("concurrent_service_endpoint_syncs", DEFAULT_WORKERS)))
         self.max_per_slice = int(ctx.option("max_endpoints_per_slice", DEFAULT_MAX_ENDPOINTS_PER_SLICE))
-        self.services = self.watch(ctx.informers.informer_for(SERVICE))
+        self.services = self.watch_kind(SERVICE, delete=self._service_deleted)
         self.pods = self.watch(ctx.informers.informer_for(POD))
         self.slices = self.watch(ctx.informers.informer_for(ENDPOINTSLICE))
         self.nodes = self.watch(ctx.informers.informer_for(NODE))
@@ -135,9 +135,6 @@ class EndpointSliceController(Controller):
         self._waiting: set[str] = set()
         self._lock = threading.Lock()
         self.slice_writes = 0  # creates + updates + deletes (the benchmark's numerator)
-        self.services.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._service_deleted))
         self.pods.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda pod, _initial: self._queue_services(pod), update=self._pod_updated,
             delete=lambda obj: self._queue_services(object_of(obj))))

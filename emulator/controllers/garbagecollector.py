@@ -221,12 +221,9 @@ class GarbageCollector:
 
     def attempt_to_delete(self, kind: Kind, namespace: str | None, name: str) -> bool:
         """Upstream ``attemptToDeleteItem`` for one object; True when nothing is left to do for it now."""
-        try:
-            obj = self.store.get(kind, namespace, name)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return True
-            raise
+        obj = errors.get_or_none(self.store, kind, namespace, name)
+        if obj is None:
+            return True
         meta = obj["metadata"]
         uid, rv = meta.get("uid") or "", meta.get("resourceVersion") or ""
         finalizers = meta.get("finalizers") or []
@@ -342,12 +339,9 @@ class GarbageCollector:
         entry) and removes the ``foregroundDeletion`` finalizer when no dependent with
         ``blockOwnerDeletion`` is left. True when the owner needs nothing more from us.
         """
-        try:
-            owner = self.store.get(kind, namespace, name)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return True
-            raise
+        owner = errors.get_or_none(self.store, kind, namespace, name)
+        if owner is None:
+            return True
         meta = owner["metadata"]
         if meta.get("uid") != uid or not _deleting_dependents(meta):
             return True  # another object now, or its deletion policy changed since
@@ -368,12 +362,7 @@ class GarbageCollector:
 
     def _get(self, kind: Kind, key: str) -> Obj | None:
         ns, name = _split_key(key)
-        try:
-            return self.store.get(kind, ns, name)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return None
-            raise
+        return errors.get_or_none(self.store, kind, ns, name)
 
     # ------------------------------------------------------------------ sweep
     def start_sweep(self) -> None:

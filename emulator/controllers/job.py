@@ -65,18 +65,13 @@ from emulator.controllers.runtime import (
     EVENT_NORMAL,
     EVENT_WARNING,
     ControllerContext,
-    ControllerExpectations,
     ControllerRefManager,
     PodOwnerController,
-    controller_index_func,
-    ensure_indexers,
     get_controller_of,
     meta_key,
     new_controller_ref,
     recheck_deletion_timestamp,
-    resolve_controller_ref,
 )
-from emulator.informers import ResourceEventHandlerFuncs
 
 # kube-controller-manager --concurrent-job-syncs default.
 DEFAULT_WORKERS = 5
@@ -150,22 +145,7 @@ class JobController(PodOwnerController):
 
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
         super().__init__("job", ctx, workers=workers or int(ctx.option("concurrent_job_syncs", DEFAULT_WORKERS)))
-        self.expectations = ControllerExpectations(ctx.clock)
-        self.job_informer = self.watch(ctx.informers.informer_for(JOB))
-        self.pod_informer = self.watch(ctx.informers.informer_for(POD))
-        ensure_indexers(self.pod_informer, {CONTROLLER_INDEX: controller_index_func})
-        self.job_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._delete_owner))
-        self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=self._add_pod, update=self._update_pod, delete=self._delete_pod))
-
-    # ------------------------------------------------------------ handlers
-    def owner_key_of(self, pod: Obj) -> str | None:
-        ref = get_controller_of(pod)
-        job = resolve_controller_ref(self.job_informer.indexer, (pod.get("metadata") or {}).get("namespace") or "",
-                                     ref, JOB.kind) if ref is not None else None
-        return meta_key(job) if job is not None else None
+        self.job_informer, self.pod_informer = self.watch_owners_and_pods(JOB)
 
     # ------------------------------------------------------------ reconcile
     def reconcile(self, key: str) -> float | None:
@@ -320,16 +300,10 @@ class JobController(PodOwnerController):
             return
         self.expectations.expect_deletions(key, len(pods))
         for pod in pods:
-            pmeta = pod["metadata"]
-            try:
-                self.core.delete(POD, pmeta["namespace"], pmeta["name"], preconditions={"uid": pmeta["uid"]})
-            except errors.StatusError as e:
-                self.expectations.deletion_observed(key)
-                if e.code not in (404, 409):
-                    self.event(job, EVENT_WARNING, "FailedDelete", f"Error deleting: {e.message}")
-                    raise
-                continue
-            self.event(job, EVENT_NORMAL, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}")
+            error = self.delete_owned_pod(job, key, pod)
+            if error is not None:
+                self.event(job, EVENT_WARNING, "FailedDelete", f"Error deleting: {error.message}")
+                raise error
 
     def _write_status(self, job: Obj, status: Obj) -> None:
         if status == (job.get("status") or {}):

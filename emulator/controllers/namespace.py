@@ -107,12 +107,9 @@ class NamespaceController(Controller):
 
     # ------------------------------------------------------------------ reconcile
     def reconcile(self, key: str) -> float | None:
-        try:
-            ns = self.core.get(NAMESPACE, None, key)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return None
-            raise
+        ns = errors.get_or_none(self.core, NAMESPACE, None, key)
+        if ns is None:
+            return None
         meta = ns["metadata"]
         if not meta.get("deletionTimestamp"):
             return None
@@ -144,12 +141,9 @@ class NamespaceController(Controller):
         return None
 
     def _still_there(self, name: str, obj: Obj) -> bool:
-        try:
-            current = self.core.get(NAMESPACE, None, name)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return False
-            raise
+        current = errors.get_or_none(self.core, NAMESPACE, None, name)
+        if current is None:
+            return False
         return current["metadata"].get("uid") == obj["metadata"].get("uid")
 
     def _delete_namespace(self, name: str, uid: str) -> None:

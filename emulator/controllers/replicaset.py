@@ -68,6 +68,7 @@ from emulator.controllers.runtime import (
     SelectorCache,
     UIDTrackingControllerExpectations,
     controller_index_func,
+    deleted_key,
     ensure_indexers,
     get_controller_of,
     meta_key,
@@ -194,12 +195,7 @@ def _less(a: Obj, rank_a: int, b: Obj, rank_b: int, now: float | None) -> bool:
     if ready_a and ready_b:
         t_a, t_b = pod_ready_time(a), pod_ready_time(b)
         if t_a != t_b:
-            if now is None or t_a is None or t_b is None:
-                return _after_or_zero(t_a, t_b)
-            diff = _log_rank(t_a, now) - _log_rank(t_b, now)
-            if diff == 0:
-                return _uid(a) < _uid(b)
-            return diff < 0
+            return _newer_by_log_bucket(a, b, t_a, t_b, now)
     # 7. More restarts < fewer.
     restarts_a, restarts_b = max_container_restarts(a), max_container_restarts(b)
     if restarts_a != restarts_b:
@@ -207,13 +203,18 @@ def _less(a: Obj, rank_a: int, b: Obj, rank_b: int, now: float | None) -> bool:
     # 8. Newer < older (logarithmic buckets, ties by uid).
     c_a, c_b = _created(a), _created(b)
     if c_a != c_b:
-        if now is None or c_a is None or c_b is None:
-            return _after_or_zero(c_a, c_b)
-        diff = _log_rank(c_a, now) - _log_rank(c_b, now)
-        if diff == 0:
-            return _uid(a) < _uid(b)
-        return diff < 0
+        return _newer_by_log_bucket(a, b, c_a, c_b, now)
     return False
+
+
+def _newer_by_log_bucket(a: Obj, b: Obj, t_a: float | None, t_b: float | None, now: float | None) -> bool:
+    """Steps 6 and 8 for two different times: the newer first, compared in logarithmic buckets, ties by uid."""
+    if now is None or t_a is None or t_b is None:
+        return _after_or_zero(t_a, t_b)
+    diff = _log_rank(t_a, now) - _log_rank(t_b, now)
+    if diff == 0:
+        return _uid(a) < _uid(b)
+    return diff < 0
 
 
 def rank_pods_for_deletion(pods: Sequence[Obj], ranks: Sequence[int], now: float | None) -> list[Obj]:
@@ -381,8 +382,7 @@ class ReplicaSetController(Controller):
         self.enqueue(new)
 
     def _delete_rs(self, obj: Any) -> None:
-        rs = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(rs) if rs is not None else None)
+        key = deleted_key(obj)
         if key is None:
             return
         self.expectations.delete_expectations(key)

@@ -111,12 +111,9 @@ class ResourceQuotaController(Controller):
     def reconcile(self, key: str) -> float | None:
         namespace, name = split_key(key)
         for _ in range(_CAS_ATTEMPTS):
-            try:
-                quota = self.core.get(RESOURCEQUOTA, namespace, name)
-            except errors.StatusError as e:
-                if e.code == 404:
-                    return None
-                raise
+            quota = errors.get_or_none(self.core, RESOURCEQUOTA, namespace, name)
+            if quota is None:
+                return None
             try:
                 self._sync(quota)
             except errors.StaleResourceVersion:

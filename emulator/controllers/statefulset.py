@@ -51,27 +51,22 @@ from emulator.api import errors
 from emulator.api.kinds import CONTROLLERREVISION, PERSISTENTVOLUMECLAIM, POD, STATEFULSET
 from emulator.api.pdb import is_pod_ready
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
 from emulator.controllers.runtime import (
     CONTROLLER_INDEX,
     ControllerContext,
-    ControllerExpectations,
     ControllerRefManager,
     PodOwnerController,
-    controller_index_func,
     ensure_indexers,
-    get_controller_of,
     meta_key,
     new_controller_ref,
     recheck_deletion_timestamp,
-    resolve_controller_ref,
 )
-from emulator.informers import ResourceEventHandlerFuncs
 from emulator.informers.indexer import OWNER_UID_INDEX, owner_uid_index_func
 
 log = logging.getLogger(__name__)
 
-Obj = dict[str, Any]
 
 DEFAULT_WORKERS = 5  # --concurrent-statefulset-syncs
 POD_NAME_LABEL = "statefulset.kubernetes.io/pod-name"
@@ -122,24 +117,10 @@ class StatefulSetController(PodOwnerController):
     def __init__(self, ctx: ControllerContext, *, workers: int | None = None) -> None:
         super().__init__("statefulset", ctx,
                          workers=workers or int(ctx.option("concurrent_statefulset_syncs", DEFAULT_WORKERS)))
-        self.expectations = ControllerExpectations(ctx.clock)
-        self.set_informer = self.watch(ctx.informers.informer_for(STATEFULSET))
-        self.pod_informer = self.watch(ctx.informers.informer_for(POD))
+        self.set_informer, self.pod_informer = self.watch_owners_and_pods(STATEFULSET)
         self.revision_informer = self.watch(ctx.informers.informer_for(CONTROLLERREVISION))
         self.claim_informer = self.watch(ctx.informers.informer_for(PERSISTENTVOLUMECLAIM))
-        ensure_indexers(self.pod_informer, {CONTROLLER_INDEX: controller_index_func})
         ensure_indexers(self.revision_informer, {OWNER_UID_INDEX: owner_uid_index_func})
-        self.set_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._delete_owner))
-        self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=self._add_pod, update=self._update_pod, delete=self._delete_pod))
-
-    def owner_key_of(self, pod: Obj) -> str | None:
-        ref = get_controller_of(pod)
-        owner = resolve_controller_ref(self.set_informer.indexer, (pod.get("metadata") or {}).get("namespace") or "",
-                                       ref, STATEFULSET.kind) if ref is not None else None
-        return meta_key(owner) if owner is not None else None
 
     # ------------------------------------------------------------ revisions
     def _revisions(self, sts: Obj) -> tuple[Obj, Obj]:

@@ -71,21 +71,14 @@ class TTLAfterFinishedController(Controller):
         if job is None:
             return None
         left = time_left(job, self.clock.now())
-        if left is None:
-            return None
-        if left > 0:
-            return left
+        if left is None or left > 0:
+            return left  # not finished with a TTL, or not expired yet
         namespace, name = split_key(key)
-        try:
-            fresh = self.core.get(JOB, namespace, name)
-        except errors.StatusError as e:
-            if e.code == 404:
-                return None
-            raise
-        left = time_left(fresh, self.clock.now())
-        if left is None:
+        fresh = errors.get_or_none(self.core, JOB, namespace, name)
+        if fresh is None:
             return None
-        if left > 0:
+        left = time_left(fresh, self.clock.now())
+        if left is None or left > 0:
             return left
         meta = fresh["metadata"]
         try:

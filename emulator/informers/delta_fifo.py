@@ -272,6 +272,18 @@ class DeltaFIFO:
             self._wake()
 
     # -------------------------------------------------------------- consumer
+    def _wait_locked(self, timeout: float | None) -> bool:
+        """Wait (lock held) until an item is queued: False after ``timeout`` seconds; FIFOClosedError once closed."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while not self._queue:
+            if self._closed:
+                raise FIFOClosedError("DeltaFIFO: manipulating with closed queue")
+            remaining = None if deadline is None else deadline - time.monotonic()
+            if remaining is not None and remaining <= 0:
+                return False
+            self._cond.wait(remaining)
+        return True
+
     def pop(self, process: Callable[[Deltas, bool], None], timeout: float | None = None) -> Deltas | None:
         """Take the oldest key's deltas and run ``process(deltas, is_in_initial_list)`` under the lock.
 
@@ -281,27 +293,10 @@ class DeltaFIFO:
         exception propagates and the deltas are dropped (the informer's ``RetryOnError`` is off
         upstream too).
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while not self._queue:
-                if self._closed:
-                    raise FIFOClosedError("DeltaFIFO: manipulating with closed queue")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return None
-                self._cond.wait(remaining)
-            is_in_initial_list = not self._has_synced_locked()
-            key = self._queue.popleft()
-            if self._initial_population_count > 0:
-                self._initial_population_count -= 1
-            deltas = self._items.pop(key)
-            try:
-                process(deltas, is_in_initial_list)
-            except RequeueError as e:
-                self._add_if_not_present(key, deltas)
-                if e.cause is not None:
-                    raise e.cause from e
-            return deltas
+            if not self._wait_locked(timeout):
+                return None
+            return self._process_next_locked(process)[0]
 
     def pop_many(self, process: Callable[[Deltas, bool], None], max_items: int = 256,
                  timeout: float | None = None) -> int:
@@ -311,32 +306,35 @@ class DeltaFIFO:
         :meth:`pop` would; a :class:`RequeueError` requeues that key and ends the batch.
         Producers wait for the whole batch, so keep ``max_items`` small enough for their latency.
         """
-        deadline = None if timeout is None else time.monotonic() + timeout
         with self._lock:
-            while not self._queue:
-                if self._closed:
-                    raise FIFOClosedError("DeltaFIFO: manipulating with closed queue")
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return 0
-                self._cond.wait(remaining)
+            if not self._wait_locked(timeout):
+                return 0
             done = 0
-            queue, items = self._queue, self._items
+            queue = self._queue
             while queue and done < max_items:
-                is_in_initial_list = not self._has_synced_locked()
-                key = queue.popleft()
-                if self._initial_population_count > 0:
-                    self._initial_population_count -= 1
-                deltas = items.pop(key)
                 done += 1
-                try:
-                    process(deltas, is_in_initial_list)
-                except RequeueError as e:
-                    self._add_if_not_present(key, deltas)
-                    if e.cause is not None:
-                        raise e.cause from e
+                if not self._process_next_locked(process)[1]:
                     break
             return done
+
+    def _process_next_locked(self, process: Callable[[Deltas, bool], None]) -> tuple[Deltas, bool]:
+        """Pop the oldest key and process its deltas (lock held): (deltas, False) when they went back in the queue.
+
+        A :class:`RequeueError` requeues them and raises its cause, if it has one.
+        """
+        is_in_initial_list = not self._has_synced_locked()
+        key = self._queue.popleft()
+        if self._initial_population_count > 0:
+            self._initial_population_count -= 1
+        deltas = self._items.pop(key)
+        try:
+            process(deltas, is_in_initial_list)
+        except RequeueError as e:
+            self._add_if_not_present(key, deltas)
+            if e.cause is not None:
+                raise e.cause from e
+            return deltas, False
+        return deltas, True
 
     def close(self) -> None:
         with self._lock:

@@ -43,14 +43,14 @@ model -- a simplification listed in docs/architecture.md.
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
 import numpy as np
-from prometheus_client import REGISTRY, Counter, Histogram
+from prometheus_client import Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.registry import Collector
+
+from emulator.collectors import SourceCollector, registered
 
 # Upstream kubelet buckets for kubelet_pod_start_sli_duration_seconds (pkg/kubelet/metrics/metrics.go).
 POD_START_BUCKETS = (0.5, 1, 2, 3, 4, 5, 6, 8, 10, 20, 30, 45, 60, 120, 180, 240, 300, 360, 480, 600, 900, 1200,
@@ -165,27 +165,14 @@ class ShardMetrics:
             return self._view
 
 
-class KubeletCollector(Collector):
+class KubeletCollector(SourceCollector):
     """Produces the per-node series of every live :class:`ShardMetrics` of the process at scrape time."""
-
-    def __init__(self) -> None:
-        self._shards: weakref.WeakSet[ShardMetrics] = weakref.WeakSet()
-        self._lock = threading.Lock()
-
-    def add(self, shard: ShardMetrics) -> None:
-        with self._lock:
-            self._shards.add(shard)
-
-    def remove(self, shard: ShardMetrics) -> None:
-        with self._lock:
-            self._shards.discard(shard)
 
     def describe(self) -> list[Metric]:
         return []  # series appear and disappear with shards: do not pre-register names
 
     def collect(self) -> Iterator[Metric]:
-        with self._lock:
-            shards = list(self._shards)
+        shards: list[ShardMetrics] = self.sources()
         families: dict[str, Metric] = {
             "node_name": GaugeMetricFamily("kubelet_node_name", "The node's name. The count is always 1.",
                                            labels=["shard", "node"]),
@@ -272,15 +259,6 @@ def _device_families(shards: list[ShardMetrics]) -> Iterator[Metric]:
     yield allocated
 
 
-_collector_lock = threading.Lock()
-_collector: KubeletCollector | None = None
-
-
 def collector() -> KubeletCollector:
     """The process's collector, registered in the default registry on first use."""
-    global _collector
-    with _collector_lock:
-        if _collector is None:
-            _collector = KubeletCollector()
-            REGISTRY.register(_collector)
-        return _collector
+    return registered(KubeletCollector)

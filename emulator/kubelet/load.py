@@ -37,16 +37,14 @@ custom metrics through the same rules.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from prometheus_client import REGISTRY
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from emulator import loadtargets
-from emulator.collectors import SourceCollector
+from emulator.collectors import SourceCollector, registered
 from emulator.kubelet.usage import LATENCY_SERIES, REQUESTS_SERIES
 
 if TYPE_CHECKING:
@@ -243,15 +241,6 @@ class AppSeriesCollector(SourceCollector):
         yield latency
 
 
-_collector_lock = threading.Lock()
-_collector: AppSeriesCollector | None = None
-
-
 def collector() -> AppSeriesCollector:
     """The process's app series collector, registered in the default registry on first use."""
-    global _collector
-    with _collector_lock:
-        if _collector is None:
-            _collector = AppSeriesCollector()
-            REGISTRY.register(_collector)
-        return _collector
+    return registered(AppSeriesCollector)

@@ -178,16 +178,20 @@ class PodWorkers:
         rec.start_time = rfc3339(now)
         self._start_pipeline(rec, node, now)
 
+    def _start_apps(self, rec: PodRecord, node: NodeRecord, t: float) -> None:
+        """Init containers done (or none): pull the first app container's image, or run at once without any."""
+        rec.stage, rec.step = APP_PULL, 0
+        if rec.apps:
+            self.images.begin_pull(rec, node, rec.apps[0], t, init=False)
+        else:
+            self._run_in_model(rec, node, t)
+
     def _start_pipeline(self, rec: PodRecord, node: NodeRecord, t: float) -> None:
         if rec.init:
             rec.stage, rec.step = INIT_PULL, 0
             self.images.begin_pull(rec, node, rec.init[0], t, init=True)
         else:
-            rec.stage, rec.step = APP_PULL, 0
-            if rec.apps:
-                self.images.begin_pull(rec, node, rec.apps[0], t, init=False)
-            else:
-                self._run_in_model(rec, node, t)
+            self._start_apps(rec, node, t)
         self.state.dirty_pods.add(rec.uid)
         self._schedule(rec)
 
@@ -236,11 +240,7 @@ class PodWorkers:
                     rec.stage = INIT_PULL
                     self.images.begin_pull(rec, node, rec.init[rec.step], at, init=True)
                 else:
-                    rec.stage, rec.step = APP_PULL, 0
-                    if rec.apps:
-                        self.images.begin_pull(rec, node, rec.apps[0], at, init=False)
-                    else:
-                        self._run_in_model(rec, node, at)
+                    self._start_apps(rec, node, at)
             else:  # APP_PULL
                 self.images.finish_pull(rec, node)
                 name = str(rec.apps[rec.step].get("name"))

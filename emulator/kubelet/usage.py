@@ -148,15 +148,19 @@ def node_metrics(client: redis.Redis, prefix: str = "kemu:", name: str | None = 
     return out
 
 
+def _namespaces(client: redis.Redis, key_prefix: str, namespace: str | None) -> list[str]:
+    """``[namespace]``, or (None) every namespace with a hash under ``key_prefix``, sorted."""
+    if namespace is not None:
+        return [namespace]
+    return [k[len(key_prefix):] for k in sorted(k.decode() for k in client.scan_iter(match=key_prefix + "*",
+                                                                                      count=1000))]
+
+
 def pod_metrics(client: redis.Redis, prefix: str = "kemu:", namespace: str | None = None, name: str | None = None,
                 *, now: float | None = None) -> list[Obj]:
     """``PodMetrics`` of the pods with fresh usage in ``namespace`` (None: all namespaces), or of one pod."""
     now = time.time() if now is None else now
-    if namespace is None:
-        keys = sorted(k.decode() for k in client.scan_iter(match=prefix + PODS_KEY + "*", count=1000))
-        namespaces = [k[len(prefix + PODS_KEY):] for k in keys]
-    else:
-        namespaces = [namespace]
+    namespaces = _namespaces(client, prefix + PODS_KEY, namespace)
     pipe = client.pipeline(transaction=False)
     for ns in namespaces:
         if name is not None:
@@ -179,11 +183,7 @@ def pod_series(client: redis.Redis, prefix: str = "kemu:", namespace: str | None
                now: float | None = None) -> list[tuple[str, str, float, float, dict[str, float]]]:
     """Fresh app series of pods in ``namespace`` (None: all): ``(ns, pod, timestamp, window, {series: value})``."""
     now = time.time() if now is None else now
-    if namespace is None:
-        keys = sorted(k.decode() for k in client.scan_iter(match=prefix + APP_KEY + "*", count=1000))
-        namespaces = [k[len(prefix + APP_KEY):] for k in keys]
-    else:
-        namespaces = [namespace]
+    namespaces = _namespaces(client, prefix + APP_KEY, namespace)
     pipe = client.pipeline(transaction=False)
     for ns in namespaces:
         pipe.hgetall(prefix + APP_KEY + ns)

@@ -43,16 +43,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from emulator.api import errors, keda, kinds
+from emulator.api.labels import DOES_NOT_EXIST, EXISTS, IN, NOT_EQUALS, NOT_IN
 from emulator.api.quantity import format_millis
-from emulator.api.selectors import (
-    DOES_NOT_EXIST,
-    EXISTS,
-    IN,
-    NOT_EQUALS,
-    NOT_IN,
-    LabelSelector,
-    parse_label_selector,
-)
+from emulator.api.selectors import LabelSelector, parse_label_selector
 from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.keda import metricstore

@@ -125,22 +125,12 @@ class Lookup:
     def object(self, kind: Kind, namespace: str | None, name: str) -> Obj | None:
         """One object by kind and name, memoised; None when it does not exist."""
         def load() -> Obj | None:
-            try:
-                return self.reader.get(kind, namespace, name)
-            except errors.StatusError as e:
-                if e.code == 404:
-                    return None
-                raise
+            return errors.get_or_none(self.reader, kind, namespace, name)
         return self._memo((kind.resource, f"{namespace}/{name}"), load)
 
     def fresh_quota(self, namespace: str, name: str) -> Obj | None:
         """Re-read one quota from the store (after a lost CAS) and remember it; None if it is gone."""
-        try:
-            quota = self.reader.get(RESOURCEQUOTA, namespace, name)
-        except errors.StatusError as e:
-            if e.code != 404:
-                raise
-            quota = None
+        quota = errors.get_or_none(self.reader, RESOURCEQUOTA, namespace, name)
         self._replace_quota(namespace, name, quota)
         return quota
 
@@ -165,12 +155,7 @@ class Lookup:
 
     def runtime_class(self, name: str) -> Obj | None:
         def load() -> Obj | None:
-            try:
-                return self.reader.get(RUNTIMECLASS, None, name)
-            except errors.StatusError as e:
-                if e.code == 404:
-                    return None
-                raise
+            return errors.get_or_none(self.reader, RUNTIMECLASS, None, name)
         return self._memo(("rc", name), load)
 
 

@@ -3,8 +3,9 @@
 ``clock`` is a :class:`ManualClock` the test moves; ``core`` is a bootstrapped
 :class:`ServerCore` on the test's Redis driven by that clock; ``start_manager``
 starts a non-leader-elected controller manager running just the named
-controllers, and stops every manager it started when the test ends. A test
-module that needs something else defines its own fixture of the same name.
+controllers, and stops every manager it started when the test ends; ``local_ray``
+is Ray on this machine for a module's actor tests. A test module that needs
+something else defines its own fixture of the same name.
 """
 
 from __future__ import annotations
@@ -57,3 +58,16 @@ def start_manager(core: ServerCore, clock: ManualClock) -> Iterator[Callable[...
     yield start
     for m in started:
         m.stop()
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[None]:
+    """Ray on this machine (2 CPUs) for one module's actor tests, shut down after them if this fixture started it."""
+    import ray
+
+    from actors.launcher import init_ray
+
+    started = init_ray(num_cpus=2)
+    yield
+    if started:
+        ray.shutdown()

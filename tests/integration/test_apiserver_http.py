@@ -16,11 +16,11 @@ import pytest
 
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, NAMESPACE, NODE, POD
 from emulator.apiserver.process import ApiServerProcess
-from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis
 from emulator.store.store import Store, StoreConfig
 from tests import builders as b
+from tests.kubectl_env import running_api
 
 pytestmark = pytest.mark.integration
 
@@ -31,10 +31,8 @@ TABLE = ("application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table
 
 @pytest.fixture(scope="module")
 def server(redis_server: EmbeddedRedis) -> Iterator[ApiServerProcess]:
-    proc = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=0, bookmark_interval=0.3))
-    proc.start()
-    yield proc
-    proc.stop()
+    with running_api(redis_server.url, bookmark_interval=0.3) as proc:
+        yield proc
 
 
 @pytest.fixture
@@ -144,30 +142,20 @@ def test_unknown_paths_404_and_wrong_methods_405(http: httpx.Client) -> None:
 
 
 def test_token_is_required_when_the_server_says_so(redis_url: str) -> None:
-    settings = ServerSettings(redis_url=redis_url, port=0, token="s3cret", require_token=True)
-    proc = ApiServerProcess(settings)
-    proc.start()
-    try:
-        with httpx.Client(base_url=proc.url, timeout=10.0) as c:
-            assert status_of(c.get("/api/v1/namespaces"), 401)["reason"] == "Unauthorized"
-            assert status_of(c.get("/api/v1/namespaces", headers={"Authorization": "Bearer wrong"}), 401)
-            assert c.get("/api/v1/namespaces", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-            assert c.get("/healthz").status_code == 200  # health stays readable, as upstream
-    finally:
-        proc.stop()
+    with running_api(redis_url, token="s3cret", require_token=True) as proc, \
+            httpx.Client(base_url=proc.url, timeout=10.0) as c:
+        assert status_of(c.get("/api/v1/namespaces"), 401)["reason"] == "Unauthorized"
+        assert status_of(c.get("/api/v1/namespaces", headers={"Authorization": "Bearer wrong"}), 401)
+        assert c.get("/api/v1/namespaces", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert c.get("/healthz").status_code == 200  # health stays readable, as upstream
 
 
 def test_token_is_optional_on_loopback_without_the_flag(redis_url: str) -> None:
-    settings = ServerSettings(redis_url=redis_url, port=0, token="s3cret", require_token=False)
-    proc = ApiServerProcess(settings)
-    proc.start()
-    try:
-        with httpx.Client(base_url=proc.url, timeout=10.0) as c:
-            assert c.get("/api/v1/namespaces").status_code == 200
-            assert c.get("/api/v1/namespaces", headers={"Authorization": "Bearer s3cret"}).status_code == 200
-            assert status_of(c.get("/api/v1/namespaces", headers={"Authorization": "Bearer wrong"}), 401)
-    finally:
-        proc.stop()
+    with running_api(redis_url, token="s3cret", require_token=False) as proc, \
+            httpx.Client(base_url=proc.url, timeout=10.0) as c:
+        assert c.get("/api/v1/namespaces").status_code == 200
+        assert c.get("/api/v1/namespaces", headers={"Authorization": "Bearer s3cret"}).status_code == 200
+        assert status_of(c.get("/api/v1/namespaces", headers={"Authorization": "Bearer wrong"}), 401)
 
 
 # ---------------------------------------------------------------- discovery

@@ -7,10 +7,8 @@ discovery cache), and checks what kubectl printed *and* what the store holds.
 
 from __future__ import annotations
 
-import os
 import queue
 import re
-import shutil
 import subprocess
 import threading
 import time
@@ -23,15 +21,15 @@ import pytest
 from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, EVENT, LIMITRANGE, NODE, PDB, POD, PRIORITYCLASS
 from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
-from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis
 from emulator.store.store import Store
 from tests import builders as b
+from tests import kubectl_env
+from tests.kubectl_env import KUBECTL, running_api
 
 pytestmark = pytest.mark.integration
 
-KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 TOKEN = "kubectl-test-token"
 
 MANIFEST = """\
@@ -102,10 +100,8 @@ spec:
 
 @pytest.fixture(scope="module")
 def server(redis_server: EmbeddedRedis) -> Iterator[ApiServerProcess]:
-    proc = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=0, token=TOKEN))
-    proc.start()
-    yield proc
-    proc.stop()
+    with running_api(redis_server.url, token=TOKEN) as proc:
+        yield proc
 
 
 @pytest.fixture
@@ -115,21 +111,11 @@ def core(redis_url: str, server: ApiServerProcess) -> ServerCore:
     return c
 
 
-class Kubectl:
+class Kubectl(kubectl_env.Kubectl):
+    """kubectl for the API server at ``server_url``, with this module's token."""
+
     def __init__(self, home: Path, server_url: str) -> None:
-        self.env = {**os.environ, "HOME": str(home),
-                    "KUBECONFIG": str(kubeconfig.write(home / "kubeconfig", server_url, TOKEN))}
-
-    def __call__(self, *args: str, ok: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        r = subprocess.run([KUBECTL, *args], env=self.env, input=stdin, capture_output=True, text=True, timeout=60,
-                           check=False)
-        if ok:
-            assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
-        return r
-
-    def popen(self, *args: str) -> subprocess.Popen[str]:
-        return subprocess.Popen([KUBECTL, *args], env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                text=True)
+        super().__init__(home, kubeconfig.write(home / "kubeconfig", server_url, TOKEN))
 
 
 @pytest.fixture

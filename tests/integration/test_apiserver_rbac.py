@@ -8,9 +8,6 @@ Expected 403 messages are upstream's ``forbiddenMessage`` wording written out in
 
 from __future__ import annotations
 
-import os
-import shutil
-import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -23,16 +20,16 @@ from kubernetes.client.rest import ApiException
 from emulator.api.kinds import CONFIGMAP, NAMESPACE, PDB, PRIORITYCLASS, ROLEBINDING
 from emulator.apiserver import kubeconfig, users
 from emulator.apiserver.process import ApiServerProcess
-from emulator.apiserver.settings import ServerSettings
 from emulator.apiserver.tls import ensure_certificates
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis
 from emulator.store.store import Store
+from tests import kubectl_env
+from tests.kubectl_env import running_api
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
 ADMIN_TOKEN = "rbac-admin-token"
 USERS = {"alice": ("team-a",), "bob": (), "carol": ()}
 
@@ -49,11 +46,9 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path, Path]:
 @pytest.fixture(scope="module")
 def server(redis_server: EmbeddedRedis, pki: tuple[Path, Path, Path]) -> Iterator[ApiServerProcess]:
     ca, cert, key = pki
-    proc = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=0, token=ADMIN_TOKEN,
-                                           tls_cert_file=str(cert), tls_key_file=str(key), tls_ca_file=str(ca)))
-    proc.start()
-    yield proc
-    proc.stop()
+    with running_api(redis_server.url, token=ADMIN_TOKEN, tls_cert_file=str(cert), tls_key_file=str(key),
+                     tls_ca_file=str(ca)) as proc:
+        yield proc
 
 
 def bind(core: ServerCore, namespace: str, name: str, role: str, user: str) -> None:
@@ -108,18 +103,12 @@ def settled(core: ServerCore, server: ApiServerProcess, ca: Path) -> None:
     wait_for(ready, 10.0, "the test's bindings and the bootstrap grants in the API server's RBAC index")
 
 
-class Kubectl:
-    def __init__(self, home: Path, server: ApiServerProcess, ca: Path) -> None:
-        path = kubeconfig.write(home / "kubeconfig", server.url, ADMIN_TOKEN, ca_pem=ca.read_bytes(),
-                                users={n: token_of(n) for n in USERS})
-        self.env = {**os.environ, "HOME": str(home), "KUBECONFIG": str(path)}
+class Kubectl(kubectl_env.Kubectl):
+    """kubectl over TLS, as the admin or (``--user``) any of :data:`USERS`."""
 
-    def __call__(self, *args: str, ok: bool = True, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-        r = subprocess.run([KUBECTL, *args], env=self.env, input=stdin, capture_output=True, text=True, timeout=60,
-                           check=False)
-        if ok:
-            assert r.returncode == 0, f"kubectl {' '.join(args)}: {r.stderr}"
-        return r
+    def __init__(self, home: Path, server: ApiServerProcess, ca: Path) -> None:
+        super().__init__(home, kubeconfig.write(home / "kubeconfig", server.url, ADMIN_TOKEN, ca_pem=ca.read_bytes(),
+                                                users={n: token_of(n) for n in USERS}))
 
 
 @pytest.fixture

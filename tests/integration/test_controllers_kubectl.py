@@ -8,7 +8,6 @@ annotation. All three must work unchanged against what the controllers write.
 
 from __future__ import annotations
 
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -17,12 +16,10 @@ from pathlib import Path
 import pytest
 
 from emulator.api.kinds import DEPLOYMENT, REPLICASET
-from emulator.apiserver import kubeconfig
-from emulator.apiserver.process import ApiServerProcess
-from emulator.apiserver.settings import ServerSettings
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
+from tests.kubectl_env import serving_api
 from tests.kubelet_standin import StandInKubelet
 
 pytestmark = pytest.mark.integration
@@ -54,21 +51,16 @@ spec:
 def cluster(redis_url: str, tmp_path: Path) -> Iterator[tuple[ServerCore, dict[str, str]]]:
     core = ServerCore(Store.connect(redis_url))
     core.bootstrap()
-    server = ApiServerProcess(ServerSettings(redis_url=redis_url, port=0, token=TOKEN),
-                              log_path=tmp_path / "apiserver.log")
-    server.start()
-    manager = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("replicaset", "deployment")))
-    manager.start()
-    kubelet = StandInKubelet(core, nodes=2).start()
-    env = {**os.environ, "HOME": str(tmp_path),
-           "KUBECONFIG": str(kubeconfig.write(tmp_path / "kubeconfig", server.url, TOKEN))}
-    try:
-        assert manager.wait_active(30)
-        yield core, env
-    finally:
-        kubelet.stop()
-        manager.stop()
-        server.stop()
+    with serving_api(redis_url, tmp_path, TOKEN) as (_server, env):
+        manager = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=("replicaset", "deployment")))
+        manager.start()
+        kubelet = StandInKubelet(core, nodes=2).start()
+        try:
+            assert manager.wait_active(30)
+            yield core, env
+        finally:
+            kubelet.stop()
+            manager.stop()
 
 
 def kubectl(env: dict[str, str], *args: str, stdin: str | None = None) -> str:

@@ -10,7 +10,6 @@ The MetricsClient the autoscalers use must read the very numbers kubectl printed
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,11 +20,11 @@ from emulator import loadtargets
 from emulator.api.kinds import POD
 from emulator.api.quantity import format_millis, parse_quantity
 from emulator.api.selectors import parse_label_selector
+from emulator.api.types import Obj
 from emulator.apiserver.process import ApiServerProcess
-from emulator.apiserver.settings import ServerSettings
 from emulator.cli import main as kemu
 from emulator.clock import ManualClock
-from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+from emulator.kubelet.shard import KubeletShard
 from emulator.metricsapi.adapter import MetricsAdapter
 from emulator.metricsapi.client import MetricsUnavailable, ObjectReference
 from emulator.metricsapi.custom import CustomMetricsClient, metrics_client
@@ -34,10 +33,11 @@ from emulator.store.redis_server import EmbeddedRedis
 from emulator.store.store import Store
 from tests import builders as b
 from tests.integration.test_apiserver_kubectl import TOKEN, Kubectl
+from tests.kubectl_env import running_api
+from tests.shards import metrics_shard, wall_clock_core
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 WINDOW = 15.0
 CUSTOM = "/apis/custom.metrics.k8s.io/v1beta2"
 EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1"
@@ -45,23 +45,16 @@ EXTERNAL = "/apis/external.metrics.k8s.io/v1beta1"
 
 @pytest.fixture(scope="module")
 def server(redis_server: EmbeddedRedis) -> Iterator[ApiServerProcess]:
-    proc = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=0, token=TOKEN))
-    proc.start()
-    yield proc
-    proc.stop()
+    with running_api(redis_server.url, token=TOKEN) as proc:
+        yield proc
 
 
 @pytest.fixture
 def cluster(redis_url: str, server: ApiServerProcess) -> Iterator[tuple[ServerCore, ManualClock, KubeletShard]]:
     # Cluster time starts at the wall clock, so the API server (on wall time) finds the samples fresh.
-    clock = ManualClock(float(int(time.time())))
-    core = ServerCore(Store.connect(redis_url), clock)
-    core.bootstrap()
-    shard = KubeletShard(core, 0, 1, kubelet_shard_config({"metrics_window": WINDOW}, [{"name": "n", "count": 1}]),
-                         clock)
-    shard.start(timeout=30)
-    yield core, clock, shard
-    shard.stop()
+    core, clock = wall_clock_core(redis_url)
+    with metrics_shard(core, clock, WINDOW) as shard:
+        yield core, clock, shard
 
 
 @pytest.fixture

@@ -38,14 +38,12 @@ from typing import Any
 
 import httpx
 import pytest
-import ray
 import yaml
 
 from actors.cli import kubelet_runner
-from actors.launcher import init_ray
 from emulator import dashboards, loadtargets
-from emulator.api.gpu import GPU_MODEL_LABEL
 from emulator.api.errors import StatusError
+from emulator.api.gpu import GPU_MODEL_LABEL
 from emulator.api.kinds import (
     DEPLOYMENT,
     HORIZONTALPODAUTOSCALER,
@@ -73,14 +71,6 @@ GPU_NODES = 2
 GPU_TAINT = {"key": "nvidia.com/gpu", "value": "present", "effect": "NoSchedule"}
 GPU_POOL = {"name": "gpu", "count": GPU_NODES, "capacity": {"cpu": "8", "memory": "32Gi", "nvidia.com/gpu": "2"},
             "labels": {GPU_MODEL_LABEL: "T4"}, "taints": [GPU_TAINT]}  # tainted: only the GPU pods land there
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    started = init_ray(num_cpus=2)
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture

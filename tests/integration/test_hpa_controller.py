@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable
-from typing import Any
 
 import pytest
 from prometheus_client import REGISTRY
 
 from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, POD
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
 from emulator.controllers.manager import ControllerManager
 from emulator.kubelet import usage
@@ -27,7 +27,6 @@ from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 MI = 1024**2
 
 

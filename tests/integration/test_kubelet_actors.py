@@ -15,7 +15,7 @@ import pytest
 import ray
 
 from actors.cli import kubelet_runner
-from actors.launcher import KubeletLauncher, init_ray
+from actors.launcher import KubeletLauncher
 from emulator.api.kinds import LEASE, NODE, POD
 from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339
@@ -29,14 +29,6 @@ pytestmark = pytest.mark.integration
 
 SPEED = 10.0
 NODES = 300
-
-
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    started = init_ray(num_cpus=2)
-    yield
-    if started:
-        ray.shutdown()
 
 
 @pytest.fixture

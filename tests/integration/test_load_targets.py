@@ -10,21 +10,21 @@ below is worked out from those rules, then read back through what the shard publ
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from emulator import loadtargets
 from emulator.api.kinds import POD
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.kubelet import usage
-from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+from emulator.kubelet.shard import KubeletShard
 from emulator.server.core import ServerCore
 from tests import builders as b
+from tests.shards import metrics_shard
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 WINDOW = 15.0
 BASE_MILLIS, COST_MILLIS, LIMIT_MILLIS = 100.0, 10.0, 1000.0
 BASE_LATENCY = 0.02
@@ -33,11 +33,8 @@ BASE_LATENCY = 0.02
 @pytest.fixture
 def shard(env: tuple[ServerCore, ManualClock]) -> Iterator[KubeletShard]:
     core, clock = env
-    s = KubeletShard(core, 0, 1, kubelet_shard_config({"metrics_window": WINDOW}, [{"name": "n", "count": 1}]),
-                     clock)
-    s.start(timeout=30)
-    yield s
-    s.stop()
+    with metrics_shard(core, clock, WINDOW) as s:
+        yield s
 
 
 def web_pod(name: str, target: str = "web") -> Obj:

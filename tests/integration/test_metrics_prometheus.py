@@ -10,7 +10,6 @@ answers must be the ones the adapter over kemu's own series gives, which are rat
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,13 +22,13 @@ from emulator.api import errors
 from emulator.api.kinds import POD
 from emulator.api.quantity import format_millis
 from emulator.clock import ManualClock
-from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.metricsapi.adapter import MetricsAdapter
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
 from loadgen import metrics as loadgen_metrics
 from tests import builders as b
 from tests.prometheus import free_port, running_prometheus
+from tests.shards import metrics_shard, wall_clock_core
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
@@ -59,13 +58,8 @@ def prometheus(exporter: str, tmp_path: Path) -> Iterator[str]:
 @pytest.fixture
 def loaded(redis_url: str) -> Iterator[tuple[ServerCore, ManualClock]]:
     """PODS ready pods of target web, RATE requests/s offered, one whole metrics window published."""
-    clock = ManualClock(float(int(time.time())))
-    core = ServerCore(Store.connect(redis_url), clock)
-    core.bootstrap()
-    shard = KubeletShard(core, 0, 1, kubelet_shard_config({"metrics_window": WINDOW}, [{"name": "n", "count": 1}]),
-                         clock)
-    shard.start(timeout=30)
-    try:
+    core, clock = wall_clock_core(redis_url)
+    with metrics_shard(core, clock, WINDOW) as shard:
         loadtargets.set_rate(core.store.redis, core.store.config.prefix, "web", RATE)
         loadgen_metrics.HTTP_REQUESTS_PER_SECOND.labels("web").set(RATE)  # what kemu run's load phase exports
         pods = []
@@ -81,8 +75,6 @@ def loaded(redis_url: str) -> Iterator[tuple[ServerCore, ManualClock]]:
             clock.advance(1.0)
             shard.tick()
         yield core, clock
-    finally:
-        shard.stop()
 
 
 def test_prometheus_answers_what_the_own_series_answer(loaded: tuple[ServerCore, ManualClock],

@@ -223,18 +223,6 @@ def test_cache_comparer_catches_a_difference_planted_in_the_cache(core, hosts):
 # -- Ray actors ------------------------------------------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def local_ray() -> Iterator[None]:
-    import ray
-
-    from actors.launcher import init_ray
-
-    started = init_ray(num_cpus=2)
-    yield
-    if started:
-        ray.shutdown()
-
-
 def test_two_scheduler_actors_race_to_fill_the_cluster_exactly(core, redis_url, local_ray):
     import ray
 

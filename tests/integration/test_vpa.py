@@ -10,7 +10,6 @@ API and a PodDisruptionBudget stops it. ``kubectl get vpa`` shows the CRD's colu
 from __future__ import annotations
 
 import math
-import os
 import shutil
 import subprocess
 from collections.abc import Iterator
@@ -23,21 +22,19 @@ from prometheus_client import REGISTRY
 from emulator.api import errors
 from emulator.api.kinds import PDB, POD, REPLICASET, VERTICALPODAUTOSCALER
 from emulator.api.quantity import format_bytes, format_millis
-from emulator.apiserver import kubeconfig
-from emulator.apiserver.process import ApiServerProcess
-from emulator.apiserver.settings import ServerSettings
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
 from tests import builders as b
 from tests import workloads as w
+from tests.kubectl_env import serving_api
 from tests.kubelet_standin import running_ready_status
 from tests.waiting import wait_for
 
 pytestmark = pytest.mark.integration
 
-Obj = dict[str, Any]
 MIB = 1024 * 1024
 LABELS = {"app": "web"}
 KUBECTL = shutil.which("kubectl") or "/usr/bin/kubectl"
@@ -218,6 +215,12 @@ def _recommend(core: ServerCore, lower: str, target: str, upper: str, **spec: An
          "upperBound": {"cpu": upper}}]}}})
 
 
+def _wait_for_updater(upd: Any, pods: int) -> None:
+    """Until the updater's caches hold ``pods`` pods and a VPA with a recommendation."""
+    wait_for(lambda: len(upd.pods.indexer.list()) == pods and upd.vpas.indexer.list()
+             and (upd.vpas.indexer.list()[0].get("status") or {}).get("recommendation"), 20, "updater caches")
+
+
 def _live(core: ServerCore) -> list[str]:
     return sorted(p["metadata"]["name"] for p in core.list(POD, "default").items
                   if not p["metadata"].get("deletionTimestamp"))
@@ -248,8 +251,7 @@ def test_updater_leaves_pods_inside_the_range(updater_env: tuple[ServerCore, Any
     rs = core.create(REPLICASET, w.replica_set("web", 4, LABELS))
     _running_pods(core, rs, 4, clock)
     _recommend(core, "50m", "110m", "1")
-    wait_for(lambda: len(upd.pods.indexer.list()) == 4 and upd.vpas.indexer.list()
-             and (upd.vpas.indexer.list()[0].get("status") or {}).get("recommendation"), 20, "updater caches")
+    _wait_for_updater(upd, 4)
     assert upd.run_once() == 0
     assert len(_live(core)) == 4
 
@@ -259,18 +261,13 @@ def test_updater_never_evicts_below_min_replicas(updater_env: tuple[ServerCore, 
     rs = core.create(REPLICASET, w.replica_set("web", 1, LABELS))
     _running_pods(core, rs, 1, clock)
     _recommend(core, "500m", "600m", "1")
-    wait_for(lambda: len(upd.pods.indexer.list()) == 1 and upd.vpas.indexer.list()
-             and (upd.vpas.indexer.list()[0].get("status") or {}).get("recommendation"), 20, "updater caches")
+    _wait_for_updater(upd, 1)
     assert upd.run_once() == 0
 
 
 # ------------------------------------------------------------------------------------- kubectl
 def test_kubectl_get_vpa_shows_the_crd_columns(redis_url: str, core: ServerCore, tmp_path: Path) -> None:
-    server = ApiServerProcess(ServerSettings(redis_url=redis_url, port=0, token="t"), log_path=tmp_path / "api.log")
-    server.start()
-    try:
-        env = {**os.environ, "HOME": str(tmp_path),
-               "KUBECONFIG": str(kubeconfig.write(tmp_path / "kubeconfig", server.url, "t"))}
+    with serving_api(redis_url, tmp_path, "t", "api.log") as (_server, env):
         _recommend(core, "100m", "250m", "1", mode="Initial")
         obj = core.get(VERTICALPODAUTOSCALER, "default", "web-vpa")
         obj["status"]["recommendation"]["containerRecommendations"][0]["target"]["memory"] = "250Mi"
@@ -281,8 +278,6 @@ def test_kubectl_get_vpa_shows_the_crd_columns(redis_url: str, core: ServerCore,
                              check=True).stdout.splitlines()
         assert out[0].split() == ["NAME", "MODE", "CPU", "MEM", "PROVIDED", "AGE"]
         assert out[1].split()[:5] == ["web-vpa", "Initial", "250m", "250Mi", "True"]
-    finally:
-        server.stop()
 
 
 def test_a_deployment_target_reaches_pods_through_its_replicaset(

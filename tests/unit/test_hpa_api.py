@@ -15,11 +15,10 @@ import pytest
 
 from emulator.api import autoscaling_v1, errors
 from emulator.api.kinds import HORIZONTALPODAUTOSCALER
+from emulator.api.types import Obj
 from emulator.apiserver import tables
 from emulator.server.defaults import apply_defaults
 from emulator.server.validation import validate
-
-Obj = dict[str, Any]
 
 
 def hpa(**spec: Any) -> Obj:

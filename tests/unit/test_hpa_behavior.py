@@ -10,15 +10,14 @@ largest (Max) or smallest (Min) change, then min/max.
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 
 from emulator.api.kinds import HORIZONTALPODAUTOSCALER
+from emulator.api.types import Obj
 from emulator.controllers.podautoscaler import behavior as bh
 from emulator.server.defaults import apply_defaults
 
-Obj = dict[str, Any]
 KEY = "default/web"
 
 

@@ -11,11 +11,11 @@ keeps the current count. The metrics come from a static source implementing the
 from __future__ import annotations
 
 import math
-from typing import Any
 
 import pytest
 
 from emulator.api.selectors import LabelSelector
+from emulator.api.types import Obj
 from emulator.clock import rfc3339
 from emulator.controllers.podautoscaler.replica_calculator import (
     ReplicaCalcError,
@@ -24,7 +24,6 @@ from emulator.controllers.podautoscaler.replica_calculator import (
 )
 from emulator.metricsapi.client import MetricsUnavailable, ObjectReference, PodMetric, PodMetricsInfo
 
-Obj = dict[str, Any]
 NOW = 1_700_000_000.0
 SELECTOR = LabelSelector.from_set({"app": "web"})
 

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from emulator.api import errors, kinds
-from emulator.api.selectors import (
+from emulator.api.labels import (
     DOES_NOT_EXIST,
     DOUBLE_EQUALS,
     EQUALS,
@@ -23,11 +23,8 @@ from emulator.api.selectors import (
     LESS_THAN,
     NOT_EQUALS,
     NOT_IN,
-    FieldSelector,
-    LabelSelector,
-    parse_field_selector,
-    parse_label_selector,
 )
+from emulator.api.selectors import FieldSelector, LabelSelector, parse_field_selector, parse_label_selector
 
 WEB = {"app": "web", "tier": "frontend", "rank": "7"}
 QNAME_RULE = (

@@ -30,7 +30,6 @@ from emulator.controllers.runtime import (
     controller_index_func,
     ensure_indexers,
     get_controller_of,
-    meta_key,
     object_of,
     recheck_deletion_timestamp,
     resolve_controller_ref,
@@ -52,14 +51,11 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
                          workers=workers or int(ctx.option("concurrent_deployment_syncs", DEFAULT_WORKERS)))
         self._selectors = SelectorCache()
         self._local = threading.local()
-        self.d_informer = self.watch(ctx.informers.informer_for(DEPLOYMENT))
+        self.d_informer = self.watch_kind(DEPLOYMENT, delete=self.enqueue_deleted)
         self.rs_informer = self.watch(ctx.informers.informer_for(REPLICASET))
         self.pod_informer = self.watch(ctx.informers.informer_for(POD))
         ensure_indexers(self.rs_informer, {CONTROLLER_INDEX: controller_index_func})
         ensure_indexers(self.pod_informer, {CONTROLLER_INDEX: controller_index_func})
-        self.d_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new),
-            delete=self._delete_deployment))
         self.rs_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=self._add_rs, update=self._update_rs, delete=self._delete_rs))
         self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(delete=self._delete_pod))
@@ -80,11 +76,11 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
                                         meta.get("labels") or {})
 
     # ------------------------------------------------------------ handlers
-    def _delete_deployment(self, obj: Any) -> None:
-        d = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(d) if d is not None else None)
-        if key:
-            self.enqueue_key(key)
+    def _enqueue_resolved(self, namespace: str, ref: Obj) -> None:
+        """Queue the Deployment a ReplicaSet's controller reference names, if it is still that one."""
+        d = self._resolve(namespace, ref)
+        if d is not None:
+            self.enqueue(d)
 
     def _add_rs(self, rs: Obj, _initial: bool) -> None:
         meta = rs["metadata"]
@@ -93,9 +89,7 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
             return
         ref = get_controller_of(rs)
         if ref is not None:
-            d = self._resolve(meta.get("namespace") or "", ref)
-            if d is not None:
-                self.enqueue(d)
+            self._enqueue_resolved(meta.get("namespace") or "", ref)
             return
         for d in self._deployments_for_rs(rs):
             self.enqueue(d)
@@ -106,13 +100,9 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
         new_ref, old_ref = get_controller_of(new), get_controller_of(old)
         ref_changed = (new_ref or {}).get("uid") != (old_ref or {}).get("uid")
         if ref_changed and old_ref is not None:
-            d = self._resolve(old["metadata"].get("namespace") or "", old_ref)
-            if d is not None:
-                self.enqueue(d)
+            self._enqueue_resolved(old["metadata"].get("namespace") or "", old_ref)
         if new_ref is not None:
-            d = self._resolve(new["metadata"].get("namespace") or "", new_ref)
-            if d is not None:
-                self.enqueue(d)
+            self._enqueue_resolved(new["metadata"].get("namespace") or "", new_ref)
             return
         if ref_changed or (old["metadata"].get("labels") or {}) != (new["metadata"].get("labels") or {}):
             for d in self._deployments_for_rs(new):
@@ -125,9 +115,7 @@ class DeploymentController(RollingMixin, RecreateMixin, RollbackMixin):
         ref = get_controller_of(rs)
         if ref is None:
             return
-        d = self._resolve(rs["metadata"].get("namespace") or "", ref)
-        if d is not None:
-            self.enqueue(d)
+        self._enqueue_resolved(rs["metadata"].get("namespace") or "", ref)
 
     def _delete_pod(self, obj: Any) -> None:
         """Recreate waits for old pods to be gone: their deletions wake the Deployment (upstream ``deletePod``)."""

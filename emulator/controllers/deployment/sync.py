@@ -164,15 +164,12 @@ class SyncMixin(Controller):
                 updated = self.core.update(REPLICASET, rs_copy)
                 self._replace(rs_list, updated)
                 return updated
-            needs_update = set_deployment_revision(d, (rs_copy["metadata"].get("annotations") or {}).get(REVISION, ""))
-            annotations_changed = needs_update
             status = d.setdefault("status", {})
+            progressing = None
             if has_progress_deadline(d) and get_condition(status, "Progressing") is None:
-                set_condition(status, new_condition("Progressing", "True", FOUND_NEW_RS,
-                                                    f'Found new replica set "{rs_copy["metadata"]["name"]}"', now))
-                needs_update = True
-            if needs_update:
-                self._write_status(d, annotations_changed)
+                progressing = new_condition("Progressing", "True", FOUND_NEW_RS,
+                                            f'Found new replica set "{rs_copy["metadata"]["name"]}"', now)
+            self._record_revision(d, (rs_copy["metadata"].get("annotations") or {}).get(REVISION, ""), progressing)
             return rs_copy
         if not create:
             return None
@@ -228,15 +225,20 @@ class SyncMixin(Controller):
         if not already_exists and replicas > 0:
             self.event(d, EVENT_NORMAL, "ScalingReplicaSet",
                        f"Scaled up replica set {created['metadata']['name']} from 0 to {replicas}")
-        needs_update = set_deployment_revision(d, new_revision)
-        annotations_changed = needs_update
+        progressing = None
         if not already_exists and has_progress_deadline(d):
-            set_condition(status, new_condition("Progressing", "True", NEW_RS_CREATED,
-                                                f'Created new replica set "{created["metadata"]["name"]}"', now))
-            needs_update = True
-        if needs_update:
-            self._write_status(d, annotations_changed)
+            progressing = new_condition("Progressing", "True", NEW_RS_CREATED,
+                                        f'Created new replica set "{created["metadata"]["name"]}"', now)
+        self._record_revision(d, new_revision, progressing)
         return created
+
+    def _record_revision(self, d: Obj, revision: str, progressing: Obj | None) -> None:
+        """Set the Deployment's revision annotation and (if given) its Progressing condition; write what changed."""
+        annotations_changed = set_deployment_revision(d, revision)
+        if progressing is not None:
+            set_condition(d.setdefault("status", {}), progressing)
+        if annotations_changed or progressing is not None:
+            self._write_status(d, annotations_changed)
 
     # ------------------------------------------------------------ sync (scaling, paused)
     def sync(self, d: Obj, rs_list: list[Obj]) -> None:

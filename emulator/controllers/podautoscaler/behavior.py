@@ -222,38 +222,35 @@ def stabilize_with_behaviors(history: ScaleHistory, arg: NormalizationArg, now: 
 def scale_up_limit_with_rules(current: int, up_events: list[ScaleEvent], down_events: list[ScaleEvent],
                               rules: Obj, now: float) -> int:
     """``calculateScaleUpLimitWithScalingRules``."""
-    select = rules.get("selectPolicy") or "Max"
-    if select == "Disabled":
-        return current
-    pick = min if select == "Min" else max
-    result = _INT32_MAX if select == "Min" else _INT32_MIN
-    for policy in rules.get("policies") or []:
-        period = int(policy.get("periodSeconds") or 0)
-        start = (current - replicas_change_per_period(period, up_events, now)
-                 + replicas_change_per_period(period, down_events, now))
-        value = int(policy.get("value") or 0)
-        # Percent is rounded up, or a small target could never grow.
-        proposed = start + value if policy.get("type") == "Pods" else math.ceil(start * (1 + value / 100))
-        result = pick(result, proposed)
-    return result
+    return _limit_with_rules(current, up_events, down_events, rules, now, scale_up=True)
 
 
 def scale_down_limit_with_rules(current: int, up_events: list[ScaleEvent], down_events: list[ScaleEvent],
                                 rules: Obj, now: float) -> int:
     """``calculateScaleDownLimitWithBehaviors``."""
+    return _limit_with_rules(current, up_events, down_events, rules, now, scale_up=False)
+
+
+def _limit_with_rules(current: int, up_events: list[ScaleEvent], down_events: list[ScaleEvent], rules: Obj,
+                      now: float, *, scale_up: bool) -> int:
+    """The two upstream twins above: they differ in direction and in how a Percent policy rounds."""
     select = rules.get("selectPolicy") or "Max"
     if select == "Disabled":
         return current
-    # For a scale-down the smallest change ('Min') is the highest count.
-    pick = max if select == "Min" else min
-    result = _INT32_MIN if select == "Min" else _INT32_MAX
+    # 'Min' is the smallest change: the lowest count going up, the highest going down.
+    pick = min if (select == "Min") == scale_up else max
+    result = _INT32_MAX if pick is min else _INT32_MIN
     for policy in rules.get("policies") or []:
         period = int(policy.get("periodSeconds") or 0)
         start = (current - replicas_change_per_period(period, up_events, now)
                  + replicas_change_per_period(period, down_events, now))
         value = int(policy.get("value") or 0)
-        # Percent is truncated, as Go's int32(float64) conversion.
-        proposed = start - value if policy.get("type") == "Pods" else int(start * (1 - value / 100))
+        if policy.get("type") == "Pods":
+            proposed = start + value if scale_up else start - value
+        elif scale_up:
+            proposed = math.ceil(start * (1 + value / 100))  # rounded up, or a small target could never grow
+        else:
+            proposed = int(start * (1 - value / 100))  # truncated, as Go's int32(float64) conversion
         result = pick(result, proposed)
     return result
 

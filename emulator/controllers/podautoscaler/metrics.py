@@ -23,15 +23,14 @@ kube-state-metrics' ``internal/store/hpa.go`` exports them.
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any, Protocol
 
-from prometheus_client import REGISTRY, Counter, Gauge, Histogram
+from prometheus_client import Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from emulator.api.quantity import parse_quantity
-from emulator.collectors import SourceCollector
+from emulator.collectors import SourceCollector, registered
 
 _SUBSYSTEM = "horizontal_pod_autoscaler_controller"
 _BUCKETS = tuple(0.001 * 2**i for i in range(15))  # metrics.ExponentialBuckets(0.001, 2, 15)
@@ -179,15 +178,6 @@ class HPAStateCollector(SourceCollector):
             return
 
 
-_collector_lock = threading.Lock()
-_collector: HPAStateCollector | None = None
-
-
 def state_collector() -> HPAStateCollector:
     """The process's collector, registered in the default registry on first use."""
-    global _collector
-    with _collector_lock:
-        if _collector is None:
-            _collector = HPAStateCollector()
-            REGISTRY.register(_collector)
-        return _collector
+    return registered(HPAStateCollector)

@@ -317,15 +317,19 @@ class ReplicaCalculator:
             return _ceil(ratio * ready)
         return _ceil(ratio)
 
+    def _object_metric(self, metric: str, namespace: str, obj: ObjectReference,
+                       metric_selector: LabelSelector | None) -> tuple[int, float]:
+        try:
+            return self.metrics.object_metric(metric, namespace, obj, metric_selector)
+        except Exception as e:
+            raise ReplicaCalcError(f"unable to get metric {metric}: {obj.kind} on {namespace} {obj.name}/{e}") \
+                from None
+
     def get_object_metric_replicas(self, current: int, target_value: int, metric: str, *, namespace: str,
                                    obj: ObjectReference, selector: LabelSelector,
                                    metric_selector: LabelSelector | None = None) -> tuple[int, int, float]:
         """``GetObjectMetricReplicas`` (Object metric, ``Value`` target)."""
-        try:
-            usage, timestamp = self.metrics.object_metric(metric, namespace, obj, metric_selector)
-        except Exception as e:
-            raise ReplicaCalcError(f"unable to get metric {metric}: {obj.kind} on {namespace} {obj.name}/{e}") \
-                from None
+        usage, timestamp = self._object_metric(metric, namespace, obj, metric_selector)
         replicas = self._usage_ratio_replicas(current, usage / target_value, namespace, selector)
         return replicas, usage, timestamp
 
@@ -333,11 +337,7 @@ class ReplicaCalculator:
                                            namespace: str, obj: ObjectReference,
                                            metric_selector: LabelSelector | None = None) -> tuple[int, int, float]:
         """``GetObjectPerPodMetricReplicas`` (Object metric, ``AverageValue`` target)."""
-        try:
-            usage, timestamp = self.metrics.object_metric(metric, namespace, obj, metric_selector)
-        except Exception as e:
-            raise ReplicaCalcError(f"unable to get metric {metric}: {obj.kind} on {namespace} {obj.name}/{e}") \
-                from None
+        usage, timestamp = self._object_metric(metric, namespace, obj, metric_selector)
         return self._per_pod(status_replicas, usage, target_average), _ceil_div(usage, status_replicas), timestamp
 
     def _per_pod(self, status_replicas: int, usage: int, target_average: int) -> int:
@@ -347,28 +347,28 @@ class ReplicaCalculator:
             replicas = _ceil(usage / target_average)
         return replicas
 
-    def get_external_metric_replicas(self, current: int, target_value: int, metric: str, *, namespace: str,
-                                     metric_selector: LabelSelector | None, selector: LabelSelector
-                                     ) -> tuple[int, int, float]:
-        """``GetExternalMetricReplicas`` (External metric, ``Value`` target: the sum of the series)."""
+    def _external_usage(self, metric: str, namespace: str,
+                        metric_selector: LabelSelector | None) -> tuple[int, float]:
+        """The sum of an external metric's series, and its timestamp."""
         try:
             values, timestamp = self.metrics.external_metric(metric, namespace, metric_selector)
         except Exception as e:
             raise ReplicaCalcError(f"unable to get external metric {namespace}/{metric}/{metric_selector}: {e}") \
                 from None
-        usage = sum(values)
+        return sum(values), timestamp
+
+    def get_external_metric_replicas(self, current: int, target_value: int, metric: str, *, namespace: str,
+                                     metric_selector: LabelSelector | None, selector: LabelSelector
+                                     ) -> tuple[int, int, float]:
+        """``GetExternalMetricReplicas`` (External metric, ``Value`` target: the sum of the series)."""
+        usage, timestamp = self._external_usage(metric, namespace, metric_selector)
         return self._usage_ratio_replicas(current, usage / target_value, namespace, selector), usage, timestamp
 
     def get_external_per_pod_metric_replicas(self, status_replicas: int, target_average: int, metric: str, *,
                                              namespace: str, metric_selector: LabelSelector | None
                                              ) -> tuple[int, int, float]:
         """``GetExternalPerPodMetricReplicas`` (External metric, ``AverageValue`` target)."""
-        try:
-            values, timestamp = self.metrics.external_metric(metric, namespace, metric_selector)
-        except Exception as e:
-            raise ReplicaCalcError(f"unable to get external metric {namespace}/{metric}/{metric_selector}: {e}") \
-                from None
-        usage = sum(values)
+        usage, timestamp = self._external_usage(metric, namespace, metric_selector)
         return self._per_pod(status_replicas, usage, target_average), _ceil_div(usage, status_replicas), timestamp
 
 

@@ -32,14 +32,16 @@ from typing import Any, Protocol
 from prometheus_client import Counter, Histogram
 
 from emulator.api import errors
+from emulator.api.kinds import POD, Kind
 from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
 from emulator.clock import Clock
 from emulator.controllers.runtime.controller_ref_manager import get_controller_of
-from emulator.controllers.runtime.events import EventRecorder
+from emulator.controllers.runtime.events import EVENT_NORMAL, EventRecorder
 from emulator.controllers.runtime.expectations import ControllerExpectations
 from emulator.controllers.runtime.ratelimiters import RateLimiter
 from emulator.controllers.runtime.workqueue import LatencySamples, WorkQueue
+from emulator.informers.shared_informer import ResourceEventHandlerFuncs
 from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
@@ -212,11 +214,27 @@ class Controller(abc.ABC):
     def has_synced(self) -> bool:
         return all(fn() for fn in self._synced)
 
+    def watch_kind(self, kind: Kind, *, delete: Callable[[Any], None] | None = None) -> Any:
+        """Watch the kind this controller reconciles: every add and update queues the object's key.
+
+        ``delete`` handles deletions (None: they are not handled). Returns the informer.
+        """
+        informer = self.watch(self.ctx.informers.informer_for(kind))
+        informer.add_event_handler(ResourceEventHandlerFuncs(
+            add=lambda obj, _initial: self.enqueue(obj), update=lambda _old, new: self.enqueue(new), delete=delete))
+        return informer
+
     def enqueue(self, obj: Mapping[str, Any]) -> None:
         self.queue.add(meta_key(obj))
 
     def enqueue_key(self, key: str) -> None:
         self.queue.add(key)
+
+    def enqueue_deleted(self, obj: Any) -> None:
+        """A delete notification: queue the object's key, so that reconcile finds it gone."""
+        key = deleted_key(obj)
+        if key:
+            self.enqueue_key(key)
 
     def enqueue_after(self, key: str, delay: float) -> None:
         self.queue.add_after(key, delay)
@@ -312,20 +330,55 @@ class PodOwnerController(Controller):
     a pod event wakes the owner its controller reference resolves to (:meth:`owner_key_of`),
     a new pod counts as an observed creation, and a pod that starts or finishes being
     deleted as an observed deletion (once: a graceful deletion is counted when its
-    ``deletionTimestamp`` appears, not again when the pod goes). Subclasses set
-    ``self.expectations``, implement :meth:`owner_key_of` and register these handlers.
+    ``deletionTimestamp`` appears, not again when the pod goes). Subclasses call
+    :meth:`watch_owners_and_pods` with their owner kind.
     """
 
     expectations: ControllerExpectations
+    _owner_informer: Any
+    _owner_kind: str
 
-    @abc.abstractmethod
+    def watch_owners_and_pods(self, owner: Kind) -> tuple[Any, Any]:
+        """Watch the owner kind (:meth:`watch_kind`) and pods (the handlers below); returns both informers.
+
+        Sets up the plain expectations these handlers count in.
+        """
+        self.expectations = ControllerExpectations(self.clock)
+        self._owner_kind = owner.kind
+        self._owner_informer = self.watch_kind(owner, delete=self._delete_owner)
+        pods = self.watch(self.ctx.informers.informer_for(POD))
+        ensure_indexers(pods, {CONTROLLER_INDEX: controller_index_func})
+        pods.add_event_handler(ResourceEventHandlerFuncs(
+            add=self._add_pod, update=self._update_pod, delete=self._delete_pod))
+        return self._owner_informer, pods
+
     def owner_key_of(self, pod: Obj) -> str | None:
         """The queue key of the (cached) owner that ``pod``'s controller reference names, or None."""
+        ref = get_controller_of(pod)
+        if ref is None:
+            return None
+        owner = resolve_controller_ref(self._owner_informer.indexer, (pod.get("metadata") or {}).get("namespace") or "",
+                                       ref, self._owner_kind)
+        return meta_key(owner) if owner is not None else None
+
+    def delete_owned_pod(self, owner: Obj, key: str, pod: Obj) -> errors.StatusError | None:
+        """Delete one of ``owner``'s pods (uid precondition), counting in ``key``'s expectations.
+
+        A failed delete is observed at once (no watch event will come) and returned, unless the pod
+        is gone or replaced already (404/409); a deleted pod is a SuccessfulDelete event.
+        """
+        pmeta = pod["metadata"]
+        try:
+            self.core.delete(POD, pmeta["namespace"], pmeta["name"], preconditions={"uid": pmeta["uid"]})
+        except errors.StatusError as e:
+            self.expectations.deletion_observed(key)
+            return e if e.code not in (404, 409) else None
+        self.event(owner, EVENT_NORMAL, "SuccessfulDelete", f"Deleted pod: {pmeta['name']}")
+        return None
 
     def _delete_owner(self, obj: Any) -> None:
         """An owner went away: forget its expectations."""
-        owner = object_of(obj)
-        key = getattr(obj, "key", None) or (meta_key(owner) if owner is not None else None)
+        key = deleted_key(obj)
         if key is not None:
             self.expectations.delete_expectations(key)
 
@@ -366,6 +419,12 @@ def ensure_indexers(informer: Any, indexers: Mapping[str, Callable[[Obj], Iterab
         # Another controller may add it in between: same name, same function.
         with contextlib.suppress(ValueError):
             informer.indexer.add_indexers(missing)
+
+
+def deleted_key(obj: Any) -> str | None:
+    """The queue key of a delete notification's object (a ``DeletedFinalStateUnknown`` tombstone carries it)."""
+    deleted = object_of(obj)
+    return getattr(obj, "key", None) or (meta_key(deleted) if deleted is not None else None)
 
 
 def object_of(obj: Any) -> Obj | None:

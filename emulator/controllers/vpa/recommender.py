@@ -23,7 +23,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
-from prometheus_client import REGISTRY, Gauge, Histogram
+from prometheus_client import Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily, Metric
 
 from emulator.api import errors, vpa
@@ -32,7 +32,7 @@ from emulator.api.quantity import cpu_millis, to_int
 from emulator.api.selectors import LabelSelector
 from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
-from emulator.collectors import SourceCollector
+from emulator.collectors import SourceCollector, registered
 from emulator.controllers.runtime import ControllerContext
 from emulator.controllers.vpa.estimator import Recommendation, recommend_all
 from emulator.controllers.vpa.loop import PeriodicVPAController
@@ -330,18 +330,9 @@ class VPAStateCollector(SourceCollector):
         yield requests
 
 
-_collector_lock = threading.Lock()
-_collector: VPAStateCollector | None = None
-
-
 def state_collector() -> VPAStateCollector:
     """The process's VPA state collector, registered in the default registry on first use."""
-    global _collector
-    with _collector_lock:
-        if _collector is None:
-            _collector = VPAStateCollector()
-            REGISTRY.register(_collector)
-        return _collector
+    return registered(VPAStateCollector)
 
 
 def new_controller(ctx: ControllerContext) -> VPARecommender:

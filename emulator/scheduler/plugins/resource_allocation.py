@@ -157,23 +157,28 @@ def _weighted_mean(score: np.ndarray, counted: np.ndarray, weights: np.ndarray) 
     return np.where(weight_sum == 0, 0, node_score // np.maximum(weight_sum, 1))
 
 
+def _weighted_mean_one(weights: Sequence[int],
+                       score: Callable[[int, int], int]) -> Callable[[Sequence[int], Sequence[int]], int]:
+    """The one-node form of :func:`_weighted_mean`: ``score(requested, allocatable)`` per resource with some
+    allocatable, averaged with the resources' weights (integer division, as upstream)."""
+    def one(requested: Sequence[int], allocatable: Sequence[int]) -> int:
+        node_score = weight_sum = 0
+        for req, alloc, weight in zip(requested, allocatable, weights, strict=True):
+            if alloc == 0:
+                continue
+            node_score += score(req, alloc) * weight
+            weight_sum += weight
+        return 0 if weight_sum == 0 else node_score // weight_sum
+    return one
+
+
 # -- LeastAllocated (least_allocated.go) ---------------------------------------------------------
 
 
 def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
     """Favours free nodes: weighted mean over resources of ``(allocatable - requested) * 100 / allocatable``."""
     weights = [r.weight for r in resources]
-
-    def one(requested: Sequence[int], allocatable: Sequence[int]) -> int:
-        node_score = weight_sum = 0
-        for req, alloc, weight in zip(requested, allocatable, weights, strict=True):
-            if alloc == 0:
-                continue
-            score = 0 if req > alloc else (alloc - req) * MAX_NODE_SCORE // alloc
-            node_score += score * weight
-            weight_sum += weight
-        return 0 if weight_sum == 0 else node_score // weight_sum
-
+    one = _weighted_mean_one(weights, lambda req, alloc: 0 if req > alloc else (alloc - req) * MAX_NODE_SCORE // alloc)
     column = np.asarray(weights, dtype=np.int64)[:, None]
 
     def many(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
@@ -191,17 +196,8 @@ def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
 def most_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
     """Favours full nodes: weighted mean of ``min(requested, allocatable) * 100 / allocatable``."""
     weights = [r.weight for r in resources]
-
-    def one(requested: Sequence[int], allocatable: Sequence[int]) -> int:
-        node_score = weight_sum = 0
-        for req, alloc, weight in zip(requested, allocatable, weights, strict=True):
-            if alloc == 0:
-                continue
-            # requested can exceed allocatable: pods without requests count the non-zero defaults.
-            node_score += min(req, alloc) * MAX_NODE_SCORE // alloc * weight
-            weight_sum += weight
-        return 0 if weight_sum == 0 else node_score // weight_sum
-
+    # requested can exceed allocatable: pods without requests count the non-zero defaults.
+    one = _weighted_mean_one(weights, lambda req, alloc: min(req, alloc) * MAX_NODE_SCORE // alloc)
     column = np.asarray(weights, dtype=np.int64)[:, None]
 
     def many(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:

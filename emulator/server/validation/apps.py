@@ -5,6 +5,8 @@ Plus the apps/v1 selector immutability of ``pkg/registry/apps/*/strategy.go``.
 
 from __future__ import annotations
 
+from typing import Any
+
 from emulator.api.errors import Cause
 from emulator.api.names import qualified_name_errors
 from emulator.api.types import Obj
@@ -71,6 +73,16 @@ def _check_workload(causes: list[Cause], spec: Obj, old: Obj | None, noun: str) 
                   f"activeDeadlineSeconds in {'DaemonSet' if noun == 'daemonset' else 'ReplicaSet'} is not Supported")
 
 
+def _rolling_update(causes: list[Cause], path: str, rolling: Any, default_unavailable: Any,
+                    default_surge: Any) -> tuple[Any, Any, int | None, int | None]:
+    """maxUnavailable and maxSurge of the rollingUpdate at ``path`` (absent: the defaults), each checked as an
+    int or a percentage; returns both values and their checked numbers."""
+    ru = dict_at(causes, path, rolling)
+    unavailable, surge = ru.get("maxUnavailable", default_unavailable), ru.get("maxSurge", default_surge)
+    return (unavailable, surge, check_positive_int_or_percent(causes, path + ".maxUnavailable", unavailable),
+            check_positive_int_or_percent(causes, path + ".maxSurge", surge))
+
+
 @register("deployments.apps")
 def _validate_deployment(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
     spec = dict_at(causes, "spec", obj.get("spec"))
@@ -86,13 +98,9 @@ def _validate_deployment(obj: Obj, old: Obj | None, causes: list[Cause]) -> None
                           "may not be specified when strategy `type` is 'Recreate'")
         elif stype == "RollingUpdate" or stype is None:
             if rolling is not None:
-                ru = dict_at(causes, "spec.strategy.rollingUpdate", rolling)
                 path = "spec.strategy.rollingUpdate"
                 # Absent fields default to 25% (pkg/apis/apps/v1/defaults.go).
-                unavailable = ru.get("maxUnavailable", "25%")
-                surge = ru.get("maxSurge", "25%")
-                n_unavailable = check_positive_int_or_percent(causes, path + ".maxUnavailable", unavailable)
-                n_surge = check_positive_int_or_percent(causes, path + ".maxSurge", surge)
+                unavailable, _, n_unavailable, n_surge = _rolling_update(causes, path, rolling, "25%", "25%")
                 if n_unavailable == 0 and n_surge == 0:
                     invalid(causes, path + ".maxUnavailable", unavailable, "may not be 0 when `maxSurge` is 0")
         else:
@@ -125,12 +133,9 @@ def _validate_daemon_set(obj: Obj, old: Obj | None, causes: list[Cause]) -> None
         if stype == "RollingUpdate" or stype is None:
             rolling = strategy.get("rollingUpdate")
             if rolling is not None:
-                ru = dict_at(causes, "spec.updateStrategy.rollingUpdate", rolling)
                 path = "spec.updateStrategy.rollingUpdate"
                 # Defaults: maxUnavailable 1, maxSurge 0 (pkg/apis/apps/v1/defaults.go).
-                unavailable, surge = ru.get("maxUnavailable", 1), ru.get("maxSurge", 0)
-                n_unavailable = check_positive_int_or_percent(causes, path + ".maxUnavailable", unavailable)
-                n_surge = check_positive_int_or_percent(causes, path + ".maxSurge", surge)
+                _, surge, n_unavailable, n_surge = _rolling_update(causes, path, rolling, 1, 0)
                 if n_unavailable and n_surge:
                     invalid(causes, path + ".maxSurge", surge, "may not be set when maxUnavailable is non-zero")
                 elif n_unavailable == 0 and n_surge == 0:

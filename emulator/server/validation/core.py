@@ -34,6 +34,7 @@ from emulator.server.validation.field import (
     invalid,
     list_at,
     not_supported,
+    objects_at,
     required,
     too_long,
     wrong_type,
@@ -53,12 +54,6 @@ from emulator.server.validation.resources import (
 )
 
 _CONFIGMAP_KEY_FMT = "[-._a-zA-Z0-9]+"
-
-
-_CONFIGMAP_KEY_FMT = "[-._a-zA-Z0-9]+"
-_CONFIGMAP_KEY_RE = re.compile(_CONFIGMAP_KEY_FMT)
-
-
 _CONFIGMAP_KEY_RE = re.compile(_CONFIGMAP_KEY_FMT)
 _CONFIGMAP_KEY_MSG = _regex_error("a valid config key must consist of alphanumeric characters, '-', '_' or '.'",
                                   _CONFIGMAP_KEY_FMT, "key.name", "KEY_NAME", "key-name")
@@ -89,11 +84,7 @@ def _validate_node(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
         # "metadata.taints[0].effect" rather than "spec.taints[0].effect".
         path = "metadata.taints"
         seen: set[tuple[str, str]] = set()
-        for i, taint in enumerate(list_at(causes, path, taints)):
-            p = f"{path}[{i}]"
-            if not isinstance(taint, dict):
-                wrong_type(causes, p, taint, "an object")
-                continue
+        for p, taint in objects_at(causes, path, taints):
             key = taint.get("key", "")
             check_label_name(causes, p + ".key", key)
             value = taint.get("value") or ""

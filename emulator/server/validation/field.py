@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from emulator.api.errors import Cause, render_value
@@ -150,27 +150,42 @@ def check_labels(causes: list[Cause], path: str, labels: Any) -> None:
             invalid(causes, path, value, msg)
 
 
+def objects_at(causes: list[Cause], path: str, value: Any) -> Iterator[tuple[str, Obj]]:
+    """Each object of the list at ``path``, with its own path; an item that is no object is a type error, skipped."""
+    for i, item in enumerate(list_at(causes, path, value)):
+        p = f"{path}[{i}]"
+        if isinstance(item, dict):
+            yield p, item
+        else:
+            wrong_type(causes, p, item, "an object")
+
+
+def check_operator_values(causes: list[Cause], path: str, op: Any, values: list[Any], *,
+                          numeric: bool = False) -> None:
+    """A selector requirement's operator and how many values it takes: In/NotIn some, Exists/DoesNotExist none,
+    and (``numeric``: node selectors) Gt/Lt exactly one."""
+    if op in ("In", "NotIn"):
+        if not values:
+            required(causes, path + ".values", "must be specified when `operator` is 'In' or 'NotIn'")
+    elif op in ("Exists", "DoesNotExist"):
+        if values:
+            forbidden(causes, path + ".values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
+    elif numeric and op in ("Gt", "Lt"):
+        if len(values) != 1:
+            required(causes, path + ".values", "must be specified single value when `operator` is 'Lt' or 'Gt'")
+    else:
+        invalid(causes, path + ".operator", op, "not a valid selector operator")
+
+
 def check_label_selector(causes: list[Cause], path: str, selector: Any) -> bool:
     """meta/v1/validation ``ValidateLabelSelector`` (strict label values). True if it can be evaluated."""
     n = len(causes)
     sel = dict_at(causes, path, selector)
     check_labels(causes, path + ".matchLabels", sel.get("matchLabels"))
     exprs_path = path + ".matchExpressions"
-    for i, expr in enumerate(list_at(causes, exprs_path, sel.get("matchExpressions"))):
-        p = f"{exprs_path}[{i}]"
-        if not isinstance(expr, dict):
-            wrong_type(causes, p, expr, "an object")
-            continue
-        op = expr.get("operator")
+    for p, expr in objects_at(causes, exprs_path, sel.get("matchExpressions")):
         values = list_at(causes, p + ".values", expr.get("values"))
-        if op in ("In", "NotIn"):
-            if not values:
-                required(causes, p + ".values", "must be specified when `operator` is 'In' or 'NotIn'")
-        elif op in ("Exists", "DoesNotExist"):
-            if values:
-                forbidden(causes, p + ".values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
-        else:
-            invalid(causes, p + ".operator", op, "not a valid selector operator")
+        check_operator_values(causes, p, expr.get("operator"), values)
         check_label_name(causes, p + ".key", expr.get("key", ""))
         for j, value in enumerate(values):
             if not isinstance(value, str):

@@ -51,18 +51,24 @@ def _check_ints(causes: list[Cause], spec: Obj, fields: tuple[str, ...]) -> None
             int_at(causes, f"spec.{field}", spec[field])
 
 
-@register("scaledobjects.keda.sh")
-def _validate_scaled_object(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+def _spec_with_target(obj: Obj, causes: list[Cause], target: str, needs: str) -> Obj | None:
+    """The spec (required), after checking that ``spec.<target>`` is set and has its ``needs`` field."""
     if "spec" not in obj:
         required(causes, "spec")
-        return
+        return None
     spec = dict_at(causes, "spec", obj.get("spec"))
-    if not spec.get("scaleTargetRef"):
-        required(causes, "spec.scaleTargetRef")
-    else:
-        ref = dict_at(causes, "spec.scaleTargetRef", spec["scaleTargetRef"])
-        if not ref.get("name"):
-            required(causes, "spec.scaleTargetRef.name")
+    if not spec.get(target):
+        required(causes, f"spec.{target}")
+    elif not dict_at(causes, f"spec.{target}", spec[target]).get(needs):
+        required(causes, f"spec.{target}.{needs}")
+    return spec
+
+
+@register("scaledobjects.keda.sh")
+def _validate_scaled_object(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
+    spec = _spec_with_target(obj, causes, "scaleTargetRef", "name")
+    if spec is None:
+        return
     _check_ints(causes, spec, ("pollingInterval", "cooldownPeriod", "initialCooldownPeriod", "idleReplicaCount",
                                "minReplicaCount", "maxReplicaCount"))
     if spec.get("fallback") is not None:
@@ -79,16 +85,9 @@ def _validate_scaled_object(obj: Obj, old: Obj | None, causes: list[Cause]) -> N
 
 @register("scaledjobs.keda.sh")
 def _validate_scaled_job(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
-    if "spec" not in obj:
-        required(causes, "spec")
+    spec = _spec_with_target(obj, causes, "jobTargetRef", "template")
+    if spec is None:
         return
-    spec = dict_at(causes, "spec", obj.get("spec"))
-    if not spec.get("jobTargetRef"):
-        required(causes, "spec.jobTargetRef")
-    else:
-        template = dict_at(causes, "spec.jobTargetRef", spec["jobTargetRef"]).get("template")
-        if not template:
-            required(causes, "spec.jobTargetRef.template")
     _check_ints(causes, spec, ("pollingInterval", "successfulJobsHistoryLimit", "failedJobsHistoryLimit",
                                "minReplicaCount", "maxReplicaCount"))
     strategy = dict_at(causes, "spec.scalingStrategy", spec.get("scalingStrategy"))

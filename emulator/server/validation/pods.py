@@ -26,6 +26,7 @@ from emulator.server.validation.field import (
     check_label_selector,
     check_labels,
     check_nonnegative,
+    check_operator_values,
     dict_at,
     duplicate,
     forbidden,
@@ -33,6 +34,7 @@ from emulator.server.validation.field import (
     invalid,
     list_at,
     not_supported,
+    objects_at,
     required,
     wrong_type,
 )
@@ -126,11 +128,7 @@ _PROBES = ("lifecycle", "livenessProbe", "readinessProbe", "startupProbe")
 def _check_container_ports(causes: list[Cause], path: str, ports: Any) -> None:
     """core/validation ``validateContainerPorts``."""
     names: set[str] = set()
-    for i, port in enumerate(list_at(causes, path, ports)):
-        p = f"{path}[{i}]"
-        if not isinstance(port, dict):
-            wrong_type(causes, p, port, "an object")
-            continue
+    for p, port in objects_at(causes, path, ports):
         name = port.get("name")
         if name:
             msgs = _port_name_errors(name) if isinstance(name, str) else ["must be a string"]
@@ -192,12 +190,9 @@ def _check_container_common(causes: list[Cause], p: str, ctr: Obj, is_pod: bool)
         wrong_type(causes, p + ".image", image, "a string")
     elif is_pod and image != image.strip():
         invalid(causes, p + ".image", image, "must not have leading or trailing whitespace")
-    policy = ctr.get("terminationMessagePolicy")
-    if policy is not None:
-        check_enum(causes, p + ".terminationMessagePolicy", policy, _TERMINATION_MESSAGE_POLICIES)
-    pull = ctr.get("imagePullPolicy")
-    if pull is not None:
-        check_enum(causes, p + ".imagePullPolicy", pull, _PULL_POLICIES)
+    check_enum(causes, p + ".terminationMessagePolicy", ctr.get("terminationMessagePolicy"),
+               _TERMINATION_MESSAGE_POLICIES)
+    check_enum(causes, p + ".imagePullPolicy", ctr.get("imagePullPolicy"), _PULL_POLICIES)
     ports = ctr.get("ports")
     if ports:
         _check_container_ports(causes, p + ".ports", ports)
@@ -215,11 +210,7 @@ def _check_containers(causes: list[Cause], path: str, containers: Any, is_pod: b
     if not containers:
         required(causes, path)
         return names
-    for i, ctr in enumerate(list_at(causes, path, containers)):
-        p = f"{path}[{i}]"
-        if not isinstance(ctr, dict):
-            wrong_type(causes, p, ctr, "an object")
-            continue
+    for p, ctr in objects_at(causes, path, containers):
         _check_container_common(causes, p, ctr, is_pod)
         name = ctr.get("name")
         if isinstance(name, str):
@@ -263,11 +254,7 @@ def _check_init_containers(causes: list[Cause], path: str, containers: Any, name
 
 def check_tolerations(causes: list[Cause], path: str, tolerations: Any) -> None:
     """core/validation ``ValidateTolerations``."""
-    for i, tol in enumerate(list_at(causes, path, tolerations)):
-        p = f"{path}[{i}]"
-        if not isinstance(tol, dict):
-            wrong_type(causes, p, tol, "an object")
-            continue
+    for p, tol in objects_at(causes, path, tolerations):
         key = tol.get("key") or ""
         if key:
             check_label_name(causes, p + ".key", key)
@@ -297,34 +284,16 @@ def check_node_selector_term(causes: list[Cause], path: str, term: Any, strict_v
     """core/validation ``ValidateNodeSelectorTerm``."""
     term = dict_at(causes, path, term)
     exprs_path = path + ".matchExpressions"
-    for j, req in enumerate(list_at(causes, exprs_path, term.get("matchExpressions"))):
-        p = f"{exprs_path}[{j}]"
-        if not isinstance(req, dict):
-            wrong_type(causes, p, req, "an object")
-            continue
-        op, values = req.get("operator"), list_at(causes, p + ".values", req.get("values"))
-        if op in ("In", "NotIn"):
-            if not values:
-                required(causes, p + ".values", "must be specified when `operator` is 'In' or 'NotIn'")
-        elif op in ("Exists", "DoesNotExist"):
-            if values:
-                forbidden(causes, p + ".values", "may not be specified when `operator` is 'Exists' or 'DoesNotExist'")
-        elif op in ("Gt", "Lt"):
-            if len(values) != 1:
-                required(causes, p + ".values", "must be specified single value when `operator` is 'Lt' or 'Gt'")
-        else:
-            invalid(causes, p + ".operator", op, "not a valid selector operator")
+    for p, req in objects_at(causes, exprs_path, term.get("matchExpressions")):
+        values = list_at(causes, p + ".values", req.get("values"))
+        check_operator_values(causes, p, req.get("operator"), values, numeric=True)
         check_label_name(causes, p + ".key", req.get("key", ""))
         if strict_values:
             for k, value in enumerate(values):
                 for msg in label_value_errors(value) if isinstance(value, str) else ["must be a string"]:
                     invalid(causes, f"{p}.values[{k}]", value, msg)
     fields_path = path + ".matchFields"
-    for j, req in enumerate(list_at(causes, fields_path, term.get("matchFields"))):
-        p = f"{fields_path}[{j}]"
-        if not isinstance(req, dict):
-            wrong_type(causes, p, req, "an object")
-            continue
+    for p, req in objects_at(causes, fields_path, term.get("matchFields")):
         values = list_at(causes, p + ".values", req.get("values"))
         if req.get("operator") in ("In", "NotIn"):
             if len(values) != 1:
@@ -507,19 +476,12 @@ def check_pod_spec(causes: list[Cause], path: str, spec: Obj, is_pod: bool, crea
         if value:
             for msg in dns1123_label_errors(value) if isinstance(value, str) else ["must be a string"]:
                 invalid(causes, f"{path}.{fld}", value, msg)
-    preemption = spec.get("preemptionPolicy")
-    if preemption is not None:
-        check_enum(causes, path + ".preemptionPolicy", preemption, PREEMPTION_POLICIES)
+    check_enum(causes, path + ".preemptionPolicy", spec.get("preemptionPolicy"), PREEMPTION_POLICIES)
 
-    tolerations = spec.get("tolerations")
-    if tolerations:
-        check_tolerations(causes, path + ".tolerations", tolerations)
-    affinity = spec.get("affinity")
-    if affinity:
-        _check_affinity(causes, path + ".affinity", affinity)
-    spread = spec.get("topologySpreadConstraints")
-    if spread:
-        _check_topology_spread(causes, path + ".topologySpreadConstraints", spread)
+    for field, check in (("tolerations", check_tolerations), ("affinity", _check_affinity),
+                         ("topologySpreadConstraints", _check_topology_spread)):
+        if spec.get(field):
+            check(causes, f"{path}.{field}", spec[field])
     gates = spec.get("schedulingGates")
     if gates:
         seen: set[str] = set()

@@ -35,9 +35,7 @@ def _validate_vpa(obj: Obj, old: Obj | None, causes: list[Cause]) -> None:
             if not ref.get(key):
                 required(causes, f"spec.targetRef.{key}")
     policy = dict_at(causes, "spec.updatePolicy", spec.get("updatePolicy"))
-    mode = policy.get("updateMode")
-    if mode is not None:
-        check_enum(causes, "spec.updatePolicy.updateMode", mode, vpa_api.UPDATE_MODES)
+    check_enum(causes, "spec.updatePolicy.updateMode", policy.get("updateMode"), vpa_api.UPDATE_MODES)
     if "minReplicas" in policy:
         value = int_at(causes, "spec.updatePolicy.minReplicas", policy["minReplicas"])
         if value is not None and value <= 0:

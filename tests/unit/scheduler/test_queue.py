@@ -24,6 +24,7 @@ from emulator.scheduler.queue import (
     NODE_LABEL_CHANGE,
     NODE_TAINT_CHANGE,
     UNSCHEDULABLE,
+    QueuedPod,
     SchedulingQueue,
     is_pod_updated,
     node_change_events,
@@ -193,13 +194,18 @@ def test_gated_pod_waits_until_its_gates_are_removed():
     assert _drain(q) == ["g"]
 
 
-def test_update_while_in_flight_is_recorded_not_queued_twice():
-    clock = ManualClock()
-    q = _queue(clock)
-    p = _pod("p")
+def _in_flight(name: str) -> tuple[SchedulingQueue, dict[str, Any], QueuedPod]:
+    """A queue (on a ManualClock) with the pod ``name`` added and popped: in flight in a scheduling cycle."""
+    q = _queue(ManualClock())
+    p = _pod(name)
     q.add(p)
     qp = q.pop(timeout=0)
     assert qp is not None
+    return q, p, qp
+
+
+def test_update_while_in_flight_is_recorded_not_queued_twice():
+    q, p, qp = _in_flight("p")
     changed = {**p, "metadata": {**p["metadata"], "labels": {"new": "label"}}}
     q.update(p, changed)
     assert len(q) == 1 and q.counts()[ACTIVE] == 0  # only the in-flight copy
@@ -209,12 +215,7 @@ def test_update_while_in_flight_is_recorded_not_queued_twice():
 
 
 def test_pod_deleted_while_in_flight_is_not_requeued():
-    clock = ManualClock()
-    q = _queue(clock)
-    p = _pod("p")
-    q.add(p)
-    qp = q.pop(timeout=0)
-    assert qp is not None
+    q, p, qp = _in_flight("p")
     q.delete(p)
     assert q.add_unschedulable_if_not_present(qp, q.scheduling_cycle) == ""
     assert len(q) == 0

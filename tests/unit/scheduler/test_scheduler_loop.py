@@ -6,7 +6,9 @@ answers (a 409 on the first bind, say) exact and the clock manual.
 
 from __future__ import annotations
 
+import contextlib
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -211,6 +213,24 @@ class _HoldAtPermit:
         return Status(Code.WAIT), 30.0
 
 
+@contextlib.contextmanager
+def _held_at_permit() -> Iterator[tuple[FakeClient, Any, Obj]]:
+    """A started scheduler whose HoldAtPermit plugin makes every pod wait, once the pending pod "held" waits."""
+    client = FakeClient()
+    registry = in_tree_registry()
+    registry.register("HoldAtPermit", lambda args, handle: _HoldAtPermit())
+    sched = _scheduler(client, {"profiles": [{"plugins": {"permit": {"enabled": [{"name": "HoldAtPermit"}]}}}]},
+                       registry)
+    pod = _pending(client, "held")
+    sched.on_pod_add(pod)
+    sched.start()
+    try:
+        wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None, 10, "the pod to wait at Permit")
+        yield client, sched, pod
+    finally:
+        sched.stop()
+
+
 def test_post_filter_result_is_executed_victims_deleted_and_pod_nominated():
     client = FakeClient()
     registry = in_tree_registry()
@@ -236,16 +256,7 @@ def test_post_filter_result_is_executed_victims_deleted_and_pod_nominated():
 
 
 def test_permit_wait_holds_the_pod_until_allowed():
-    client = FakeClient()
-    registry = in_tree_registry()
-    registry.register("HoldAtPermit", lambda args, handle: _HoldAtPermit())
-    sched = _scheduler(client, {"profiles": [{"plugins": {"permit": {"enabled": [{"name": "HoldAtPermit"}]}}}]},
-                       registry)
-    pod = _pending(client, "held")
-    sched.on_pod_add(pod)
-    sched.start()
-    try:
-        wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None, 10, "the pod to wait")
+    with _held_at_permit() as (client, sched, pod):
         assert client.binds == 0 and sched.cache.is_assumed("default/held")
         fwk = sched.frameworks["default-scheduler"]
         seen: list[str] = []
@@ -253,28 +264,15 @@ def test_permit_wait_holds_the_pod_until_allowed():
         assert seen == ["held"]
         sched.get_waiting_pod(pod["metadata"]["uid"]).allow("HoldAtPermit")  # type: ignore[union-attr]
         wait_for(lambda: client.pods["held"]["spec"].get("nodeName") is not None, 10, "the bind")
-    finally:
-        sched.stop()
 
 
 def test_permit_rejection_unreserves_and_requeues():
-    client = FakeClient()
-    registry = in_tree_registry()
-    registry.register("HoldAtPermit", lambda args, handle: _HoldAtPermit())
-    sched = _scheduler(client, {"profiles": [{"plugins": {"permit": {"enabled": [{"name": "HoldAtPermit"}]}}}]},
-                       registry)
-    pod = _pending(client, "held")
-    sched.on_pod_add(pod)
-    sched.start()
-    try:
-        wait_for(lambda: sched.get_waiting_pod(pod["metadata"]["uid"]) is not None, 10, "the pod to wait at Permit")
+    with _held_at_permit() as (client, sched, pod):
         assert sched.frameworks["default-scheduler"].reject_waiting_pod(pod["metadata"]["uid"])
         # Rejected without a plugin name (upstream RejectWaitingPod): nothing to wait for, so it backs off.
         wait_for(lambda: sched.queue.counts()["backoff"] == 1, 10, "the rejected pod back in the queue")
         wait_for(lambda: sched.cache.get("default/held") is None, 10, "the assumption forgotten")
         assert client.binds == 0
-    finally:
-        sched.stop()
 
 
 def test_metrics_carry_upstream_names_and_the_scheduler_label():
