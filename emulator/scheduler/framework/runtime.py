@@ -31,11 +31,13 @@ tied node in turn replaces the choice with probability 1/k), as upstream's
 ``selectHost``; ties are visited in evaluation order and the draws come from
 the injected ``random.Random``, so a seed reproduces every choice.
 
+Nominated pods. With a ``nominator`` (the scheduler wires its queue), nodes
+holding nominated pods of equal or higher priority are filtered twice, as
+upstream's ``RunFilterPluginsWithNominatedPods`` (:mod:`.nominated`).
+
 Not here: extenders (``extender.with_extenders`` makes them plugins), waiting
 pods for Permit and metrics (the scheduling loop's), parallelism, the
-OpportunisticBatching hint. Filtering does not count nominated pods of other
-pods (``RunFilterPluginsWithNominatedPods``' second pass): a simplification
-listed in ``docs/architecture.md``.
+OpportunisticBatching hint.
 """
 
 from __future__ import annotations
@@ -60,6 +62,7 @@ from emulator.scheduler.framework.interface import (
     implements,
     is_success,
 )
+from emulator.scheduler.framework.nominated import PodNominator, active_extensions, first_pass_failures, nominated_on
 from emulator.scheduler.framework.profile import Profile
 from emulator.scheduler.framework.registry import PluginFactory
 from emulator.scheduler.framework.snapshot import Snapshot
@@ -162,8 +165,10 @@ class Framework:
 
     def __init__(self, registry: Mapping[str, PluginFactory], profile: Profile | None = None, *,
                  rng: random.Random | None = None, percentage_of_nodes_to_score: int = 0,
-                 vectorised: bool = True, snapshot: Snapshot | None = None) -> None:
+                 vectorised: bool = True, snapshot: Snapshot | None = None,
+                 nominator: PodNominator | None = None) -> None:
         self.profile = profile if profile is not None else Profile.default(registry)
+        self.nominator = nominator  # upstream's PodNominator: whose nominated pods Filter reserves room for
         self.rng = rng if rng is not None else random.Random()
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.vectorised = vectorised
@@ -327,6 +332,27 @@ class Framework:
                 return self._filter_failure(plugin.name, status)  # type: ignore[arg-type]
         return None
 
+    def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_index: int,
+                                               snapshot: Snapshot) -> Status | None:
+        """``RunFilterPluginsWithNominatedPods`` on one node: with the nominated pods of equal or higher
+        priority added (if any), then as the node is; the first rejection."""
+        failures = self._nominated_failures(state, pod, snapshot, np.asarray([node_index], dtype=np.intp))
+        if node_index in failures:
+            return failures[node_index]
+        return self.run_filter_plugins_on_node(state, pod, node_index, snapshot)
+
+    def _nominated_failures(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                            candidates: np.ndarray | None) -> dict[int, Status]:
+        """The first pass of ``RunFilterPluginsWithNominatedPods`` over the candidates with nominated pods."""
+        nominated = nominated_on(self.nominator, pod, snapshot, candidates)
+        if not nominated:
+            return {}
+        return first_pass_failures(
+            state, pod, snapshot, nominated, extensions=active_extensions(self._points["preFilter"], state),
+            filter_nodes=lambda st, p, snap, nodes, diag: self._filter(
+                st, p, snap, nodes, 0, wanted=len(nodes), diagnosis=diag, with_nominated=False),
+            filter_node=self.run_filter_plugins_on_node)
+
     def run_filter_plugins(self, state: CycleState, pod: PodInfo,
                            snapshot: Snapshot, nodes: np.ndarray | None = None) -> tuple[np.ndarray, NodeToStatus]:
         """Judge every node (or ``nodes``) without stopping early: (feasible bool mask over the snapshot, statuses)."""
@@ -385,17 +411,20 @@ class Framework:
         return feasible, rejected
 
     def _filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: np.ndarray | None,
-                start: int, *, wanted: int, diagnosis: Diagnosis) -> np.ndarray:
+                start: int, *, wanted: int, diagnosis: Diagnosis, with_nominated: bool = True) -> np.ndarray:
         """Visit the candidates (all nodes when None) from position ``start``, wrapping around, until ``wanted``
         feasible nodes are found and one more feasible node is seen.
 
         Returns the feasible nodes (snapshot indices, in visiting order);
-        rejected visited nodes get their status in ``diagnosis``.
+        rejected visited nodes get their status in ``diagnosis``. Nodes with
+        nominated pods must also pass with them added (``with_nominated``).
         """
         n = snapshot.num_nodes if candidates is None else len(candidates)
         filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins]
         if not filters:
             return self._rotated(candidates, n, start)[:wanted]
+        first_pass = self._nominated_failures(state, pod, snapshot, candidates) \
+            if with_nominated and self.nominator is not None else {}
         verdicts = [self._verdict(p, state, pod, snapshot) for p in filters]
         vec = [j for j, v in enumerate(verdicts) if v is not None and not v.passes_all]
         per_node = [j for j, v in enumerate(verdicts) if v is None]
@@ -404,10 +433,13 @@ class Framework:
             passes = np.ones(snapshot.num_nodes, dtype=bool)
         else:
             passes = masks[0] if len(masks) == 1 else np.logical_and.reduce(masks)
+        if first_pass:
+            passes = passes.copy()  # may be a plugin's (memoised) mask
+            passes[list(first_pass)] = False
 
         if not per_node and candidates is None:
             feasible, rejected = self._visit_all_nodes(passes, start, wanted)
-            self._record_vector_failures(diagnosis, filters, verdicts, rejected)
+            self._record_rejections(diagnosis, filters, verdicts, rejected, first_pass)
             return feasible
 
         order = self._rotated(candidates, n, start)
@@ -420,14 +452,18 @@ class Framework:
             else:
                 cut = len(order)
                 feasible = order[positions]
-            self._record_vector_failures(diagnosis, filters, verdicts, order[:cut][~ok[:cut]])
+            self._record_rejections(diagnosis, filters, verdicts, order[:cut][~ok[:cut]], first_pass)
             return feasible
 
         found: list[int] = []
         vector_failed: list[int] = []
         for i in order.tolist():
+            status = first_pass.get(i) if first_pass else None
+            if status is not None:
+                diagnosis.node_to_status.set(i, status)
+                diagnosis.add_plugin_status(status)
+                continue
             first_vec = None if passes[i] else next(j for j in vec if not verdicts[j].mask[i])  # type: ignore[union-attr]
-            status = None
             info = None
             for j in per_node:
                 if first_vec is not None and j > first_vec:
@@ -448,6 +484,17 @@ class Framework:
                 found.append(i)
         self._record_vector_failures(diagnosis, filters, verdicts, np.asarray(vector_failed, dtype=np.intp))
         return np.asarray(found, dtype=np.intp)
+
+    def _record_rejections(self, diagnosis: Diagnosis, filters: list[Any], verdicts: list[FilterVerdict | None],
+                           rejected: np.ndarray, first_pass: Mapping[int, Status]) -> None:
+        """Record rejected nodes: those that failed the nominated-pods pass with its status, the rest lazily."""
+        if first_pass:
+            hit = np.isin(rejected, np.fromiter(first_pass, dtype=np.intp, count=len(first_pass)))
+            for i in rejected[hit].tolist():
+                diagnosis.node_to_status.set(i, first_pass[i])
+                diagnosis.add_plugin_status(first_pass[i])
+            rejected = rejected[~hit]
+        self._record_vector_failures(diagnosis, filters, verdicts, rejected)
 
     @staticmethod
     def _record_vector_failures(diagnosis: Diagnosis, filters: list[Any], verdicts: list[FilterVerdict | None],

@@ -47,7 +47,7 @@ start), as upstream's ``GetPodStartTime``.
 
 PDBs come from the lister (``poddisruptionbudgets.policy``) given to
 :func:`new` or found on the handle; filter and extension runs go through the
-framework handle (``plugins_at`` and ``run_filter_plugins_on_node``), never
+framework handle (``plugins_at`` and ``run_filter_plugins_with_nominated_pods``), never
 through runtime imports.
 """
 
@@ -102,8 +102,8 @@ class PreemptionHandle(Protocol):
 
     def plugins_at(self, point: str) -> list[Any]: ...
 
-    def run_filter_plugins_on_node(self, state: CycleState, pod: PodInfo, node_index: int,
-                                   snapshot: Snapshot) -> Status | None: ...
+    def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_index: int,
+                                               snapshot: Snapshot) -> Status | None: ...
 
 
 @dataclass
@@ -359,7 +359,7 @@ class DefaultPreemption:
         if self.handle is None:
             return Status.error("DefaultPreemption needs a framework handle to run the filter plugins")
         try:
-            return self.handle.run_filter_plugins_on_node(state, pod, index, snapshot)
+            return self.handle.run_filter_plugins_with_nominated_pods(state, pod, index, snapshot)
         except SchedulingError as exc:
             return exc.status
 
