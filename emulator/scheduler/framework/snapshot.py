@@ -211,9 +211,9 @@ class Snapshot:
     """An immutable-by-default, array-backed view of nodes and the pods bound to them. See the module docstring."""
 
     __slots__ = (
-        "_alloc", "_alloc_dicts", "_allowed_pods", "_derived", "_devices", "_index", "_infos", "_labels", "_names",
-        "_nodes", "_nz_cpu", "_nz_mem", "_owned", "_pod_count", "_pods", "_ports", "_req", "_unschedulable",
-        "generation",
+        "_alloc", "_alloc_dicts", "_allowed_pods", "_derived", "_devices", "_index", "_infos", "_labels", "_log",
+        "_log_base", "_names", "_nodes", "_nz_cpu", "_nz_mem", "_owned", "_pod_count", "_pods", "_ports", "_req",
+        "_unschedulable", "generation",
     )
 
     _alloc: dict[str, np.ndarray]
@@ -224,6 +224,8 @@ class Snapshot:
     _index: dict[str, int]
     _infos: dict[int, NodeInfo]
     _labels: list[Mapping[str, str]]
+    _log: list[int]
+    _log_base: int
     _names: list[str]
     _nodes: list[Mapping[str, Any]]
     _nz_cpu: np.ndarray
@@ -280,6 +282,8 @@ class Snapshot:
         snap._infos = {}
         snap._owned = set()
         snap.generation = 0
+        snap._log = []
+        snap._log_base = 0
         for pod in pods:
             info = PodInfo.of(pod)
             phase = (info.pod.get("status") or {}).get("phase")
@@ -296,7 +300,22 @@ class Snapshot:
             setattr(child, name, getattr(self, name))
         child._infos = {}
         child._owned = set()
+        child._log = []
+        child._log_base = child.generation
         self._owned = set()  # shared now: the next in-place change here must copy first
+        return child
+
+    def with_requested(self, requested: Mapping[str, np.ndarray], pod_counts: np.ndarray) -> Snapshot:
+        """A fork whose requested columns (those in ``requested``) and pod counts are the given arrays, not copies.
+
+        For vectorised what-if filtering (preemption's dry run) by plugins that read only node objects,
+        requested resources and pod counts: the fork's pods, ports, devices and non-zero requests stay the
+        original's. The caller may change the arrays between filter runs; never assume into this fork.
+        """
+        child = self.fork()
+        child._req = {**self._req, **requested}
+        child._pod_count = pod_counts
+        child._owned = {"req", "pod_count", *(("req", name) for name in requested)}
         return child
 
     # ------------------------------------------------------------------ pure "what if" operations
@@ -348,7 +367,7 @@ class Snapshot:
         if pod_gpu_request(info):
             self._writable_devices().add(info, i)
         self._infos.pop(i, None)
-        self.generation += 1
+        self._changed(i)
         return info
 
     def forget(self, pod: Mapping[str, Any] | PodInfo | str, node: int | str | None = None) -> PodInfo:
@@ -389,8 +408,27 @@ class Snapshot:
         if info.key in self._devices.assign:
             self._writable_devices().remove(info.key)
         self._infos.pop(i, None)
-        self.generation += 1
+        self._changed(i)
         return info
+
+    _LOG_LIMIT = 65_536
+
+    def _changed(self, i: int) -> None:
+        """One more generation, in which node ``i``'s pods changed (see :meth:`changed_nodes_since`)."""
+        self._log.append(i)
+        self.generation += 1
+        if len(self._log) > self._LOG_LIMIT:
+            half = len(self._log) // 2
+            del self._log[:half]
+            self._log_base += half
+
+    def changed_nodes_since(self, generation: int) -> list[int] | None:
+        """The nodes whose pods changed (in place) since ``generation`` of this snapshot object, one entry per
+        change (repeats possible), or None when that is not known: a generation before this object was forked,
+        beyond a bounded log, or before the node set changed. For indexes over the pods (``PodIndex``)."""
+        if not self._log_base <= generation <= self.generation:
+            return None
+        return self._log[generation - self._log_base:]
 
     # -- copy-on-write plumbing
     def _node_index(self, node: int | str) -> int:
@@ -509,6 +547,8 @@ class Snapshot:
         self._owned = {"req", "pods", "pod_count", ("nz", CPU), ("nz", MEMORY), "devices",
                        *(("req", r) for r in columns)}
         self.generation += 1
+        self._log = []  # the node set changed: indexes over the pods must rebuild
+        self._log_base = self.generation
 
     # ------------------------------------------------------------------ node axis
     @property
@@ -588,7 +628,7 @@ class Snapshot:
             return False
         changed = self._writable_devices().reassign(key, ids)
         if changed:
-            self.generation += 1
+            self._changed(self._devices.assign[key][0])
         return changed
 
     # ------------------------------------------------------------------ labels, taints, images, ports

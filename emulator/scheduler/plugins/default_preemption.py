@@ -55,10 +55,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
+
+import numpy as np
 
 from emulator.api import errors as api_errors
 from emulator.api.selectors import LabelSelector
@@ -70,9 +72,16 @@ from emulator.scheduler.framework.interface import (
     Status,
     is_success,
 )
+from emulator.scheduler.framework.nominated import nominated_on
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import Diagnosis, FitError, NodeToStatus, PodInfo, SchedulingError
 from emulator.scheduler.plugins.listers import PDBS, ObjectLister, lister_for
+from emulator.scheduler.plugins.preemption_dry_run import (
+    NodeOutcome,
+    VectorFallback,
+    select_victims_on_nodes,
+    vector_filters,
+)
 
 __all__ = [
     "DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE",
@@ -134,6 +143,10 @@ class PreemptionResult(PostFilterResult):
 
 def pod_start_time(pod: PodInfo) -> float:
     """``GetPodStartTime`` as a timestamp: ``status.startTime``, or +inf ("now") when the pod has not started."""
+    return pod.memo("DefaultPreemption/startTime", _start_time)  # type: ignore[no-any-return]
+
+
+def _start_time(pod: PodInfo) -> float:
     text = (pod.pod.get("status") or {}).get("startTime")
     if not text:
         return math.inf
@@ -290,12 +303,12 @@ class DefaultPreemption:
     @staticmethod
     def _potential_nodes(snapshot: Snapshot, node_to_status: NodeToStatus) -> list[int]:
         """``NodesForStatusCode(Unschedulable)``, in snapshot order."""
-        codes = node_to_status.codes()
+        codes = node_to_status.code_array()
         absent = node_to_status.absent_status
-        absent_code = absent.code if absent is not None else None
-        if absent_code == Code.UNSCHEDULABLE:
-            return [i for i in range(snapshot.num_nodes) if codes.get(i, Code.UNSCHEDULABLE) == Code.UNSCHEDULABLE]
-        return sorted(i for i, code in codes.items() if code == Code.UNSCHEDULABLE)
+        potential = codes == int(Code.UNSCHEDULABLE)
+        if absent is not None and absent.code == Code.UNSCHEDULABLE:
+            potential |= codes < 0
+        return np.flatnonzero(potential).tolist()  # type: ignore[no-any-return]
 
     def pod_eligible_to_preempt_others(self, pod: PodInfo, snapshot: Snapshot,
                                        nominated_status: Status | None) -> tuple[bool, str]:
@@ -322,15 +335,21 @@ class DefaultPreemption:
     def dry_run_preemption(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, potential: Sequence[int],
                            pdbs: Sequence[Mapping[str, Any]], *, offset: int,
                            num_candidates: int) -> tuple[list[Candidate], NodeToStatus, list[str]]:
-        """``DryRunPreemption`` run sequentially: candidates (PDB-respecting first), statuses of the others, errors."""
+        """``DryRunPreemption``: candidates (PDB-respecting first), statuses of the others, errors.
+
+        Nodes are visited from ``offset`` as upstream does, stopping once ``num_candidates`` are found and one
+        respects every PDB; their victims come from :func:`.preemption_dry_run.select_victims_on_nodes` (many
+        nodes at once) when the active filters allow, else from :meth:`select_victims_on_node` one by one.
+        """
         non_violating: list[Candidate] = []
         violating: list[Candidate] = []
         statuses = NodeToStatus(snapshot)
         failures: list[str] = []
-        for i in range(len(potential)):
-            index = potential[(offset + i) % len(potential)]
+        order = [potential[(offset + i) % len(potential)] for i in range(len(potential))]
+        for index, (victims, num_violations, outcome) in self._outcomes(state, pod, snapshot, order, pdbs=pdbs,
+                                                                         num_candidates=num_candidates):
             name = snapshot.node_names[index]
-            victims, num_violations, status = self.select_victims_on_node(state, pod, snapshot, index, pdbs)
+            status = outcome
             if is_success(status) and victims:
                 candidate = Candidate(name, Victims(victims, num_violations))
                 (non_violating if num_violations == 0 else violating).append(candidate)
@@ -344,6 +363,34 @@ class DefaultPreemption:
                 failures.append(status.message)
             statuses.set(index, status)
         return non_violating + violating, statuses, failures
+
+    def _outcomes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, order: Sequence[int], *,
+                  pdbs: Sequence[Mapping[str, Any]], num_candidates: int) -> Iterator[tuple[int, NodeOutcome]]:
+        """(node, ``select_victims_on_node``'s answer) in visiting order, computed lazily: the vectorised dry run
+        in chunks (the first the size of the quota, each next one twice the last), or node by node."""
+        filters = vector_filters(self.handle, state)
+        if filters is None:
+            for index in order:
+                yield index, self.select_victims_on_node(state, pod, snapshot, index, pdbs)
+            return
+        nominated = nominated_on(getattr(self.handle, "nominator", None), pod, snapshot)
+        size = max(num_candidates, 16)
+        pos = 0
+        while pos < len(order):
+            nodes = order[pos:pos + size]
+            pos += len(nodes)
+            size *= 2
+            orders = []
+            for index in nodes:
+                lower = sorted((p for p in snapshot.pods_on(index) if p.priority < pod.priority), key=_importance_key)
+                orders.append(filter_pods_with_pdb_violation(lower, pdbs) if pdbs and lower else ([], lower))
+            try:
+                outcomes: Iterable[NodeOutcome] = select_victims_on_nodes(
+                    filters, state, pod, snapshot, nodes=nodes, orders=orders, nominated=nominated,
+                    no_victims=Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS), sort_key=_importance_key)
+            except VectorFallback:
+                outcomes = (self.select_victims_on_node(state, pod, snapshot, index, pdbs) for index in nodes)
+            yield from zip(nodes, outcomes, strict=False)
 
     def _extensions(self, state: CycleState) -> list[tuple[str, Any]]:
         if self.handle is None:

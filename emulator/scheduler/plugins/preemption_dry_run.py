@@ -1,0 +1,172 @@
+"""Preemption's dry run over many nodes at once: ``SelectVictimsOnNode`` vectorised across candidate nodes.
+
+Upstream ``pkg/scheduler/framework/preemption/preemption.go`` (``DryRunPreemption``)
+and ``plugins/defaultpreemption/default_preemption.go`` (``SelectVictimsOnNode``)
+run, per node and in parallel goroutines: remove every lower-priority pod,
+check the pod fits (with the nominated pods of equal or higher priority:
+``RunFilterPluginsWithNominatedPods``), then give the removed pods back most
+important first -- those whose eviction would violate a PodDisruptionBudget
+first -- keeping each that still lets the pod fit. kemu does the same per node
+(:meth:`DefaultPreemption.select_victims_on_node`) whenever a Filter plugin
+may read more than the node object and its requested resources; this module
+is the fast path for the common case where every Filter plugin active for the
+pod is one of :data:`VECTOR_SAFE_FILTERS`. Those judge a node from its object
+(name, labels, taints, ``spec.unschedulable``) and its requested resources and
+pod count only, and are monotone in them, so the whole dry run becomes
+arithmetic on the snapshot's columns:
+
+1. For the nodes of a chunk (in the dry run's visiting order), subtract the
+   requests of their lower-priority pods from a copy of the requested
+   columns and add those of their nominated pods (upstream's first pass; for
+   monotone filters the second pass, without them, cannot fail when the first
+   passed), then run every Filter plugin's ``filter_all`` once over that
+   overlay: nodes that fail are no candidates, with that status.
+2. Then ``k = 0, 1, ...``: every surviving node gives back its ``k``-th
+   potential victim (the same order as upstream), one ``filter_all`` pass
+   decides for all of them, and the nodes where the pod no longer fits take
+   that pod back out: it is a victim.
+
+Per node the result -- victims, PDB violations, status -- is exactly what the
+per-node dry run gives; only the work is shared. The caller walks the
+results in visiting order with upstream's stopping rule, so nodes after the
+stop are computed but, as upstream never visits them, not reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from emulator.scheduler.framework.interface import Code, CycleState, FilterVerdict, Status
+from emulator.scheduler.framework.nominated import active_extensions
+from emulator.scheduler.framework.snapshot import Snapshot
+from emulator.scheduler.framework.types import NodeToStatus, PodInfo
+
+__all__ = ["VECTOR_SAFE_FILTERS", "NodeOutcome", "VectorFallback", "select_victims_on_nodes", "vector_filters"]
+
+# Filter plugins whose verdict on a node depends only on the node object and its requested resources and pod count
+# (NodeResourcesFit), each monotone: more pods never make a node fit.
+VECTOR_SAFE_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
+                                 "NodeResourcesFit"})
+
+NodeOutcome = tuple[list[PodInfo], int, Status | None]  # (victims, PDB violations, status), as select_victims_on_node
+
+
+def vector_filters(handle: Any, state: CycleState) -> list[Any] | None:
+    """The Filter plugins active this cycle when the vectorised dry run is exact for them, else None."""
+    if handle is None or not getattr(handle, "vectorised", False) or not hasattr(handle, "plugins_at"):
+        return None
+    plugins = [p for p in handle.plugins_at("filter") if p.name not in state.skip_filter_plugins]
+    for plugin in plugins:
+        if plugin.name not in VECTOR_SAFE_FILTERS or getattr(plugin, "filter_all", None) is None:
+            return None
+    if active_extensions(handle.plugins_at("preFilter"), state):
+        return None  # some PreFilter state must be updated per removed pod (RemovePod): the per-node path
+    return plugins
+
+
+class _Overlay:
+    """The snapshot with private requested columns and pod counts, which the dry run changes in place."""
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        self.requested = {name: snapshot.requested(name).copy() for name in snapshot.resource_names}
+        self.pod_counts = snapshot.pod_counts.copy()
+        self.snapshot = snapshot.with_requested(self.requested, self.pod_counts)
+
+    def change(self, index: int, pod: PodInfo, sign: int) -> None:
+        for name, amount in pod.requests.items():
+            column = self.requested.get(name)
+            if column is None:  # a resource no node offers: a column of zeros (the pod can never fit anyway)
+                column = self.requested[name] = np.zeros(len(self.pod_counts), dtype=np.int64)
+                self.snapshot = self.snapshot.with_requested(self.requested, self.pod_counts)
+            column[index] += sign * amount
+        self.pod_counts[index] += sign
+
+    def verdicts(self, filters: Sequence[Any], state: CycleState, pod: PodInfo) -> list[tuple[str, FilterVerdict]]:
+        out = []
+        for plugin in filters:
+            verdict = plugin.filter_all(state, pod, self.snapshot)
+            if isinstance(verdict, Status):
+                raise VectorFallback(verdict.message)
+            out.append((plugin.name, verdict))
+        return out
+
+
+class VectorFallback(Exception):
+    """A vectorised filter answered an error Status: redo these nodes on the per-node path (which handles it)."""
+
+
+def _passes(verdicts: list[tuple[str, FilterVerdict]], num_nodes: int) -> np.ndarray:
+    masks = [v.mask for _, v in verdicts if not v.passes_all]
+    if not masks:
+        return np.ones(num_nodes, dtype=bool)
+    return masks[0] if len(masks) == 1 else np.logical_and.reduce(masks)
+
+
+def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot, *,
+                            nodes: Sequence[int], orders: Sequence[tuple[list[PodInfo], list[PodInfo]]],
+                            nominated: Mapping[int, Sequence[PodInfo]], no_victims: Status,
+                            sort_key: Callable[[PodInfo], Any]) -> list[NodeOutcome]:
+    """``SelectVictimsOnNode`` for each of ``nodes`` (snapshot indices), at once; see the module docstring.
+
+    ``orders[t]`` is node ``nodes[t]``'s lower-priority pods split as upstream gives them back:
+    (PDB-violating, the rest), each most important first (``sort_key`` order). ``nominated`` holds, per node,
+    the nominated pods of equal or higher priority (other than ``pod``). Nodes without lower-priority pods get
+    ``no_victims``. Raises :class:`VectorFallback` when a filter answers an error.
+    """
+    outcomes: list[NodeOutcome] = [([], 0, no_victims)] * len(nodes)
+    overlay = _Overlay(snapshot)
+    work: list[int] = []  # positions t of nodes with potential victims
+    for t, index in enumerate(nodes):
+        violating, rest = orders[t]
+        if not violating and not rest:
+            continue
+        work.append(t)
+        for p in violating:
+            overlay.change(index, p, -1)
+        for p in rest:
+            overlay.change(index, p, -1)
+        for p in nominated.get(index, ()):
+            overlay.change(index, p, +1)
+    if not work:
+        return outcomes
+    verdicts = overlay.verdicts(filters, state, pod)
+    passes = _passes(verdicts, snapshot.num_nodes)
+    positions = np.asarray([nodes[t] for t in work], dtype=np.intp)
+    fits = passes[positions]
+    failed = positions[~fits]
+    if len(failed):
+        statuses = NodeToStatus(snapshot)
+        statuses.add_pending(failed, [(name, v) for name, v in verdicts if not v.passes_all])
+        names = snapshot.node_names
+        for t, ok in zip(work, fits.tolist(), strict=True):
+            if not ok:
+                outcomes[t] = ([], 0, statuses.get(names[nodes[t]]))
+    alive = [t for t, ok in zip(work, fits.tolist(), strict=True) if ok]
+    victims: dict[int, list[PodInfo]] = {t: [] for t in alive}
+    violations = dict.fromkeys(alive, 0)
+    sequences = {t: orders[t][0] + orders[t][1] for t in alive}
+    k = 0
+    while True:
+        step = [t for t in alive if len(sequences[t]) > k]
+        if not step:
+            break
+        for t in step:
+            overlay.change(nodes[t], sequences[t][k], +1)
+        verdicts = overlay.verdicts(filters, state, pod)
+        passes = _passes(verdicts, snapshot.num_nodes)
+        for t in step:
+            if not passes[nodes[t]]:
+                p = sequences[t][k]
+                overlay.change(nodes[t], p, -1)
+                victims[t].append(p)
+                violations[t] += k < len(orders[t][0])
+        k += 1
+    for t in alive:
+        chosen = victims[t]
+        if orders[t][0] and orders[t][1]:
+            chosen.sort(key=sort_key)
+        outcomes[t] = (chosen, violations[t], Status(Code.SUCCESS))
+    return outcomes
