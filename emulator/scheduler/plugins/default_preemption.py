@@ -104,6 +104,7 @@ DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 _MAX_INT32 = 2**31 - 1
+_START_KEY = NAME + "/startTime"
 
 
 class PreemptionHandle(Protocol):
@@ -143,7 +144,7 @@ class PreemptionResult(PostFilterResult):
 
 def pod_start_time(pod: PodInfo) -> float:
     """``GetPodStartTime`` as a timestamp: ``status.startTime``, or +inf ("now") when the pod has not started."""
-    return pod.memo("DefaultPreemption/startTime", _start_time)  # type: ignore[no-any-return]
+    return pod.memo(_START_KEY, _start_time)  # type: ignore[no-any-return]
 
 
 def _start_time(pod: PodInfo) -> float:
@@ -164,7 +165,8 @@ def more_important_pod(a: PodInfo, b: PodInfo) -> bool:
 
 
 def _importance_key(pod: PodInfo) -> tuple[int, float]:
-    return (-pod.priority, pod_start_time(pod))
+    start = pod.memo_cache.get(_START_KEY)
+    return (-pod.priority, start if start is not None else pod_start_time(pod))
 
 
 def earliest_start_of_highest_priority(victims: Victims) -> float:
@@ -367,30 +369,36 @@ class DefaultPreemption:
     def _outcomes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, order: Sequence[int], *,
                   pdbs: Sequence[Mapping[str, Any]], num_candidates: int) -> Iterator[tuple[int, NodeOutcome]]:
         """(node, ``select_victims_on_node``'s answer) in visiting order, computed lazily: the vectorised dry run
-        in chunks (the first the size of the quota, each next one twice the last), or node by node."""
+        in chunks sized to find the candidates still wanted at the success rate seen so far, or node by node."""
         filters = vector_filters(self.handle, state)
         if filters is None:
             for index in order:
                 yield index, self.select_victims_on_node(state, pod, snapshot, index, pdbs)
             return
         nominated = nominated_on(getattr(self.handle, "nominator", None), pod, snapshot)
-        size = max(num_candidates, 16)
-        pos = 0
+        no_victims = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS)
+        priority = pod.priority
+        pos = found = 0
         while pos < len(order):
+            rate = max(found / pos, 0.05) if pos else 1.0
+            size = max(16, int((num_candidates - found) / rate) + 8)
             nodes = order[pos:pos + size]
             pos += len(nodes)
-            size *= 2
             orders = []
             for index in nodes:
-                lower = sorted((p for p in snapshot.pods_on(index) if p.priority < pod.priority), key=_importance_key)
+                lower = [p for p in snapshot.pods_on(index) if p.priority < priority]
+                if len(lower) > 1:
+                    lower.sort(key=_importance_key)
                 orders.append(filter_pods_with_pdb_violation(lower, pdbs) if pdbs and lower else ([], lower))
             try:
                 outcomes: Iterable[NodeOutcome] = select_victims_on_nodes(
                     filters, state, pod, snapshot, nodes=nodes, orders=orders, nominated=nominated,
-                    no_victims=Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS), sort_key=_importance_key)
+                    no_victims=no_victims, sort_key=_importance_key)
             except VectorFallback:
                 outcomes = (self.select_victims_on_node(state, pod, snapshot, index, pdbs) for index in nodes)
-            yield from zip(nodes, outcomes, strict=False)
+            for index, outcome in zip(nodes, outcomes, strict=False):
+                found += bool(outcome[0])
+                yield index, outcome
 
     def _extensions(self, state: CycleState) -> list[tuple[str, Any]]:
         if self.handle is None:

@@ -34,7 +34,7 @@ stop are computed but, as upstream never visits them, not reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -75,14 +75,21 @@ class _Overlay:
         self.pod_counts = snapshot.pod_counts.copy()
         self.snapshot = snapshot.with_requested(self.requested, self.pod_counts)
 
-    def change(self, index: int, pod: PodInfo, sign: int) -> None:
-        for name, amount in pod.requests.items():
+    def change(self, index: int, pods: Iterable[PodInfo], sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) ``pods``' requests on node ``index``."""
+        totals: dict[str, int] = {}
+        count = 0
+        for pod in pods:
+            count += 1
+            for name, amount in pod.requests.items():
+                totals[name] = totals.get(name, 0) + amount
+        for name, amount in totals.items():
             column = self.requested.get(name)
             if column is None:  # a resource no node offers: a column of zeros (the pod can never fit anyway)
                 column = self.requested[name] = np.zeros(len(self.pod_counts), dtype=np.int64)
                 self.snapshot = self.snapshot.with_requested(self.requested, self.pod_counts)
             column[index] += sign * amount
-        self.pod_counts[index] += sign
+        self.pod_counts[index] += sign * count
 
     def verdicts(self, filters: Sequence[Any], state: CycleState, pod: PodInfo) -> list[tuple[str, FilterVerdict]]:
         out = []
@@ -124,12 +131,9 @@ def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodI
         if not violating and not rest:
             continue
         work.append(t)
-        for p in violating:
-            overlay.change(index, p, -1)
-        for p in rest:
-            overlay.change(index, p, -1)
-        for p in nominated.get(index, ()):
-            overlay.change(index, p, +1)
+        overlay.change(index, violating, -1)
+        overlay.change(index, rest, -1)
+        overlay.change(index, nominated.get(index, ()), +1)
     if not work:
         return outcomes
     verdicts = overlay.verdicts(filters, state, pod)
@@ -154,13 +158,13 @@ def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodI
         if not step:
             break
         for t in step:
-            overlay.change(nodes[t], sequences[t][k], +1)
+            overlay.change(nodes[t], (sequences[t][k],), +1)
         verdicts = overlay.verdicts(filters, state, pod)
         passes = _passes(verdicts, snapshot.num_nodes)
         for t in step:
             if not passes[nodes[t]]:
                 p = sequences[t][k]
-                overlay.change(nodes[t], p, -1)
+                overlay.change(nodes[t], (p,), -1)
                 victims[t].append(p)
                 violations[t] += k < len(orders[t][0])
         k += 1
