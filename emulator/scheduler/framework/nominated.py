@@ -31,6 +31,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from emulator.scheduler.framework.interface import CycleState, Status, is_success
+from emulator.scheduler.framework.overlay import RequestOverlay, VectorFallback, first_failure, passes, vector_safe
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import Diagnosis, NodeToStatus, PodInfo, SchedulingError
 
@@ -77,18 +78,31 @@ def active_extensions(pre_filter_plugins: Sequence[Any], state: CycleState) -> l
 
 def first_pass_failures(
         state: CycleState, pod: PodInfo, snapshot: Snapshot, nominated: Mapping[int, Sequence[PodInfo]], *,
-        extensions: Sequence[tuple[str, Any]],
+        extensions: Sequence[tuple[str, Any]], filters: Sequence[Any] | None,
         filter_nodes: Callable[[CycleState, PodInfo, Snapshot, np.ndarray, Diagnosis], np.ndarray],
         filter_node: Callable[[CycleState, PodInfo, int, Snapshot], Status | None]) -> dict[int, Status]:
     """Node index -> status, for every node of ``nominated`` where ``pod`` does not fit with the nominated pods
     added (the first pass). Raises what the filters raise (a SchedulingError on a plugin error).
 
+    ``filters`` are the active Filter plugins when the vectorised ones may be used (None: per node only);
+    when they are all vector-safe the nominated pods' requests are added to a :class:`RequestOverlay`.
     ``filter_nodes(state, pod, snapshot, nodes, diagnosis)`` judges ``nodes`` at once (vectorised, without
     nominated pods: the runtime's filter) and returns the feasible ones; ``filter_node`` runs every Filter
     plugin per node (``RunFilterPlugins``).
     """
     if not nominated:
         return {}
+    if not extensions and filters is not None and vector_safe(filters):
+        overlay = RequestOverlay(snapshot)
+        for index, pods in nominated.items():
+            overlay.change(index, pods, +1)
+        try:
+            verdicts = overlay.verdicts(filters, state, pod)
+        except VectorFallback:
+            pass  # an error answer: the general path below reports it as the runtime does
+        else:
+            ok = passes(verdicts, snapshot.num_nodes)
+            return {index: first_failure(verdicts, index) for index in nominated if not ok[index]}
     fork = snapshot.fork()
     for index, pods in nominated.items():
         for p in pods:

@@ -347,8 +347,11 @@ class Framework:
         nominated = nominated_on(self.nominator, pod, snapshot, candidates)
         if not nominated:
             return {}
+        filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins] \
+            if self.vectorised else None
         return first_pass_failures(
             state, pod, snapshot, nominated, extensions=active_extensions(self._points["preFilter"], state),
+            filters=filters,
             filter_nodes=lambda st, p, snap, nodes, diag: self._filter(
                 st, p, snap, nodes, 0, wanted=len(nodes), diagnosis=diag, with_nominated=False),
             filter_node=self.run_filter_plugins_on_node)

@@ -10,7 +10,7 @@ first -- keeping each that still lets the pod fit. kemu does the same per node
 (:meth:`DefaultPreemption.select_victims_on_node`) whenever a Filter plugin
 may read more than the node object and its requested resources; this module
 is the fast path for the common case where every Filter plugin active for the
-pod is one of :data:`VECTOR_SAFE_FILTERS`. Those judge a node from its object
+pod is one of :data:`~emulator.scheduler.framework.overlay.VECTOR_SAFE_FILTERS`. Those judge a node from its object
 (name, labels, taints, ``spec.unschedulable``) and its requested resources and
 pod count only, and are monotone in them, so the whole dry run becomes
 arithmetic on the snapshot's columns:
@@ -34,22 +34,18 @@ stop are computed but, as upstream never visits them, not reported.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from emulator.scheduler.framework.interface import Code, CycleState, FilterVerdict, Status
+from emulator.scheduler.framework.interface import Code, CycleState, Status
 from emulator.scheduler.framework.nominated import active_extensions
+from emulator.scheduler.framework.overlay import RequestOverlay, VectorFallback, first_failure, passes, vector_safe
 from emulator.scheduler.framework.snapshot import Snapshot
-from emulator.scheduler.framework.types import NodeToStatus, PodInfo
+from emulator.scheduler.framework.types import PodInfo
 
-__all__ = ["VECTOR_SAFE_FILTERS", "NodeOutcome", "VectorFallback", "select_victims_on_nodes", "vector_filters"]
-
-# Filter plugins whose verdict on a node depends only on the node object and its requested resources and pod count
-# (NodeResourcesFit), each monotone: more pods never make a node fit.
-VECTOR_SAFE_FILTERS = frozenset({"NodeUnschedulable", "NodeName", "TaintToleration", "NodeAffinity",
-                                 "NodeResourcesFit"})
+__all__ = ["NodeOutcome", "VectorFallback", "select_victims_on_nodes", "vector_filters"]
 
 NodeOutcome = tuple[list[PodInfo], int, Status | None]  # (victims, PDB violations, status), as select_victims_on_node
 
@@ -59,57 +55,11 @@ def vector_filters(handle: Any, state: CycleState) -> list[Any] | None:
     if handle is None or not getattr(handle, "vectorised", False) or not hasattr(handle, "plugins_at"):
         return None
     plugins = [p for p in handle.plugins_at("filter") if p.name not in state.skip_filter_plugins]
-    for plugin in plugins:
-        if plugin.name not in VECTOR_SAFE_FILTERS or getattr(plugin, "filter_all", None) is None:
-            return None
+    if not vector_safe(plugins):
+        return None
     if active_extensions(handle.plugins_at("preFilter"), state):
         return None  # some PreFilter state must be updated per removed pod (RemovePod): the per-node path
     return plugins
-
-
-class _Overlay:
-    """The snapshot with private requested columns and pod counts, which the dry run changes in place."""
-
-    def __init__(self, snapshot: Snapshot) -> None:
-        self.requested = {name: snapshot.requested(name).copy() for name in snapshot.resource_names}
-        self.pod_counts = snapshot.pod_counts.copy()
-        self.snapshot = snapshot.with_requested(self.requested, self.pod_counts)
-
-    def change(self, index: int, pods: Iterable[PodInfo], sign: int) -> None:
-        """Add (``sign`` 1) or remove (-1) ``pods``' requests on node ``index``."""
-        totals: dict[str, int] = {}
-        count = 0
-        for pod in pods:
-            count += 1
-            for name, amount in pod.requests.items():
-                totals[name] = totals.get(name, 0) + amount
-        for name, amount in totals.items():
-            column = self.requested.get(name)
-            if column is None:  # a resource no node offers: a column of zeros (the pod can never fit anyway)
-                column = self.requested[name] = np.zeros(len(self.pod_counts), dtype=np.int64)
-                self.snapshot = self.snapshot.with_requested(self.requested, self.pod_counts)
-            column[index] += sign * amount
-        self.pod_counts[index] += sign * count
-
-    def verdicts(self, filters: Sequence[Any], state: CycleState, pod: PodInfo) -> list[tuple[str, FilterVerdict]]:
-        out = []
-        for plugin in filters:
-            verdict = plugin.filter_all(state, pod, self.snapshot)
-            if isinstance(verdict, Status):
-                raise VectorFallback(verdict.message)
-            out.append((plugin.name, verdict))
-        return out
-
-
-class VectorFallback(Exception):
-    """A vectorised filter answered an error Status: redo these nodes on the per-node path (which handles it)."""
-
-
-def _passes(verdicts: list[tuple[str, FilterVerdict]], num_nodes: int) -> np.ndarray:
-    masks = [v.mask for _, v in verdicts if not v.passes_all]
-    if not masks:
-        return np.ones(num_nodes, dtype=bool)
-    return masks[0] if len(masks) == 1 else np.logical_and.reduce(masks)
 
 
 def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot, *,
@@ -124,7 +74,7 @@ def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodI
     ``no_victims``. Raises :class:`VectorFallback` when a filter answers an error.
     """
     outcomes: list[NodeOutcome] = [([], 0, no_victims)] * len(nodes)
-    overlay = _Overlay(snapshot)
+    overlay = RequestOverlay(snapshot)
     work: list[int] = []  # positions t of nodes with potential victims
     for t, index in enumerate(nodes):
         violating, rest = orders[t]
@@ -137,18 +87,15 @@ def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodI
     if not work:
         return outcomes
     verdicts = overlay.verdicts(filters, state, pod)
-    passes = _passes(verdicts, snapshot.num_nodes)
+    ok = passes(verdicts, snapshot.num_nodes)
     positions = np.asarray([nodes[t] for t in work], dtype=np.intp)
-    fits = passes[positions]
+    fits = ok[positions]
     failed = positions[~fits]
     if len(failed):
-        statuses = NodeToStatus(snapshot)
-        statuses.add_pending(failed, [(name, v) for name, v in verdicts if not v.passes_all])
-        names = snapshot.node_names
-        for t, ok in zip(work, fits.tolist(), strict=True):
-            if not ok:
-                outcomes[t] = ([], 0, statuses.get(names[nodes[t]]))
-    alive = [t for t, ok in zip(work, fits.tolist(), strict=True) if ok]
+        for t, fit in zip(work, fits.tolist(), strict=True):
+            if not fit:
+                outcomes[t] = ([], 0, first_failure(verdicts, nodes[t]))
+    alive = [t for t, fit in zip(work, fits.tolist(), strict=True) if fit]
     victims: dict[int, list[PodInfo]] = {t: [] for t in alive}
     violations = dict.fromkeys(alive, 0)
     sequences = {t: orders[t][0] + orders[t][1] for t in alive}
@@ -160,9 +107,9 @@ def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodI
         for t in step:
             overlay.change(nodes[t], (sequences[t][k],), +1)
         verdicts = overlay.verdicts(filters, state, pod)
-        passes = _passes(verdicts, snapshot.num_nodes)
+        ok = passes(verdicts, snapshot.num_nodes)
         for t in step:
-            if not passes[nodes[t]]:
+            if not ok[nodes[t]]:
                 p = sequences[t][k]
                 overlay.change(nodes[t], (p,), -1)
                 victims[t].append(p)
