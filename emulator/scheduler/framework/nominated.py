@@ -30,12 +30,18 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from emulator.scheduler.framework.interface import CycleState, Status, is_success
+from emulator.scheduler.framework.interface import CycleState, FilterVerdict, Status, is_success
 from emulator.scheduler.framework.overlay import RequestOverlay, VectorFallback, first_failure, passes, vector_safe
 from emulator.scheduler.framework.snapshot import Snapshot
-from emulator.scheduler.framework.types import Diagnosis, NodeToStatus, PodInfo, SchedulingError
+from emulator.scheduler.framework.types import (
+    Diagnosis,
+    NodeToStatus,
+    PodInfo,
+    SchedulingError,
+    attribute_rejections,
+)
 
-__all__ = ["PodNominator", "active_extensions", "first_pass_failures", "nominated_on"]
+__all__ = ["FirstPass", "PodNominator", "active_extensions", "first_pass_failures", "nominated_on"]
 
 
 class PodNominator(Protocol):
@@ -76,13 +82,46 @@ def active_extensions(pre_filter_plugins: Sequence[Any], state: CycleState) -> l
     return out
 
 
+class FirstPass:
+    """The nodes where the pod does not fit with its nominated pods added, and why (lazily, when vectorised)."""
+
+    __slots__ = ("_explicit", "_verdicts", "failed", "failed_set")
+
+    def __init__(self, failed: np.ndarray, explicit: Mapping[int, Status] | None = None,
+                 verdicts: list[tuple[str, FilterVerdict]] | None = None) -> None:
+        self.failed = failed
+        self.failed_set = frozenset(failed.tolist())
+        self._explicit = explicit or {}
+        self._verdicts = [(name, v) for name, v in verdicts or () if not v.passes_all]
+
+    def __bool__(self) -> bool:
+        return bool(len(self.failed))
+
+    def status(self, index: int) -> Status:
+        """Node ``index``'s first-pass status (it must have failed)."""
+        explicit = self._explicit.get(index)
+        return explicit if explicit is not None else first_failure(self._verdicts, index)
+
+    def record(self, diagnosis: Diagnosis, indices: np.ndarray) -> None:
+        """Record these failed nodes' statuses in ``diagnosis`` (vectorised ones as lazy groups)."""
+        if not len(indices):
+            return
+        if self._explicit:
+            for index in indices.tolist():
+                status = self._explicit[index]
+                diagnosis.node_to_status.set(index, status)
+                diagnosis.add_plugin_status(status)
+            return
+        diagnosis.node_to_status.add_groups(attribute_rejections(np.sort(indices), self._verdicts))
+
+
 def first_pass_failures(
         state: CycleState, pod: PodInfo, snapshot: Snapshot, nominated: Mapping[int, Sequence[PodInfo]], *,
         extensions: Sequence[tuple[str, Any]], filters: Sequence[Any] | None,
         filter_nodes: Callable[[CycleState, PodInfo, Snapshot, np.ndarray, Diagnosis], np.ndarray],
-        filter_node: Callable[[CycleState, PodInfo, int, Snapshot], Status | None]) -> dict[int, Status]:
-    """Node index -> status, for every node of ``nominated`` where ``pod`` does not fit with the nominated pods
-    added (the first pass). Raises what the filters raise (a SchedulingError on a plugin error).
+        filter_node: Callable[[CycleState, PodInfo, int, Snapshot], Status | None]) -> FirstPass | None:
+    """The nodes of ``nominated`` where ``pod`` does not fit with the nominated pods added (the first pass), with
+    their statuses; None when it fits on all. Raises what the filters raise (a SchedulingError on a plugin error).
 
     ``filters`` are the active Filter plugins when the vectorised ones may be used (None: per node only);
     when they are all vector-safe the nominated pods' requests are added to a :class:`RequestOverlay`.
@@ -91,18 +130,18 @@ def first_pass_failures(
     plugin per node (``RunFilterPlugins``).
     """
     if not nominated:
-        return {}
+        return None
     if not extensions and filters is not None and vector_safe(filters):
         overlay = RequestOverlay(snapshot)
-        for index, pods in nominated.items():
-            overlay.change(index, pods, +1)
+        overlay.change(list(nominated), list(nominated.values()), +1)
         try:
             verdicts = overlay.verdicts(filters, state, pod)
         except VectorFallback:
             pass  # an error answer: the general path below reports it as the runtime does
         else:
-            ok = passes(verdicts, snapshot.num_nodes)
-            return {index: first_failure(verdicts, index) for index in nominated if not ok[index]}
+            nodes = np.fromiter(nominated, dtype=np.intp, count=len(nominated))
+            failed = nodes[~passes(verdicts, snapshot.num_nodes)[nodes]]
+            return FirstPass(failed, verdicts=verdicts) if len(failed) else None
     fork = snapshot.fork()
     for index, pods in nominated.items():
         for p in pods:
@@ -118,7 +157,7 @@ def first_pass_failures(
                 status = diagnosis.node_to_status.get(names[index])
                 assert status is not None
                 failures[index] = status
-        return failures
+        return _explicit(failures)
     for index, pods in nominated.items():
         cloned = state.clone()
         info = fork.node_info(index)
@@ -132,4 +171,10 @@ def first_pass_failures(
         if not is_success(status):
             assert status is not None
             failures[index] = status
-    return failures
+    return _explicit(failures)
+
+
+def _explicit(failures: dict[int, Status]) -> FirstPass | None:
+    if not failures:
+        return None
+    return FirstPass(np.fromiter(failures, dtype=np.intp, count=len(failures)), explicit=failures)

@@ -14,7 +14,7 @@ is the one upstream's copy of that node would get.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -49,21 +49,33 @@ class RequestOverlay:
         self.pod_counts = snapshot.pod_counts.copy()
         self.snapshot = snapshot.with_requested(self.requested, self.pod_counts)
 
-    def change(self, index: int, pods: Iterable[PodInfo], sign: int) -> None:
-        """Add (``sign`` 1) or remove (-1) ``pods``' requests on node ``index``."""
-        totals: dict[str, int] = {}
-        count = 0
-        for pod in pods:
-            count += 1
-            for name, amount in pod.requests.items():
-                totals[name] = totals.get(name, 0) + amount
-        for name, amount in totals.items():
-            column = self.requested.get(name)
-            if column is None:  # a resource no node offers: a column of zeros (the pod can never fit anyway)
-                column = self.requested[name] = np.zeros(len(self.pod_counts), dtype=np.int64)
-                self.snapshot = self.snapshot.with_requested(self.requested, self.pod_counts)
-            column[index] += sign * amount
-        self.pod_counts[index] += sign * count
+    def _column(self, name: str) -> np.ndarray:
+        column = self.requested.get(name)
+        if column is None:  # a resource no node offers: a column of zeros (the pod can never fit anyway)
+            column = self.requested[name] = np.zeros(len(self.pod_counts), dtype=np.int64)
+            self.snapshot = self.snapshot.with_requested(self.requested, self.pod_counts)
+        return column
+
+    def change(self, indices: Sequence[int] | np.ndarray, groups: Sequence[Sequence[PodInfo]], sign: int) -> None:
+        """For each ``j``: add (``sign`` 1) or remove (-1) the requests of the pods ``groups[j]`` on node
+        ``indices[j]`` (distinct nodes); one array operation per resource for all of them."""
+        n = len(groups)
+        if not n:
+            return
+        totals: dict[str, list[int]] = {}
+        counts = [0] * n
+        for j, pods in enumerate(groups):
+            counts[j] = len(pods)
+            for pod in pods:
+                for name, amount in pod.requests.items():
+                    column = totals.get(name)
+                    if column is None:
+                        column = totals[name] = [0] * n
+                    column[j] += amount
+        where = np.asarray(indices, dtype=np.intp)
+        for name, amounts in totals.items():
+            self._column(name)[where] += sign * np.asarray(amounts, dtype=np.int64)
+        self.pod_counts[where] += sign * np.asarray(counts, dtype=np.int64)
 
     def verdicts(self, filters: Sequence[Any], state: CycleState, pod: PodInfo) -> list[tuple[str, FilterVerdict]]:
         out = []

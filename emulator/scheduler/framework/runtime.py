@@ -62,7 +62,13 @@ from emulator.scheduler.framework.interface import (
     implements,
     is_success,
 )
-from emulator.scheduler.framework.nominated import PodNominator, active_extensions, first_pass_failures, nominated_on
+from emulator.scheduler.framework.nominated import (
+    FirstPass,
+    PodNominator,
+    active_extensions,
+    first_pass_failures,
+    nominated_on,
+)
 from emulator.scheduler.framework.profile import Profile
 from emulator.scheduler.framework.registry import PluginFactory
 from emulator.scheduler.framework.snapshot import Snapshot
@@ -336,17 +342,17 @@ class Framework:
                                                snapshot: Snapshot) -> Status | None:
         """``RunFilterPluginsWithNominatedPods`` on one node: with the nominated pods of equal or higher
         priority added (if any), then as the node is; the first rejection."""
-        failures = self._nominated_failures(state, pod, snapshot, np.asarray([node_index], dtype=np.intp))
-        if node_index in failures:
-            return failures[node_index]
+        first_pass = self._nominated_failures(state, pod, snapshot, np.asarray([node_index], dtype=np.intp))
+        if first_pass is not None and node_index in first_pass.failed_set:
+            return first_pass.status(node_index)
         return self.run_filter_plugins_on_node(state, pod, node_index, snapshot)
 
     def _nominated_failures(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
-                            candidates: np.ndarray | None) -> dict[int, Status]:
+                            candidates: np.ndarray | None) -> FirstPass | None:
         """The first pass of ``RunFilterPluginsWithNominatedPods`` over the candidates with nominated pods."""
         nominated = nominated_on(self.nominator, pod, snapshot, candidates)
         if not nominated:
-            return {}
+            return None
         filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins] \
             if self.vectorised else None
         return first_pass_failures(
@@ -427,7 +433,7 @@ class Framework:
         if not filters:
             return self._rotated(candidates, n, start)[:wanted]
         first_pass = self._nominated_failures(state, pod, snapshot, candidates) \
-            if with_nominated and self.nominator is not None else {}
+            if with_nominated and self.nominator is not None else None
         verdicts = [self._verdict(p, state, pod, snapshot) for p in filters]
         vec = [j for j, v in enumerate(verdicts) if v is not None and not v.passes_all]
         per_node = [j for j, v in enumerate(verdicts) if v is None]
@@ -436,9 +442,9 @@ class Framework:
             passes = np.ones(snapshot.num_nodes, dtype=bool)
         else:
             passes = masks[0] if len(masks) == 1 else np.logical_and.reduce(masks)
-        if first_pass:
+        if first_pass is not None:
             passes = passes.copy()  # may be a plugin's (memoised) mask
-            passes[list(first_pass)] = False
+            passes[first_pass.failed] = False
 
         if not per_node and candidates is None:
             feasible, rejected = self._visit_all_nodes(passes, start, wanted)
@@ -461,11 +467,12 @@ class Framework:
         found: list[int] = []
         vector_failed: list[int] = []
         for i in order.tolist():
-            status = first_pass.get(i) if first_pass else None
-            if status is not None:
+            if first_pass is not None and i in first_pass.failed_set:
+                status = first_pass.status(i)
                 diagnosis.node_to_status.set(i, status)
                 diagnosis.add_plugin_status(status)
                 continue
+            status = None
             first_vec = None if passes[i] else next(j for j in vec if not verdicts[j].mask[i])  # type: ignore[union-attr]
             info = None
             for j in per_node:
@@ -489,14 +496,13 @@ class Framework:
         return np.asarray(found, dtype=np.intp)
 
     def _record_rejections(self, diagnosis: Diagnosis, filters: list[Any], verdicts: list[FilterVerdict | None],
-                           rejected: np.ndarray, first_pass: Mapping[int, Status]) -> None:
+                           rejected: np.ndarray, first_pass: FirstPass | None) -> None:
         """Record rejected nodes: those that failed the nominated-pods pass with its status, the rest lazily."""
-        if first_pass:
-            hit = np.isin(rejected, np.fromiter(first_pass, dtype=np.intp, count=len(first_pass)))
-            for i in rejected[hit].tolist():
-                diagnosis.node_to_status.set(i, first_pass[i])
-                diagnosis.add_plugin_status(first_pass[i])
-            rejected = rejected[~hit]
+        if first_pass is not None:
+            hit = np.isin(rejected, first_pass.failed)
+            self._record_vector_failures(diagnosis, filters, verdicts, rejected[~hit])
+            first_pass.record(diagnosis, rejected[hit])
+            return
         self._record_vector_failures(diagnosis, filters, verdicts, rejected)
 
     @staticmethod

@@ -74,46 +74,38 @@ def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodI
     ``no_victims``. Raises :class:`VectorFallback` when a filter answers an error.
     """
     outcomes: list[NodeOutcome] = [([], 0, no_victims)] * len(nodes)
-    overlay = RequestOverlay(snapshot)
-    work: list[int] = []  # positions t of nodes with potential victims
-    for t, index in enumerate(nodes):
-        violating, rest = orders[t]
-        if not violating and not rest:
-            continue
-        work.append(t)
-        overlay.change(index, violating, -1)
-        overlay.change(index, rest, -1)
-        overlay.change(index, nominated.get(index, ()), +1)
+    work = [t for t in range(len(nodes)) if orders[t][0] or orders[t][1]]  # nodes with potential victims
     if not work:
         return outcomes
-    verdicts = overlay.verdicts(filters, state, pod)
-    ok = passes(verdicts, snapshot.num_nodes)
+    overlay = RequestOverlay(snapshot)
     positions = np.asarray([nodes[t] for t in work], dtype=np.intp)
-    fits = ok[positions]
-    failed = positions[~fits]
-    if len(failed):
-        for t, fit in zip(work, fits.tolist(), strict=True):
-            if not fit:
-                outcomes[t] = ([], 0, first_failure(verdicts, nodes[t]))
-    alive = [t for t, fit in zip(work, fits.tolist(), strict=True) if fit]
+    sequences = {t: orders[t][0] + orders[t][1] for t in work}  # the order pods are given back in
+    overlay.change(positions, [sequences[t] for t in work], -1)
+    with_nominated = [t for t in work if nodes[t] in nominated]
+    overlay.change([nodes[t] for t in with_nominated], [nominated[nodes[t]] for t in with_nominated], +1)
+    verdicts = overlay.verdicts(filters, state, pod)
+    fits = passes(verdicts, snapshot.num_nodes)[positions].tolist()
+    alive = []
+    for t, fit in zip(work, fits, strict=True):
+        if fit:
+            alive.append(t)
+        else:
+            outcomes[t] = ([], 0, first_failure(verdicts, nodes[t]))
     victims: dict[int, list[PodInfo]] = {t: [] for t in alive}
     violations = dict.fromkeys(alive, 0)
-    sequences = {t: orders[t][0] + orders[t][1] for t in alive}
     k = 0
     while True:
         step = [t for t in alive if len(sequences[t]) > k]
         if not step:
             break
-        for t in step:
-            overlay.change(nodes[t], (sequences[t][k],), +1)
-        verdicts = overlay.verdicts(filters, state, pod)
-        ok = passes(verdicts, snapshot.num_nodes)
-        for t in step:
-            if not ok[nodes[t]]:
-                p = sequences[t][k]
-                overlay.change(nodes[t], (p,), -1)
-                victims[t].append(p)
-                violations[t] += k < len(orders[t][0])
+        where = [nodes[t] for t in step]
+        overlay.change(where, [(sequences[t][k],) for t in step], +1)
+        ok = passes(overlay.verdicts(filters, state, pod), snapshot.num_nodes)[where].tolist()
+        back = [t for t, fit in zip(step, ok, strict=True) if not fit]
+        overlay.change([nodes[t] for t in back], [(sequences[t][k],) for t in back], -1)
+        for t in back:
+            victims[t].append(sequences[t][k])
+            violations[t] += k < len(orders[t][0])
         k += 1
     for t in alive:
         chosen = victims[t]
