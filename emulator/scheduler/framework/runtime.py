@@ -82,6 +82,14 @@ from emulator.scheduler.framework.types import (
     ScheduleResult,
     SchedulingError,
 )
+from emulator.scheduler.framework.visiting import (
+    MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND,
+    MIN_FEASIBLE_NODES_TO_FIND,
+    num_feasible_nodes_to_find,
+    rotated,
+    select_host,
+    visit_all_nodes,
+)
 
 __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
@@ -92,44 +100,9 @@ __all__ = [
     "select_host",
 ]
 
-# schedule_one.go: never score fewer than 100 nodes (or 5% of them) unless the cluster is smaller.
-MIN_FEASIBLE_NODES_TO_FIND = 100
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # framework.go maxTimeout
 
 _EMPTY = np.zeros(0, dtype=np.intp)
-
-
-def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
-    """How many feasible nodes to find before scoring (``numFeasibleNodesToFind``).
-
-    All of them below 100 nodes; else ``percentage`` % of them, where 0 means
-    the adaptive default ``max(5, 50 - nodes/125)`` %, and never fewer than 100.
-    """
-    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
-        return num_all_nodes
-    if percentage == 0:
-        percentage = max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, 50 - num_all_nodes // 125)
-    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
-
-
-def select_host(nodes: np.ndarray, totals: np.ndarray, rng: random.Random) -> int:
-    """The node (a snapshot index from ``nodes``) with the highest total, ties broken by reservoir sampling.
-
-    The k-th tied node (in ``nodes`` order, k >= 2) takes over with
-    probability 1/k -- upstream's ``rand.Intn(k) == 0`` -- drawn as
-    ``rng.random() * k < 1``; one draw per tie after the first, none when
-    the best score is unique.
-    """
-    if len(nodes) == 0:
-        raise ValueError("empty priority list")
-    ties = np.flatnonzero(totals == totals.max())
-    selected = int(ties[0])
-    draw = rng.random
-    for k, candidate in enumerate(ties[1:].tolist(), start=2):
-        if draw() * k < 1.0:
-            selected = candidate
-    return int(nodes[selected])
 
 
 @dataclass(frozen=True)
@@ -390,35 +363,6 @@ class Framework:
                                                plugin.name))
         return verdict
 
-    @staticmethod
-    def _rotated(candidates: np.ndarray | None, n: int, start: int) -> np.ndarray:
-        """The visiting order: the candidates (all nodes when None) from position ``start``, wrapping around."""
-        if candidates is None:
-            return (np.arange(n, dtype=np.intp) + start) % n if start else np.arange(n, dtype=np.intp)
-        return candidates if start == 0 else np.concatenate((candidates[start:], candidates[:start]))
-
-    @staticmethod
-    def _visit_all_nodes(passes: np.ndarray, start: int, wanted: int) -> tuple[np.ndarray, np.ndarray]:
-        """(feasible, rejected) nodes visited from ``start`` around all nodes, without building the visiting order.
-
-        The same answer as walking ``(start + i) % n``: the feasible nodes in
-        that order up to the quota, and the rejected nodes met before the
-        first feasible node beyond it (or all of them).
-        """
-        feasible = np.flatnonzero(passes)
-        split = int(np.searchsorted(feasible, start))
-        if split:
-            feasible = np.concatenate((feasible[split:], feasible[:split]))
-        if len(feasible) > wanted:
-            stop = int(feasible[wanted])  # the first feasible node beyond the quota stops the search
-            feasible = feasible[:wanted]
-            if stop > start:
-                return feasible, start + np.flatnonzero(~passes[start:stop])
-        else:
-            stop = start  # every node was visited
-        rejected = np.concatenate((start + np.flatnonzero(~passes[start:]), np.flatnonzero(~passes[:stop])))
-        return feasible, rejected
-
     def _filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: np.ndarray | None,
                 start: int, *, wanted: int, diagnosis: Diagnosis, with_nominated: bool = True) -> np.ndarray:
         """Visit the candidates (all nodes when None) from position ``start``, wrapping around, until ``wanted``
@@ -431,7 +375,7 @@ class Framework:
         n = snapshot.num_nodes if candidates is None else len(candidates)
         filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins]
         if not filters:
-            return self._rotated(candidates, n, start)[:wanted]
+            return rotated(candidates, n, start)[:wanted]
         first_pass = self._nominated_failures(state, pod, snapshot, candidates) \
             if with_nominated and self.nominator is not None else None
         verdicts = [self._verdict(p, state, pod, snapshot) for p in filters]
@@ -447,11 +391,11 @@ class Framework:
             passes[first_pass.failed] = False
 
         if not per_node and candidates is None:
-            feasible, rejected = self._visit_all_nodes(passes, start, wanted)
+            feasible, rejected = visit_all_nodes(passes, start, wanted)
             self._record_rejections(diagnosis, filters, verdicts, rejected, first_pass)
             return feasible
 
-        order = self._rotated(candidates, n, start)
+        order = rotated(candidates, n, start)
         if not per_node:
             ok = passes[order]
             positions = np.flatnonzero(ok)
