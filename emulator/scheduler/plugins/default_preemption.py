@@ -175,25 +175,32 @@ def earliest_start_of_highest_priority(victims: Victims) -> float:
     return min(pod_start_time(p) for p in victims.pods if p.priority == top)
 
 
+def _pick_key(candidate: Candidate) -> tuple[int, int, int, int, float]:
+    """Upstream's default score functions for one candidate, in order (higher is better): fewest PDB violations,
+    lowest highest-priority victim, lowest sum of priorities (each shifted by 2^31), fewest victims, latest
+    earliest start among the highest-priority victims (``GetEarliestPodStartTime``)."""
+    pods = candidate.victims.pods
+    top = max(p.priority for p in pods)
+    total = sum(p.priority for p in pods) + len(pods) * (_MAX_INT32 + 1)
+    earliest = min(pod_start_time(p) for p in pods if p.priority == top)
+    return (-candidate.victims.num_pdb_violations, -pods[0].priority, -total, -len(pods), earliest)
+
+
 def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> str:
-    """``pickOneNodeForPreemption`` with the default score functions, ties broken by candidate order."""
+    """``pickOneNodeForPreemption`` with the default score functions, ties broken by candidate order.
+
+    Upstream narrows the candidates score function by score function; keeping the first candidate whose
+    scores, compared in that order, are the greatest is the same choice, in one pass.
+    """
     if not candidates:
         return ""
-    score_funcs = (
-        lambda c: -c.victims.num_pdb_violations,
-        lambda c: -c.victims.pods[0].priority,
-        lambda c: -sum(p.priority + _MAX_INT32 + 1 for p in c.victims.pods),
-        lambda c: -len(c.victims.pods),
-        lambda c: earliest_start_of_highest_priority(c.victims),
-    )
-    remaining = list(candidates)
-    for func in score_funcs:
-        scores = [func(c) for c in remaining]
-        best = max(scores)
-        remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
-        if len(remaining) == 1:
-            break
-    return remaining[0].name
+    best = candidates[0]
+    best_key = _pick_key(best)
+    for candidate in candidates[1:]:
+        key = _pick_key(candidate)
+        if key > best_key:
+            best, best_key = candidate, key
+    return best.name
 
 
 def _terminating_by_preemption(pod: PodInfo) -> bool:
