@@ -21,10 +21,14 @@ PostFilter, synchronous as upstream without async preemption:
    and 100). On each, on a private fork of the snapshot and a clone of the
    CycleState: remove every lower-priority pod (running the PreFilter
    plugins' RemovePod extensions), check the pod fits with every Filter
-   plugin, then give pods back, most important first -- those whose eviction
-   would violate a PodDisruptionBudget first -- keeping each one that still
-   lets the pod fit (AddPod extensions). What could not be given back are the
-   victims.
+   plugin (with the nominated pods of equal or higher priority:
+   ``RunFilterPluginsWithNominatedPods``), then give pods back, most
+   important first -- those whose eviction would violate a
+   PodDisruptionBudget first -- keeping each one that still lets the pod fit
+   (AddPod extensions). What could not be given back are the victims. When
+   every active Filter plugin only reads node objects and requested
+   resources, the same dry run runs over many nodes at once
+   (:mod:`.preemption_dry_run`); the PDBs are listed once per preemption.
 3. **Extenders** that support preemption may veto or trim candidates.
 4. **Choice**, in upstream's order: fewest PDB violations, lowest
    highest-victim priority, lowest sum of priorities (each shifted by
@@ -39,9 +43,10 @@ sets the nomination -- and it is also left in the CycleState under
 :data:`RESULT_KEY`. When preemption cannot help, the status message is
 upstream's (``preemption: 0/N nodes are available: ...``).
 
-What upstream does and this does not (nominated pods in the fit checks, Permit
-victims, clearing lower nominations, async preemption) is listed under
-Simplifications in ``docs/architecture.md``. A pod
+Lower-priority pods nominated to the chosen node lose their nomination when
+the loop executes the result (:mod:`emulator.scheduler.api_writer`). What
+upstream does and this does not (Permit victims, asynchronous preemption) is
+listed under Simplifications in ``docs/architecture.md``. A pod
 without ``status.startTime`` counts as started "now" (later than any recorded
 start), as upstream's ``GetPodStartTime``.
 
