@@ -23,7 +23,8 @@ from emulator.scheduler.framework.interface import CycleState, FilterVerdict, St
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import PodInfo
 
-__all__ = ["VECTOR_SAFE_FILTERS", "RequestOverlay", "VectorFallback", "first_failure", "passes", "vector_safe"]
+__all__ = ["VECTOR_SAFE_FILTERS", "RequestOverlay", "VectorFallback", "first_failure", "passes", "requests_of",
+           "vector_safe"]
 
 # Filter plugins whose verdict on a node depends only on the node object and its requested resources and pod count
 # (NodeResourcesFit), each monotone: more pods never make a node fit.
@@ -57,25 +58,26 @@ class RequestOverlay:
         return column
 
     def change(self, indices: Sequence[int] | np.ndarray, groups: Sequence[Sequence[PodInfo]], sign: int) -> None:
-        """For each ``j``: add (``sign`` 1) or remove (-1) the requests of the pods ``groups[j]`` on node
-        ``indices[j]`` (distinct nodes); one array operation per resource for all of them."""
-        n = len(groups)
-        if not n:
+        """For each ``j``: add (``sign`` 1) or remove (-1) the requests of the pods ``groups[j]`` (not empty) on
+        node ``indices[j]`` (distinct nodes); a few array operations per resource for all of them."""
+        if not len(groups):
             return
-        totals: dict[str, list[int]] = {}
-        counts = [0] * n
-        for j, pods in enumerate(groups):
-            counts[j] = len(pods)
-            for pod in pods:
-                for name, amount in pod.requests.items():
-                    column = totals.get(name)
-                    if column is None:
-                        column = totals[name] = [0] * n
-                    column[j] += amount
+        flat = [pod for pods in groups for pod in pods]
+        counts = np.fromiter((len(pods) for pods in groups), dtype=np.int64, count=len(groups))
+        starts = np.zeros(len(groups), dtype=np.intp)
+        np.cumsum(counts[:-1], out=starts[1:])
+        per_pod = requests_of(flat)
+        self.add(indices, {name: np.add.reduceat(amounts, starts) for name, amounts in per_pod.items()},
+                 counts, sign)
+
+    def add(self, indices: Sequence[int] | np.ndarray, amounts: dict[str, np.ndarray], counts: np.ndarray | int,
+            sign: int) -> None:
+        """Add (``sign`` 1) or remove (-1) ``amounts[resource][j]`` and ``counts[j]`` pods on node
+        ``indices[j]`` (distinct nodes)."""
         where = np.asarray(indices, dtype=np.intp)
-        for name, amounts in totals.items():
-            self._column(name)[where] += sign * np.asarray(amounts, dtype=np.int64)
-        self.pod_counts[where] += sign * np.asarray(counts, dtype=np.int64)
+        for name, values in amounts.items():
+            self._column(name)[where] += sign * values
+        self.pod_counts[where] += sign * counts
 
     def verdicts(self, filters: Sequence[Any], state: CycleState, pod: PodInfo) -> list[tuple[str, FilterVerdict]]:
         out = []
@@ -85,6 +87,13 @@ class RequestOverlay:
                 raise VectorFallback(verdict.message)
             out.append((plugin.name, verdict))
         return out
+
+
+def requests_of(pods: Sequence[PodInfo]) -> dict[str, np.ndarray]:
+    """Resource -> int64 array of each pod's request (0 where it asks for none), over every resource requested."""
+    names: set[str] = set().union(*(pod.requests for pod in pods)) if pods else set()
+    return {name: np.fromiter((pod.requests.get(name, 0) for pod in pods), dtype=np.int64, count=len(pods))
+            for name in names}
 
 
 def passes(verdicts: list[tuple[str, FilterVerdict]], num_nodes: int) -> np.ndarray:

@@ -41,7 +41,14 @@ import numpy as np
 
 from emulator.scheduler.framework.interface import Code, CycleState, Status
 from emulator.scheduler.framework.nominated import active_extensions
-from emulator.scheduler.framework.overlay import RequestOverlay, VectorFallback, first_failure, passes, vector_safe
+from emulator.scheduler.framework.overlay import (
+    RequestOverlay,
+    VectorFallback,
+    first_failure,
+    passes,
+    requests_of,
+    vector_safe,
+)
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import PodInfo
 
@@ -93,19 +100,23 @@ def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodI
             outcomes[t] = ([], 0, first_failure(verdicts, nodes[t]))
     victims: dict[int, list[PodInfo]] = {t: [] for t in alive}
     violations = dict.fromkeys(alive, 0)
+    lengths = {t: len(sequences[t]) for t in alive}
     k = 0
     while True:
-        step = [t for t in alive if len(sequences[t]) > k]
+        step = [t for t in alive if lengths[t] > k]
         if not step:
             break
-        where = [nodes[t] for t in step]
-        overlay.change(where, [(sequences[t][k],) for t in step], +1)
-        ok = passes(overlay.verdicts(filters, state, pod), snapshot.num_nodes)[where].tolist()
-        back = [t for t, fit in zip(step, ok, strict=True) if not fit]
-        overlay.change([nodes[t] for t in back], [(sequences[t][k],) for t in back], -1)
-        for t in back:
-            victims[t].append(sequences[t][k])
-            violations[t] += k < len(orders[t][0])
+        where = np.asarray([nodes[t] for t in step], dtype=np.intp)
+        given = [sequences[t][k] for t in step]
+        amounts = requests_of(given)
+        overlay.add(where, amounts, 1, +1)
+        fails = ~passes(overlay.verdicts(filters, state, pod), snapshot.num_nodes)[where]
+        if fails.any():
+            overlay.add(where[fails], {name: values[fails] for name, values in amounts.items()}, 1, -1)
+            for j in np.flatnonzero(fails).tolist():
+                t = step[j]
+                victims[t].append(given[j])
+                violations[t] += k < len(orders[t][0])
         k += 1
     for t in alive:
         chosen = victims[t]
