@@ -26,6 +26,19 @@
   the containers stopped; completion is counted per measured pod (victims
   leave the bound count, so it is not monotone). Defaults are scheduler_perf's
   500-node PreemptionBasic size (2,000 low + 500 high pods).
+* **PreemptionBasic** (``default_preemption/performance-config.yaml``,
+  ``1000Nodes``): 1,000 ``node-default`` nodes, 4,000 ``pod-low-priority``
+  pods (900m, priority 0) filling them, then 1,000 measured
+  ``pod-high-priority`` pods (3000m, priority 10): each must preempt three
+  of its node's four low-priority pods.
+* **PreemptionAsync** (``5000Nodes``): 5,000 nodes, 20,000 low-priority
+  pods, then 5,000 measured ``pod-default`` pods (100m, always schedulable)
+  while a ``pod-high-priority`` preemptor is created every 200 ms (the
+  ``churn`` op). Upstream's threshold: 570 pods/s.
+* **Unschedulable** (misc, ``5kNodes/20kInit/10kPods``): 5,000 nodes,
+  20,000 ``pod-default`` pods, then 10,000 measured ones while a
+  ``pod-high-priority-large-cpu`` pod (9 cpu: fits nowhere, even with every
+  other pod preempted) is created every 200 ms. Upstream's threshold: 600 pods/s.
 
 The workload is ``test/integration/scheduler_perf/misc/performance-config.yaml``'s
 SchedulingBasic ``5000Nodes_10000Pods`` re-created: ``--nodes`` nodes of
@@ -156,6 +169,29 @@ def pod_high_priority(name: str) -> dict[str, Any]:
     return _prioritised(name, "high-priority", "900m")
 
 
+def pod_perf_low_priority(name: str) -> dict[str, Any]:
+    """scheduler_perf ``templates/pod-low-priority.yaml``: 900m, no priority (0), terminationGracePeriodSeconds 0."""
+    pod = pod_default(name)
+    pod["spec"]["terminationGracePeriodSeconds"] = 0
+    resources = pod["spec"]["containers"][0]["resources"]
+    resources["requests"]["cpu"] = resources["limits"]["cpu"] = "900m"
+    return pod
+
+
+def pod_perf_high_priority(name: str) -> dict[str, Any]:
+    """scheduler_perf ``templates/pod-high-priority.yaml``: 3000m at priority 10 (upstream sets
+    ``spec.priority: 10``; kemu's Priority admission wants it from a PriorityClass of that value)."""
+    return _prioritised(name, "perf-priority-10", "3000m")
+
+
+def pod_perf_high_priority_large_cpu(name: str) -> dict[str, Any]:
+    """scheduler_perf ``templates/pod-high-priority-large-cpu.yaml``: 9 cpu at priority 10 -- fits no 4-cpu node,
+    even with every other pod preempted, so it stays pending (and preemption visits every node for it)."""
+    pod = _prioritised(name, "perf-priority-10", "9")
+    del pod["spec"]["containers"][0]["resources"]["limits"]
+    return pod
+
+
 def priority_class(name: str, value: int) -> dict[str, Any]:
     return {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass", "metadata": {"name": name},
             "value": value}
@@ -165,8 +201,12 @@ def priority_class(name: str, value: int) -> dict[str, Any]:
 class Workload:
     """One scheduler_perf-style workload: how its nodes and pods look, and its default sizes.
 
-    ``preempts``: measured pods evict initial ones, so the run needs the
+    ``preempts``: measured (or churn) pods evict others, so the run needs the
     deletion-confirming stand-in kubelet and per-pod completion counting.
+    ``churn``: scheduler_perf's ``churn`` op in ``create`` mode -- while the
+    measured pods are created and scheduled, one of these pods is created
+    every ``churn_interval`` seconds (not measured).
+    ``threshold``: upstream's CI threshold (pods/s) for this workload at its default size.
     """
 
     name: str
@@ -179,7 +219,11 @@ class Workload:
     setup: tuple[tuple[Any, dict[str, Any]], ...] = field(default=())
     preempts: bool = False
     floor: str = ""
+    churn: Callable[[str], dict[str, Any]] | None = None
+    churn_interval: float = 0.2
 
+
+_PERF_PRIORITY = ((PRIORITYCLASS, priority_class("perf-priority-10", 10)),)
 
 WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("SchedulingBasic", node_default, pod_default, pod_default, 5000, 1000, 10000,
@@ -191,6 +235,13 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in (
     Workload("Preemption", node_labelled, pod_low_priority, pod_high_priority, 500, 2000, 500,
              setup=((PRIORITYCLASS, priority_class("low-priority", 100)),
                     (PRIORITYCLASS, priority_class("high-priority", 1000))), preempts=True),
+    # default_preemption/performance-config.yaml and misc's Unschedulable, at their performance sizes.
+    Workload("PreemptionBasic", node_default, pod_perf_low_priority, pod_perf_high_priority, 1000, 4000, 1000,
+             setup=_PERF_PRIORITY, preempts=True),
+    Workload("PreemptionAsync", node_default, pod_perf_low_priority, pod_default, 5000, 20000, 5000,
+             setup=_PERF_PRIORITY, preempts=True, churn=pod_perf_high_priority, floor="570 pods/s"),
+    Workload("Unschedulable", node_default, pod_default, pod_default, 5000, 20000, 10000,
+             setup=_PERF_PRIORITY, churn=pod_perf_high_priority_large_cpu, floor="600 pods/s"),
 )}
 
 
@@ -207,6 +258,7 @@ class DeletionConfirmer:
         self.core = ServerCore(Store.connect(url, StoreConfig(prefix=PREFIX)))
         core = self.core
         self.confirmed = 0
+        self.deleted: set[str] = set()  # names of the pods it finished deleting (read by the main thread)
         self._stop = threading.Event()
         self._watch = core.store.watch(POD, core.store.current_rv())
         self._thread = threading.Thread(target=self._run, name="deletion-confirmer", daemon=True)
@@ -221,6 +273,7 @@ class DeletionConfirmer:
                 try:
                     self.core.delete(POD, meta.get("namespace"), meta["name"], grace_period_seconds=0)
                     self.confirmed += 1
+                    self.deleted.add(meta["name"])
                 except StatusError as e:
                     if e.code != 404:  # already gone: another event for the same deletion
                         raise
@@ -229,6 +282,32 @@ class DeletionConfirmer:
         self._stop.set()
         self._thread.join(5)
         self._watch.close()
+        self.core.store.close()
+
+
+class Churn:
+    """scheduler_perf's ``churn`` op, ``create`` mode: one pod from ``template`` every ``interval`` seconds
+    (wall clock: the measured phase is timed in wall seconds) until stopped."""
+
+    def __init__(self, url: str, template: Callable[[str], dict[str, Any]], interval: float) -> None:
+        self.core = ServerCore(Store.connect(url, StoreConfig(prefix=PREFIX)))
+        self.template = template
+        self.interval = interval
+        self.created = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="churn", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        next_at = time.perf_counter()
+        while not self._stop.wait(max(0.0, next_at - time.perf_counter())):
+            self.core.create(POD, self.template(f"churn-{self.created:06d}"))
+            self.created += 1
+            next_at += self.interval
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)
         self.core.store.close()
 
 
@@ -394,17 +473,20 @@ def _wait_bound(store: Store, target: int, timeout: float, samples: list[tuple[f
 
 
 def _wait_named(store: Store, names: list[str], timeout: float,
-                samples: list[tuple[float, int]] | None = None, offset: int = 0) -> float:
+                samples: list[tuple[float, int]] | None = None, offset: int = 0, *,
+                gone: set[str] | None = None) -> float:
     """Poll until every pod in ``names`` is bound (its accounting entry exists); the time it was (perf_counter).
 
     For workloads whose bound count is not monotone (preemption deletes bound pods). ``samples`` get
-    ``offset`` + bound measured pods, comparable with :func:`_wait_bound`'s.
+    ``offset`` + bound measured pods, comparable with :func:`_wait_bound`'s. A measured pod in ``gone``
+    (preempted after it was bound, and deleted) counts as done.
     """
     deadline = time.perf_counter() + timeout
     fields = [f"pods|{NAMESPACE}/{name}" for name in names]
     key = f"{PREFIX}acct"
     while True:
-        bound = sum(v is not None for v in store.redis.hmget(key, fields))
+        bound = sum(v is not None or name in (gone or ())
+                    for name, v in zip(names, store.redis.hmget(key, fields), strict=True))
         now = time.perf_counter()
         if samples is not None:
             samples.append((now, offset + bound))
@@ -436,14 +518,20 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         samples: list[tuple[float, int]] = []
         redis_cpu0 = _redis_cpu(store)
         bench_cpu0 = time.process_time()
-        start = time.perf_counter()
-        _create(core, bodies)
-        created = time.perf_counter()
-        if workload.preempts:
-            end = _wait_named(store, [b["metadata"]["name"] for b in bodies], args.timeout, samples,
-                              offset=args.init_pods)
-        else:
-            end = _wait_bound(store, args.init_pods + args.pods, args.timeout, samples)
+        churn = Churn(url, workload.churn, workload.churn_interval) if workload.churn is not None else None
+        try:
+            start = time.perf_counter()
+            _create(core, bodies)
+            created = time.perf_counter()
+            if workload.preempts or churn is not None:
+                end = _wait_named(store, [b["metadata"]["name"] for b in bodies], args.timeout, samples,
+                                  offset=args.init_pods, gone=confirmer.deleted if confirmer is not None else None)
+            else:
+                end = _wait_bound(store, args.init_pods + args.pods, args.timeout, samples)
+        finally:
+            churned = churn.created if churn is not None else 0
+            if churn is not None:
+                churn.stop()
         bench_cpu = time.process_time() - bench_cpu0
         redis_cpu = _redis_cpu(store) - redis_cpu0
         stats, raw = runner.stats()
@@ -494,6 +582,8 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         "per_scheduler": [{k: v for k, v in s.items() if k in ("name", "scheduled", "conflicts", "attempts")}
                           for s in stats],
         "victims_deleted": confirmer.confirmed if confirmer is not None else 0,
+        "churn_pods_created": churned,
+        "preemptions": sum(s.get("preemptions", 0) for s in stats) - sum(s.get("preemptions", 0) for s in base_stats),
         "consistent": all(not any(v for k, v in c.items() if k != "name") for c in consistency) if consistency
         else None,
     }

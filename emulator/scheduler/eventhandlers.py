@@ -17,6 +17,7 @@ from emulator.api.errors import StatusError
 from emulator.api.kinds import Kind, by_resource
 from emulator.api.types import ObjView
 from emulator.scheduler.cache import Cache
+from emulator.scheduler.framework.types import PodInfo
 from emulator.scheduler.queue import ASSIGNED_POD_DELETE, NODE_ADD, SchedulingQueue, node_change_events, pod_key
 
 __all__ = ["LISTER_RESOURCES", "EventHandlers", "Handler", "InformerLister", "InformerSource"]
@@ -95,6 +96,7 @@ class EventHandlers:
     cache: Cache
     queue: SchedulingQueue
     responsible: Callable[[ObjView], bool]
+    profile_for: Callable[[ObjView], Any]
 
     @staticmethod
     def _assigned(pod: ObjView) -> bool:
@@ -111,6 +113,17 @@ class EventHandlers:
                 self.queue.assigned_pod_added(pod)
         elif self.responsible(pod) and not self._terminal(pod):
             self.queue.add(pod)
+        else:
+            self._foreign_nomination(pod)
+
+    def _foreign_nomination(self, pod: ObjView) -> None:
+        """A pending pod another replica of our profiles owns: keep its nomination (``status.nominatedNodeName``)
+        in our nominator, so that our Filter holds its room as that replica's does (upstream has one queue)."""
+        node = (pod.get("status") or {}).get("nominatedNodeName")
+        if node and self.profile_for(pod) is not None and not self._terminal(pod):
+            self.queue.add_nominated_pod(PodInfo(pod), node)
+        else:
+            self.queue.delete_nominated_pod(pod_key(pod))
 
     def on_pod_update(self, old: ObjView, new: ObjView) -> None:
         if self._assigned(new):
@@ -129,6 +142,7 @@ class EventHandlers:
             self.queue.update(old, new)
         else:
             self.queue.delete(new)
+            self._foreign_nomination(new)
 
     def on_pod_delete(self, pod: ObjView) -> None:
         if self._assigned(pod):

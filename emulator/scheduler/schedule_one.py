@@ -105,6 +105,7 @@ class SchedulingCycle:
                 result = e
             if isinstance(result, ScheduleResult):
                 self.cache.assume(info, result.node)
+                self.queue.delete_nominated_pod(info.key)  # upstream assume: DeleteNominatedPodIfExists
                 # What the chosen node and all nodes looked like now; counted once the bind succeeds.
                 state.write(effectiveness.SAMPLE_KEY, effectiveness.sample(snapshot, result.node))
         with self._stats_lock:

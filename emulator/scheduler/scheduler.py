@@ -238,6 +238,8 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
             pod_max_backoff=self.config.pod_max_backoff_seconds,
             pod_max_in_unschedulable=self.options.pod_max_in_unschedulable,
             plugin_events=self._plugin_events(), name=self.name)
+        for fwk in self.frameworks.values():
+            fwk.nominator = self.queue  # Filter reserves room for the queue's nominated pods (upstream PodNominator)
         self.cache = Cache(clock=self.clock, assumed_ttl=self.options.assumed_pod_ttl, on_expired=self._expired)
         self.stats = SchedulerStats()
         # Load-aware placement quality per profile (kemu_scheduler_effective_schedule_ratio ...).

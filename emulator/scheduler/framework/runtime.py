@@ -31,11 +31,13 @@ tied node in turn replaces the choice with probability 1/k), as upstream's
 ``selectHost``; ties are visited in evaluation order and the draws come from
 the injected ``random.Random``, so a seed reproduces every choice.
 
+Nominated pods. With a ``nominator`` (the scheduler wires its queue), nodes
+holding nominated pods of equal or higher priority are filtered twice, as
+upstream's ``RunFilterPluginsWithNominatedPods`` (:mod:`.nominated`).
+
 Not here: extenders (``extender.with_extenders`` makes them plugins), waiting
 pods for Permit and metrics (the scheduling loop's), parallelism, the
-OpportunisticBatching hint. Filtering does not count nominated pods of other
-pods (``RunFilterPluginsWithNominatedPods``' second pass): a simplification
-listed in ``docs/architecture.md``.
+OpportunisticBatching hint.
 """
 
 from __future__ import annotations
@@ -60,6 +62,13 @@ from emulator.scheduler.framework.interface import (
     implements,
     is_success,
 )
+from emulator.scheduler.framework.nominated import (
+    FirstPass,
+    PodNominator,
+    active_extensions,
+    first_pass_failures,
+    nominated_on,
+)
 from emulator.scheduler.framework.profile import Profile
 from emulator.scheduler.framework.registry import PluginFactory
 from emulator.scheduler.framework.snapshot import Snapshot
@@ -73,6 +82,14 @@ from emulator.scheduler.framework.types import (
     ScheduleResult,
     SchedulingError,
 )
+from emulator.scheduler.framework.visiting import (
+    MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND,
+    MIN_FEASIBLE_NODES_TO_FIND,
+    num_feasible_nodes_to_find,
+    rotated,
+    select_host,
+    visit_all_nodes,
+)
 
 __all__ = [
     "MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND",
@@ -83,44 +100,9 @@ __all__ = [
     "select_host",
 ]
 
-# schedule_one.go: never score fewer than 100 nodes (or 5% of them) unless the cluster is smaller.
-MIN_FEASIBLE_NODES_TO_FIND = 100
-MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND = 5
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # framework.go maxTimeout
 
 _EMPTY = np.zeros(0, dtype=np.intp)
-
-
-def num_feasible_nodes_to_find(num_all_nodes: int, percentage: int = 0) -> int:
-    """How many feasible nodes to find before scoring (``numFeasibleNodesToFind``).
-
-    All of them below 100 nodes; else ``percentage`` % of them, where 0 means
-    the adaptive default ``max(5, 50 - nodes/125)`` %, and never fewer than 100.
-    """
-    if num_all_nodes < MIN_FEASIBLE_NODES_TO_FIND:
-        return num_all_nodes
-    if percentage == 0:
-        percentage = max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, 50 - num_all_nodes // 125)
-    return max(num_all_nodes * percentage // 100, MIN_FEASIBLE_NODES_TO_FIND)
-
-
-def select_host(nodes: np.ndarray, totals: np.ndarray, rng: random.Random) -> int:
-    """The node (a snapshot index from ``nodes``) with the highest total, ties broken by reservoir sampling.
-
-    The k-th tied node (in ``nodes`` order, k >= 2) takes over with
-    probability 1/k -- upstream's ``rand.Intn(k) == 0`` -- drawn as
-    ``rng.random() * k < 1``; one draw per tie after the first, none when
-    the best score is unique.
-    """
-    if len(nodes) == 0:
-        raise ValueError("empty priority list")
-    ties = np.flatnonzero(totals == totals.max())
-    selected = int(ties[0])
-    draw = rng.random
-    for k, candidate in enumerate(ties[1:].tolist(), start=2):
-        if draw() * k < 1.0:
-            selected = candidate
-    return int(nodes[selected])
 
 
 @dataclass(frozen=True)
@@ -162,8 +144,10 @@ class Framework:
 
     def __init__(self, registry: Mapping[str, PluginFactory], profile: Profile | None = None, *,
                  rng: random.Random | None = None, percentage_of_nodes_to_score: int = 0,
-                 vectorised: bool = True, snapshot: Snapshot | None = None) -> None:
+                 vectorised: bool = True, snapshot: Snapshot | None = None,
+                 nominator: PodNominator | None = None) -> None:
         self.profile = profile if profile is not None else Profile.default(registry)
+        self.nominator = nominator  # upstream's PodNominator: whose nominated pods Filter reserves room for
         self.rng = rng if rng is not None else random.Random()
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.vectorised = vectorised
@@ -332,6 +316,30 @@ class Framework:
                 return self._filter_failure(plugin.name, status)  # type: ignore[arg-type]
         return None
 
+    def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_index: int,
+                                               snapshot: Snapshot) -> Status | None:
+        """``RunFilterPluginsWithNominatedPods`` on one node: with the nominated pods of equal or higher
+        priority added (if any), then as the node is; the first rejection."""
+        first_pass = self._nominated_failures(state, pod, snapshot, np.asarray([node_index], dtype=np.intp))
+        if first_pass is not None and node_index in first_pass.failed_set:
+            return first_pass.status(node_index)
+        return self.run_filter_plugins_on_node(state, pod, node_index, snapshot)
+
+    def _nominated_failures(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                            candidates: np.ndarray | None) -> FirstPass | None:
+        """The first pass of ``RunFilterPluginsWithNominatedPods`` over the candidates with nominated pods."""
+        nominated = nominated_on(self.nominator, pod, snapshot, candidates)
+        if not nominated:
+            return None
+        filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins] \
+            if self.vectorised else None
+        return first_pass_failures(
+            state, pod, snapshot, nominated, extensions=active_extensions(self._points["preFilter"], state),
+            filters=filters,
+            filter_nodes=lambda st, p, snap, nodes, diag: self._filter(
+                st, p, snap, nodes, 0, wanted=len(nodes), diagnosis=diag, with_nominated=False),
+            filter_node=self.run_filter_plugins_on_node)
+
     def run_filter_plugins(self, state: CycleState, pod: PodInfo,
                            snapshot: Snapshot, nodes: np.ndarray | None = None) -> tuple[np.ndarray, NodeToStatus]:
         """Judge every node (or ``nodes``) without stopping early: (feasible bool mask over the snapshot, statuses)."""
@@ -360,47 +368,21 @@ class Framework:
                                                plugin.name))
         return verdict
 
-    @staticmethod
-    def _rotated(candidates: np.ndarray | None, n: int, start: int) -> np.ndarray:
-        """The visiting order: the candidates (all nodes when None) from position ``start``, wrapping around."""
-        if candidates is None:
-            return (np.arange(n, dtype=np.intp) + start) % n if start else np.arange(n, dtype=np.intp)
-        return candidates if start == 0 else np.concatenate((candidates[start:], candidates[:start]))
-
-    @staticmethod
-    def _visit_all_nodes(passes: np.ndarray, start: int, wanted: int) -> tuple[np.ndarray, np.ndarray]:
-        """(feasible, rejected) nodes visited from ``start`` around all nodes, without building the visiting order.
-
-        The same answer as walking ``(start + i) % n``: the feasible nodes in
-        that order up to the quota, and the rejected nodes met before the
-        first feasible node beyond it (or all of them).
-        """
-        feasible = np.flatnonzero(passes)
-        split = int(np.searchsorted(feasible, start))
-        if split:
-            feasible = np.concatenate((feasible[split:], feasible[:split]))
-        if len(feasible) > wanted:
-            stop = int(feasible[wanted])  # the first feasible node beyond the quota stops the search
-            feasible = feasible[:wanted]
-            if stop > start:
-                return feasible, start + np.flatnonzero(~passes[start:stop])
-        else:
-            stop = start  # every node was visited
-        rejected = np.concatenate((start + np.flatnonzero(~passes[start:]), np.flatnonzero(~passes[:stop])))
-        return feasible, rejected
-
     def _filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: np.ndarray | None,
-                start: int, *, wanted: int, diagnosis: Diagnosis) -> np.ndarray:
+                start: int, *, wanted: int, diagnosis: Diagnosis, with_nominated: bool = True) -> np.ndarray:
         """Visit the candidates (all nodes when None) from position ``start``, wrapping around, until ``wanted``
         feasible nodes are found and one more feasible node is seen.
 
         Returns the feasible nodes (snapshot indices, in visiting order);
-        rejected visited nodes get their status in ``diagnosis``.
+        rejected visited nodes get their status in ``diagnosis``. Nodes with
+        nominated pods must also pass with them added (``with_nominated``).
         """
         n = snapshot.num_nodes if candidates is None else len(candidates)
         filters = [p for p in self._filters if p.name not in state.skip_filter_plugins]
         if not filters:
-            return self._rotated(candidates, n, start)[:wanted]
+            return rotated(candidates, n, start)[:wanted]
+        first_pass = self._nominated_failures(state, pod, snapshot, candidates) \
+            if with_nominated and self.nominator is not None else None
         verdicts = [self._verdict(p, state, pod, snapshot) for p in filters]
         vec = [j for j, v in enumerate(verdicts) if v is not None and not v.passes_all]
         per_node = [j for j, v in enumerate(verdicts) if v is None]
@@ -409,13 +391,16 @@ class Framework:
             passes = np.ones(snapshot.num_nodes, dtype=bool)
         else:
             passes = masks[0] if len(masks) == 1 else np.logical_and.reduce(masks)
+        if first_pass is not None:
+            passes = passes.copy()  # may be a plugin's (memoised) mask
+            passes[first_pass.failed] = False
 
         if not per_node and candidates is None:
-            feasible, rejected = self._visit_all_nodes(passes, start, wanted)
-            self._record_vector_failures(diagnosis, filters, verdicts, rejected)
+            feasible, rejected = visit_all_nodes(passes, start, wanted)
+            self._record_rejections(diagnosis, filters, verdicts, rejected, first_pass)
             return feasible
 
-        order = self._rotated(candidates, n, start)
+        order = rotated(candidates, n, start)
         if not per_node:
             ok = passes[order]
             positions = np.flatnonzero(ok)
@@ -425,14 +410,19 @@ class Framework:
             else:
                 cut = len(order)
                 feasible = order[positions]
-            self._record_vector_failures(diagnosis, filters, verdicts, order[:cut][~ok[:cut]])
+            self._record_rejections(diagnosis, filters, verdicts, order[:cut][~ok[:cut]], first_pass)
             return feasible
 
         found: list[int] = []
         vector_failed: list[int] = []
         for i in order.tolist():
-            first_vec = None if passes[i] else next(j for j in vec if not verdicts[j].mask[i])  # type: ignore[union-attr]
+            if first_pass is not None and i in first_pass.failed_set:
+                status = first_pass.status(i)
+                diagnosis.node_to_status.set(i, status)
+                diagnosis.add_plugin_status(status)
+                continue
             status = None
+            first_vec = None if passes[i] else next(j for j in vec if not verdicts[j].mask[i])  # type: ignore[union-attr]
             info = None
             for j in per_node:
                 if first_vec is not None and j > first_vec:
@@ -453,6 +443,16 @@ class Framework:
                 found.append(i)
         self._record_vector_failures(diagnosis, filters, verdicts, np.asarray(vector_failed, dtype=np.intp))
         return np.asarray(found, dtype=np.intp)
+
+    def _record_rejections(self, diagnosis: Diagnosis, filters: list[Any], verdicts: list[FilterVerdict | None],
+                           rejected: np.ndarray, first_pass: FirstPass | None) -> None:
+        """Record rejected nodes: those that failed the nominated-pods pass with its status, the rest lazily."""
+        if first_pass is not None:
+            hit = np.isin(rejected, first_pass.failed)
+            self._record_vector_failures(diagnosis, filters, verdicts, rejected[~hit])
+            first_pass.record(diagnosis, rejected[hit])
+            return
+        self._record_vector_failures(diagnosis, filters, verdicts, rejected)
 
     @staticmethod
     def _record_vector_failures(diagnosis: Diagnosis, filters: list[Any], verdicts: list[FilterVerdict | None],

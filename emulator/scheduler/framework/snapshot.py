@@ -42,15 +42,15 @@ nodes it does not hold.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from emulator.api.quantity import parse_quantity
 from emulator.api.selectors import LabelSelector
-from emulator.api.taints import Taint, node_taints
+from emulator.api.taints import Taint
 from emulator.scheduler.framework.devices import DeviceTable, pod_gpu_request
+from emulator.scheduler.framework.node_derived import LabelColumn, NodeDerived
 from emulator.scheduler.framework.types import (
     CPU,
     EPHEMERAL_STORAGE,
@@ -91,116 +91,9 @@ def node_allocatable(node: Mapping[str, Any]) -> tuple[dict[str, int], int]:
     return out, pods
 
 
-def _node_images(node: Mapping[str, Any]) -> dict[str, int]:
-    """Image name -> size, every name of every image in ``status.images``."""
-    out: dict[str, int] = {}
-    for image in (node.get("status") or {}).get("images") or ():
-        size = int(image.get("sizeBytes") or 0)
-        for name in image.get("names") or ():
-            out[name] = size
-    return out
-
-
 def _frozen(array: np.ndarray) -> np.ndarray:
     array.flags.writeable = False
     return array
-
-
-@dataclass(frozen=True, eq=False)
-class LabelColumn:
-    """One label key across all nodes: ``codes[i]`` indexes ``values`` (-1 when node ``i`` lacks the label).
-
-    Requirements are evaluated once per distinct value and then spread to the
-    nodes with one fancy-index: :meth:`mask` builds a table over the values,
-    appends the answer for "label absent" at the end, and indexes it with
-    ``codes`` (whose -1 picks that last entry).
-    """
-
-    codes: np.ndarray
-    values: tuple[str, ...]
-
-    def mask(self, test: Callable[[str], bool], absent: bool) -> np.ndarray:
-        table = np.fromiter((test(v) for v in self.values), dtype=bool, count=len(self.values))
-        return np.append(table, absent)[self.codes]
-
-
-class _NodeDerived:
-    """Lazily built per-node indexes that depend only on the node objects (shared by forks)."""
-
-    __slots__ = ("_labels", "_nodes", "_taint_groups", "images", "label_columns", "memo")
-
-    # Node-only results plugins memoise (label masks of an affinity, taint verdicts of a toleration
-    # list...). Pods repeat a few shapes, so a small bound keeps the hits and caps the memory
-    # (entries are a few bool arrays over the nodes: ~15 MB at 20,000 nodes when full).
-    MEMO_LIMIT = 256
-
-    def __init__(self, nodes: Sequence[Mapping[str, Any]], labels: Sequence[Mapping[str, str]]) -> None:
-        self._nodes = nodes
-        self._labels = labels
-        self.label_columns: dict[str, LabelColumn] = {}
-        self._taint_groups: tuple[np.ndarray, tuple[tuple[Taint, ...], ...]] | None = None
-        self.images: _ImageIndex | None = None
-        self.memo: dict[Any, Any] = {}
-
-    def memoised(self, key: Any, compute: Callable[[], Any]) -> Any:
-        try:
-            return self.memo[key]
-        except KeyError:
-            if len(self.memo) >= self.MEMO_LIMIT:
-                self.memo.clear()
-            value = self.memo[key] = compute()
-            return value
-
-    def label_column(self, key: str) -> LabelColumn:
-        column = self.label_columns.get(key)
-        if column is None:
-            code_of: dict[str, int] = {}
-            codes = np.empty(len(self._labels), dtype=np.int32)
-            for i, labels in enumerate(self._labels):
-                value = labels.get(key)
-                codes[i] = -1 if value is None else code_of.setdefault(value, len(code_of))
-            column = self.label_columns[key] = LabelColumn(_frozen(codes), tuple(code_of))
-        return column
-
-    def taint_groups(self) -> tuple[np.ndarray, tuple[tuple[Taint, ...], ...]]:
-        if self._taint_groups is None:
-            group_of: dict[tuple[Taint, ...], int] = {}
-            codes = np.fromiter((group_of.setdefault(node_taints(n), len(group_of)) for n in self._nodes),
-                                dtype=np.int32, count=len(self._nodes))
-            self._taint_groups = (_frozen(codes), tuple(group_of))
-        return self._taint_groups
-
-    def image_index(self) -> _ImageIndex:
-        if self.images is None:
-            self.images = _ImageIndex(self._nodes)
-        return self.images
-
-
-class _ImageIndex:
-    """Which nodes have which image (upstream cache ``imageStates``).
-
-    The size recorded for an image name is the one reported by the first node
-    (in snapshot order) that has it, as upstream's cache keeps the size of the
-    node that added the name first.
-    """
-
-    __slots__ = ("_arrays", "by_node", "nodes_of", "size_of")
-
-    def __init__(self, nodes: Sequence[Mapping[str, Any]]) -> None:
-        self.by_node: list[dict[str, int]] = [_node_images(n) for n in nodes]
-        self.size_of: dict[str, int] = {}
-        self.nodes_of: dict[str, list[int]] = {}
-        for i, images in enumerate(self.by_node):
-            for name, size in images.items():
-                self.size_of.setdefault(name, size)
-                self.nodes_of.setdefault(name, []).append(i)
-        self._arrays: dict[str, np.ndarray] = {}
-
-    def nodes(self, name: str) -> np.ndarray:
-        array = self._arrays.get(name)
-        if array is None:
-            array = self._arrays[name] = _frozen(np.asarray(self.nodes_of.get(name, ()), dtype=np.intp))
-        return array
 
 
 # (protocol, port) -> node index -> host IP -> number of pods using it there.
@@ -211,19 +104,21 @@ class Snapshot:
     """An immutable-by-default, array-backed view of nodes and the pods bound to them. See the module docstring."""
 
     __slots__ = (
-        "_alloc", "_alloc_dicts", "_allowed_pods", "_derived", "_devices", "_index", "_infos", "_labels", "_names",
-        "_nodes", "_nz_cpu", "_nz_mem", "_owned", "_pod_count", "_pods", "_ports", "_req", "_unschedulable",
-        "generation",
+        "_alloc", "_alloc_dicts", "_allowed_pods", "_derived", "_devices", "_index", "_infos", "_labels", "_log",
+        "_log_base", "_names", "_nodes", "_nz_cpu", "_nz_mem", "_owned", "_pod_count", "_pods", "_ports", "_req",
+        "_unschedulable", "generation",
     )
 
     _alloc: dict[str, np.ndarray]
     _alloc_dicts: list[dict[str, int]]
     _allowed_pods: np.ndarray
-    _derived: _NodeDerived
+    _derived: NodeDerived
     _devices: DeviceTable
     _index: dict[str, int]
     _infos: dict[int, NodeInfo]
     _labels: list[Mapping[str, str]]
+    _log: list[int]
+    _log_base: int
     _names: list[str]
     _nodes: list[Mapping[str, Any]]
     _nz_cpu: np.ndarray
@@ -276,10 +171,12 @@ class Snapshot:
         snap._pods = [()] * n
         snap._ports = {}
         snap._devices = DeviceTable.build(snap._alloc_dicts)
-        snap._derived = _NodeDerived(snap._nodes, snap._labels)
+        snap._derived = NodeDerived(snap._nodes, snap._labels)
         snap._infos = {}
         snap._owned = set()
         snap.generation = 0
+        snap._log = []
+        snap._log_base = 0
         for pod in pods:
             info = PodInfo.of(pod)
             phase = (info.pod.get("status") or {}).get("phase")
@@ -296,7 +193,22 @@ class Snapshot:
             setattr(child, name, getattr(self, name))
         child._infos = {}
         child._owned = set()
+        child._log = []
+        child._log_base = child.generation
         self._owned = set()  # shared now: the next in-place change here must copy first
+        return child
+
+    def with_requested(self, requested: Mapping[str, np.ndarray], pod_counts: np.ndarray) -> Snapshot:
+        """A fork whose requested columns (those in ``requested``) and pod counts are the given arrays, not copies.
+
+        For vectorised what-if filtering (preemption's dry run) by plugins that read only node objects,
+        requested resources and pod counts: the fork's pods, ports, devices and non-zero requests stay the
+        original's. The caller may change the arrays between filter runs; never assume into this fork.
+        """
+        child = self.fork()
+        child._req = {**self._req, **requested}
+        child._pod_count = pod_counts
+        child._owned = {"req", "pod_count", *(("req", name) for name in requested)}
         return child
 
     # ------------------------------------------------------------------ pure "what if" operations
@@ -348,7 +260,7 @@ class Snapshot:
         if pod_gpu_request(info):
             self._writable_devices().add(info, i)
         self._infos.pop(i, None)
-        self.generation += 1
+        self._changed(i)
         return info
 
     def forget(self, pod: Mapping[str, Any] | PodInfo | str, node: int | str | None = None) -> PodInfo:
@@ -389,8 +301,27 @@ class Snapshot:
         if info.key in self._devices.assign:
             self._writable_devices().remove(info.key)
         self._infos.pop(i, None)
-        self.generation += 1
+        self._changed(i)
         return info
+
+    _LOG_LIMIT = 65_536
+
+    def _changed(self, i: int) -> None:
+        """One more generation, in which node ``i``'s pods changed (see :meth:`changed_nodes_since`)."""
+        self._log.append(i)
+        self.generation += 1
+        if len(self._log) > self._LOG_LIMIT:
+            half = len(self._log) // 2
+            del self._log[:half]
+            self._log_base += half
+
+    def changed_nodes_since(self, generation: int) -> list[int] | None:
+        """The nodes whose pods changed (in place) since ``generation`` of this snapshot object, one entry per
+        change (repeats possible), or None when that is not known: a generation before this object was forked,
+        beyond a bounded log, or before the node set changed. For indexes over the pods (``PodIndex``)."""
+        if not self._log_base <= generation <= self.generation:
+            return None
+        return self._log[generation - self._log_base:]
 
     # -- copy-on-write plumbing
     def _node_index(self, node: int | str) -> int:
@@ -504,11 +435,13 @@ class Snapshot:
         self._pod_count = _frozen(np.append(self._pod_count, 0))
         self._pods = [*self._pods, ()]
         self._devices = self._devices.grow(alloc)
-        self._derived = _NodeDerived(self._nodes, self._labels)
+        self._derived = NodeDerived(self._nodes, self._labels)
         # Every array above is new and private to this snapshot.
         self._owned = {"req", "pods", "pod_count", ("nz", CPU), ("nz", MEMORY), "devices",
                        *(("req", r) for r in columns)}
         self.generation += 1
+        self._log = []  # the node set changed: indexes over the pods must rebuild
+        self._log_base = self.generation
 
     # ------------------------------------------------------------------ node axis
     @property
@@ -588,7 +521,7 @@ class Snapshot:
             return False
         changed = self._writable_devices().reassign(key, ids)
         if changed:
-            self.generation += 1
+            self._changed(self._devices.assign[key][0])
         return changed
 
     # ------------------------------------------------------------------ labels, taints, images, ports

@@ -21,10 +21,14 @@ PostFilter, synchronous as upstream without async preemption:
    and 100). On each, on a private fork of the snapshot and a clone of the
    CycleState: remove every lower-priority pod (running the PreFilter
    plugins' RemovePod extensions), check the pod fits with every Filter
-   plugin, then give pods back, most important first -- those whose eviction
-   would violate a PodDisruptionBudget first -- keeping each one that still
-   lets the pod fit (AddPod extensions). What could not be given back are the
-   victims.
+   plugin (with the nominated pods of equal or higher priority:
+   ``RunFilterPluginsWithNominatedPods``), then give pods back, most
+   important first -- those whose eviction would violate a
+   PodDisruptionBudget first -- keeping each one that still lets the pod fit
+   (AddPod extensions). What could not be given back are the victims. When
+   every active Filter plugin only reads node objects and requested
+   resources, the same dry run runs over many nodes at once
+   (:mod:`.preemption_dry_run`); the PDBs are listed once per preemption.
 3. **Extenders** that support preemption may veto or trim candidates.
 4. **Choice**, in upstream's order: fewest PDB violations, lowest
    highest-victim priority, lowest sum of priorities (each shifted by
@@ -39,15 +43,16 @@ sets the nomination -- and it is also left in the CycleState under
 :data:`RESULT_KEY`. When preemption cannot help, the status message is
 upstream's (``preemption: 0/N nodes are available: ...``).
 
-What upstream does and this does not (nominated pods in the fit checks, Permit
-victims, clearing lower nominations, async preemption) is listed under
-Simplifications in ``docs/architecture.md``. A pod
+Lower-priority pods nominated to the chosen node lose their nomination when
+the loop executes the result (:mod:`emulator.scheduler.api_writer`). What
+upstream does and this does not (Permit victims, asynchronous preemption) is
+listed under Simplifications in ``docs/architecture.md``. A pod
 without ``status.startTime`` counts as started "now" (later than any recorded
 start), as upstream's ``GetPodStartTime``.
 
 PDBs come from the lister (``poddisruptionbudgets.policy``) given to
 :func:`new` or found on the handle; filter and extension runs go through the
-framework handle (``plugins_at`` and ``run_filter_plugins_on_node``), never
+framework handle (``plugins_at`` and ``run_filter_plugins_with_nominated_pods``), never
 through runtime imports.
 """
 
@@ -55,10 +60,12 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
+
+import numpy as np
 
 from emulator.api import errors as api_errors
 from emulator.api.selectors import LabelSelector
@@ -70,9 +77,16 @@ from emulator.scheduler.framework.interface import (
     Status,
     is_success,
 )
+from emulator.scheduler.framework.nominated import nominated_on
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import Diagnosis, FitError, NodeToStatus, PodInfo, SchedulingError
 from emulator.scheduler.plugins.listers import PDBS, ObjectLister, lister_for
+from emulator.scheduler.plugins.preemption_dry_run import (
+    NodeOutcome,
+    VectorFallback,
+    select_victims_on_nodes,
+    vector_filters,
+)
 
 __all__ = [
     "DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE",
@@ -95,6 +109,7 @@ DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 NO_VICTIMS = "No preemption victims found for incoming pod"
 _MAX_INT32 = 2**31 - 1
+_START_KEY = NAME + "/startTime"
 
 
 class PreemptionHandle(Protocol):
@@ -102,8 +117,8 @@ class PreemptionHandle(Protocol):
 
     def plugins_at(self, point: str) -> list[Any]: ...
 
-    def run_filter_plugins_on_node(self, state: CycleState, pod: PodInfo, node_index: int,
-                                   snapshot: Snapshot) -> Status | None: ...
+    def run_filter_plugins_with_nominated_pods(self, state: CycleState, pod: PodInfo, node_index: int,
+                                               snapshot: Snapshot) -> Status | None: ...
 
 
 @dataclass
@@ -134,6 +149,10 @@ class PreemptionResult(PostFilterResult):
 
 def pod_start_time(pod: PodInfo) -> float:
     """``GetPodStartTime`` as a timestamp: ``status.startTime``, or +inf ("now") when the pod has not started."""
+    return pod.memo(_START_KEY, _start_time)  # type: ignore[no-any-return]
+
+
+def _start_time(pod: PodInfo) -> float:
     text = (pod.pod.get("status") or {}).get("startTime")
     if not text:
         return math.inf
@@ -151,7 +170,8 @@ def more_important_pod(a: PodInfo, b: PodInfo) -> bool:
 
 
 def _importance_key(pod: PodInfo) -> tuple[int, float]:
-    return (-pod.priority, pod_start_time(pod))
+    start = pod.memo_cache.get(_START_KEY)
+    return (-pod.priority, start if start is not None else pod_start_time(pod))
 
 
 def earliest_start_of_highest_priority(victims: Victims) -> float:
@@ -160,25 +180,32 @@ def earliest_start_of_highest_priority(victims: Victims) -> float:
     return min(pod_start_time(p) for p in victims.pods if p.priority == top)
 
 
+def _pick_key(candidate: Candidate) -> tuple[int, int, int, int, float]:
+    """Upstream's default score functions for one candidate, in order (higher is better): fewest PDB violations,
+    lowest highest-priority victim, lowest sum of priorities (each shifted by 2^31), fewest victims, latest
+    earliest start among the highest-priority victims (``GetEarliestPodStartTime``)."""
+    pods = candidate.victims.pods
+    top = max(p.priority for p in pods)
+    total = sum(p.priority for p in pods) + len(pods) * (_MAX_INT32 + 1)
+    earliest = min(pod_start_time(p) for p in pods if p.priority == top)
+    return (-candidate.victims.num_pdb_violations, -pods[0].priority, -total, -len(pods), earliest)
+
+
 def pick_one_node_for_preemption(candidates: Sequence[Candidate]) -> str:
-    """``pickOneNodeForPreemption`` with the default score functions, ties broken by candidate order."""
+    """``pickOneNodeForPreemption`` with the default score functions, ties broken by candidate order.
+
+    Upstream narrows the candidates score function by score function; keeping the first candidate whose
+    scores, compared in that order, are the greatest is the same choice, in one pass.
+    """
     if not candidates:
         return ""
-    score_funcs = (
-        lambda c: -c.victims.num_pdb_violations,
-        lambda c: -c.victims.pods[0].priority,
-        lambda c: -sum(p.priority + _MAX_INT32 + 1 for p in c.victims.pods),
-        lambda c: -len(c.victims.pods),
-        lambda c: earliest_start_of_highest_priority(c.victims),
-    )
-    remaining = list(candidates)
-    for func in score_funcs:
-        scores = [func(c) for c in remaining]
-        best = max(scores)
-        remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
-        if len(remaining) == 1:
-            break
-    return remaining[0].name
+    best = candidates[0]
+    best_key = _pick_key(best)
+    for candidate in candidates[1:]:
+        key = _pick_key(candidate)
+        if key > best_key:
+            best, best_key = candidate, key
+    return best.name
 
 
 def _terminating_by_preemption(pod: PodInfo) -> bool:
@@ -290,12 +317,12 @@ class DefaultPreemption:
     @staticmethod
     def _potential_nodes(snapshot: Snapshot, node_to_status: NodeToStatus) -> list[int]:
         """``NodesForStatusCode(Unschedulable)``, in snapshot order."""
-        codes = node_to_status.codes()
+        codes = node_to_status.code_array()
         absent = node_to_status.absent_status
-        absent_code = absent.code if absent is not None else None
-        if absent_code == Code.UNSCHEDULABLE:
-            return [i for i in range(snapshot.num_nodes) if codes.get(i, Code.UNSCHEDULABLE) == Code.UNSCHEDULABLE]
-        return sorted(i for i, code in codes.items() if code == Code.UNSCHEDULABLE)
+        potential = codes == int(Code.UNSCHEDULABLE)
+        if absent is not None and absent.code == Code.UNSCHEDULABLE:
+            potential |= codes < 0
+        return np.flatnonzero(potential).tolist()  # type: ignore[no-any-return]
 
     def pod_eligible_to_preempt_others(self, pod: PodInfo, snapshot: Snapshot,
                                        nominated_status: Status | None) -> tuple[bool, str]:
@@ -322,15 +349,21 @@ class DefaultPreemption:
     def dry_run_preemption(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, potential: Sequence[int],
                            pdbs: Sequence[Mapping[str, Any]], *, offset: int,
                            num_candidates: int) -> tuple[list[Candidate], NodeToStatus, list[str]]:
-        """``DryRunPreemption`` run sequentially: candidates (PDB-respecting first), statuses of the others, errors."""
+        """``DryRunPreemption``: candidates (PDB-respecting first), statuses of the others, errors.
+
+        Nodes are visited from ``offset`` as upstream does, stopping once ``num_candidates`` are found and one
+        respects every PDB; their victims come from :func:`.preemption_dry_run.select_victims_on_nodes` (many
+        nodes at once) when the active filters allow, else from :meth:`select_victims_on_node` one by one.
+        """
         non_violating: list[Candidate] = []
         violating: list[Candidate] = []
         statuses = NodeToStatus(snapshot)
         failures: list[str] = []
-        for i in range(len(potential)):
-            index = potential[(offset + i) % len(potential)]
+        order = [potential[(offset + i) % len(potential)] for i in range(len(potential))]
+        for index, (victims, num_violations, outcome) in self._outcomes(state, pod, snapshot, order, pdbs=pdbs,
+                                                                         num_candidates=num_candidates):
             name = snapshot.node_names[index]
-            victims, num_violations, status = self.select_victims_on_node(state, pod, snapshot, index, pdbs)
+            status = outcome
             if is_success(status) and victims:
                 candidate = Candidate(name, Victims(victims, num_violations))
                 (non_violating if num_violations == 0 else violating).append(candidate)
@@ -344,6 +377,40 @@ class DefaultPreemption:
                 failures.append(status.message)
             statuses.set(index, status)
         return non_violating + violating, statuses, failures
+
+    def _outcomes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, order: Sequence[int], *,
+                  pdbs: Sequence[Mapping[str, Any]], num_candidates: int) -> Iterator[tuple[int, NodeOutcome]]:
+        """(node, ``select_victims_on_node``'s answer) in visiting order, computed lazily: the vectorised dry run
+        in chunks sized to find the candidates still wanted at the success rate seen so far, or node by node."""
+        filters = vector_filters(self.handle, state)
+        if filters is None:
+            for index in order:
+                yield index, self.select_victims_on_node(state, pod, snapshot, index, pdbs)
+            return
+        nominated = nominated_on(getattr(self.handle, "nominator", None), pod, snapshot)
+        no_victims = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS)
+        priority = pod.priority
+        pos = found = 0
+        while pos < len(order):
+            rate = max(found / pos, 0.05) if pos else 1.0
+            size = max(16, int((num_candidates - found) / rate) + 8)
+            nodes = order[pos:pos + size]
+            pos += len(nodes)
+            orders = []
+            for index in nodes:
+                lower = [p for p in snapshot.pods_on(index) if p.priority < priority]
+                if len(lower) > 1:
+                    lower.sort(key=_importance_key)
+                orders.append(filter_pods_with_pdb_violation(lower, pdbs) if pdbs and lower else ([], lower))
+            try:
+                outcomes: Iterable[NodeOutcome] = select_victims_on_nodes(
+                    filters, state, pod, snapshot, nodes=nodes, orders=orders, nominated=nominated,
+                    no_victims=no_victims, sort_key=_importance_key)
+            except VectorFallback:
+                outcomes = (self.select_victims_on_node(state, pod, snapshot, index, pdbs) for index in nodes)
+            for index, outcome in zip(nodes, outcomes, strict=False):
+                found += bool(outcome[0])
+                yield index, outcome
 
     def _extensions(self, state: CycleState) -> list[tuple[str, Any]]:
         if self.handle is None:
@@ -359,7 +426,7 @@ class DefaultPreemption:
         if self.handle is None:
             return Status.error("DefaultPreemption needs a framework handle to run the filter plugins")
         try:
-            return self.handle.run_filter_plugins_on_node(state, pod, index, snapshot)
+            return self.handle.run_filter_plugins_with_nominated_pods(state, pod, index, snapshot)
         except SchedulingError as exc:
             return exc.status
 

@@ -10,15 +10,13 @@ costs about a millisecond per 10,000 pods -- the whole per-pod budget -- so a
 when it is asked again about the *same* snapshot object after the owner
 placed or removed a few pods, recomputes only the nodes that changed.
 
-How changes are found without a hook in the snapshot: every ``assume`` or
-``forget`` bumps ``Snapshot.generation`` by one and moves one pod on one node,
-so when the pod counts per node differ from the remembered ones by exactly as
-many pods as the generation advanced, the nodes with a different count are
-precisely the changed ones. Anything else -- another snapshot object, an
-assume and a forget on the same node, a node added -- rebuilds the tables from
-scratch, which is always correct. (A snapshot-maintained index, as upstream's
-``NodeInfo`` has, would make even the first build free; until the snapshot
-offers one this keeps the steady state cheap.)
+How changes are found: the snapshot logs the node of every in-place
+``assume``/``forget`` (:meth:`Snapshot.changed_nodes_since`), so when asked
+about the same snapshot object again the index recomputes exactly the nodes
+whose pods changed since it last looked -- a preemption's victims leaving and
+its preemptor arriving on the same node included. When the log cannot say
+(another snapshot object, a node added, a log overrun) the tables are rebuilt
+from scratch, which is always correct.
 
 Tables are keyed by the caller (a hashable key, typically the plugin name plus
 a parsed selector) and come in two shapes: :meth:`counts` -- an int64 per
@@ -57,37 +55,30 @@ class _Table:
 class PodIndex:
     """Incrementally maintained per-node tables over one snapshot lineage; see the module docstring."""
 
-    __slots__ = ("_counts", "_generation", "_snapshot", "_tables", "max_tables")
+    __slots__ = ("_generation", "_snapshot", "_tables", "max_tables")
 
     def __init__(self, max_tables: int = 64) -> None:
         self.max_tables = max_tables
         self._snapshot: Snapshot | None = None
         self._generation = -1
-        self._counts: np.ndarray | None = None
         self._tables: OrderedDict[Hashable, _Table] = OrderedDict()
 
     def _sync(self, snapshot: Snapshot) -> None:
         """Bring every table up to date with ``snapshot`` (incrementally when possible)."""
         if snapshot is self._snapshot and snapshot.generation == self._generation:
             return
-        counts = snapshot.pod_counts
-        previous = self._counts
-        if (snapshot is self._snapshot and previous is not None and len(previous) == len(counts)
-                and snapshot.generation > self._generation):
-            changed = np.flatnonzero(counts != previous)
-            moved = int(np.abs(counts[changed] - previous[changed]).sum())
-            if moved == snapshot.generation - self._generation:
-                for index in changed.tolist():
+        if snapshot is self._snapshot:
+            changed = snapshot.changed_nodes_since(self._generation)
+            if changed is not None:
+                for index in set(changed):
                     pods = snapshot.pods_on(index)
                     for table in self._tables.values():
                         self._set(table, index, pods)
-                previous[changed] = counts[changed]  # our private copy follows the snapshot
                 self._generation = snapshot.generation
                 return
         self._tables.clear()
         self._snapshot = snapshot
         self._generation = snapshot.generation
-        self._counts = counts.copy()
 
     @staticmethod
     def _set(table: _Table, index: int, pods: Sequence[PodInfo]) -> None:

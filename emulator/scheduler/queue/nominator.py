@@ -19,6 +19,7 @@ class Nominator:
     def __init__(self) -> None:
         self._by_node: dict[str, dict[str, PodInfo]] = {}
         self._node_of: dict[str, str] = {}
+        self._view: dict[str, tuple[PodInfo, ...]] | None = {}  # by_node()'s copy; None once stale
 
     def add(self, info: PodInfo, node: str | None) -> None:
         """Nominate ``info`` to ``node`` (None: the node its status names); an empty node clears it."""
@@ -28,10 +29,12 @@ class Nominator:
             return
         self._by_node.setdefault(node, {})[info.key] = info
         self._node_of[info.key] = node
+        self._view = None
 
     def delete(self, key: str) -> None:
         node = self._node_of.pop(key, None)
         if node is not None:
+            self._view = None
             pods = self._by_node.get(node)
             if pods is not None:
                 pods.pop(key, None)
@@ -42,6 +45,12 @@ class Nominator:
         # A pod keeps the nomination preemption gave it until its own status says otherwise.
         if info.nominated_node_name or info.key not in self._node_of:
             self.add(info, None)
+
+    def by_node(self) -> dict[str, tuple[PodInfo, ...]]:
+        """Node -> its nominated pods: a copy, rebuilt only after a change (every Filter reads it); do not modify."""
+        if self._view is None:
+            self._view = {node: tuple(pods.values()) for node, pods in self._by_node.items()}
+        return self._view
 
     def pods_for_node(self, node: str) -> list[PodInfo]:
         return list(self._by_node.get(node, {}).values())

@@ -454,6 +454,16 @@ class SchedulingQueue:
         with self._cond:
             self._nominator.add(info, node)
 
+    def delete_nominated_pod(self, key: str) -> None:
+        """``DeleteNominatedPodIfExists``: the pod was assumed on a node, its nomination has served."""
+        with self._cond:
+            self._nominator.delete(key)
+
+    def nominated_pods_by_node(self) -> dict[str, tuple[PodInfo, ...]]:
+        """Node -> pods nominated there (upstream ``PodNominator``, for Filter); do not modify."""
+        with self._cond:
+            return self._nominator.by_node()
+
     def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
         with self._cond:
             return self._nominator.pods_for_node(node)

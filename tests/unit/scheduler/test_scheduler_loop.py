@@ -105,6 +105,30 @@ def _pending(client: FakeClient, name: str, cpu: str = "1", **spec: Any) -> Obj:
     return client.add(req_pod(name, cpu, "1Gi", **spec))
 
 
+def test_replicas_know_each_others_nominations():
+    # Upstream's one queue knows every nominated pod; kemu's replicas each own a share of the pods, so each keeps
+    # the nominations of the others' pods (from the pod informer) for its Filter.
+    client = FakeClient()
+    replicas = [_scheduler(client, replica=i, replicas=2, name=f"nom-{i}") for i in range(2)]
+    pod = _pending(client, "preemptor")
+    owner = owner_replica(pod, 2)
+    other = replicas[1 - owner]
+    nominated = {**pod, "status": {"nominatedNodeName": "n1"}}
+    other.on_pod_update(pod, nominated)
+    assert [p.key for p in other.queue.nominated_pods_by_node().get("n1", ())] == ["default/preemptor"]
+    assert other.queue.get("default/preemptor") is None  # known as nominated, not queued
+    bound = {**nominated, "spec": {**nominated["spec"], "nodeName": "n1"}}
+    other.on_pod_update(nominated, bound)
+    assert other.queue.nominated_pods_by_node() == {}
+    other.on_pod_add(nominated)
+    other.on_pod_delete(nominated)
+    assert other.queue.nominated_pods_by_node() == {}
+    # A pod for a scheduler name no replica serves is nobody's nomination here.
+    stranger = {**_pending(client, "stranger", schedulerName="someone-else"), "status": {"nominatedNodeName": "n0"}}
+    other.on_pod_add(stranger)
+    assert other.queue.nominated_pods_by_node() == {}
+
+
 def test_unknown_scheduler_name_is_left_alone():
     client = FakeClient()
     sched = _scheduler(client)

@@ -1,0 +1,180 @@
+"""Nominated pods in Filter: room preemption freed is held for the preemptor until it binds.
+
+Upstream ``pkg/scheduler/framework/runtime/framework.go``
+(``RunFilterPluginsWithNominatedPods``, ``addGENominatedPods``); our own
+Python. A pod that preempted is *nominated* to a node
+(``status.nominatedNodeName``) while its victims terminate. When any pod is
+filtered against a node that has nominated pods of equal or higher priority
+(other than the pod itself), the filters run twice: first with those
+nominated pods added to a copy of the node (and the PreFilter extensions'
+``AddPod`` run on a clone of the CycleState), then as the node is. The pod
+fits only if both passes do: the first keeps a lower-priority pod off the
+preemptor's room, the second keeps a pod from counting on a nominated pod
+that may never come (its required pod affinity, say). A node that fails the
+first pass reports the first pass's status, as upstream returns it.
+
+Cost: only nodes with such nominated pods pay for a first pass, and only
+when a nominator is wired in (the scheduler wires its queue). The first pass
+runs on one fork of the snapshot with every nominated pod assumed on its
+node -- each node only sees its own -- so when no PreFilter plugin with
+extensions is active for the pod (the plugins whose filters read other
+nodes' pods through the CycleState), the vectorised filters judge all those
+nodes at once; otherwise each node gets its own CycleState clone and its
+pods' ``AddPod`` calls, as upstream.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+import numpy as np
+
+from emulator.scheduler.framework.interface import CycleState, FilterVerdict, Status, is_success
+from emulator.scheduler.framework.overlay import RequestOverlay, VectorFallback, first_failure, passes, vector_safe
+from emulator.scheduler.framework.snapshot import Snapshot
+from emulator.scheduler.framework.types import (
+    Diagnosis,
+    NodeToStatus,
+    PodInfo,
+    SchedulingError,
+    attribute_rejections,
+)
+
+__all__ = ["FirstPass", "PodNominator", "active_extensions", "first_pass_failures", "nominated_on"]
+
+
+class PodNominator(Protocol):
+    """Where the nominated pods come from (upstream ``framework.PodNominator``: the scheduling queue)."""
+
+    def nominated_pods_by_node(self) -> Mapping[str, Sequence[PodInfo]]: ...
+
+
+def nominated_on(nominator: PodNominator | None, pod: PodInfo, snapshot: Snapshot,
+                 nodes: np.ndarray | None = None) -> dict[int, list[PodInfo]]:
+    """Snapshot index -> the pods nominated there with priority >= ``pod``'s, other than ``pod``
+    (``addGENominatedPods``' choice), for the nodes in ``nodes`` (all when None); empty in the common case."""
+    if nominator is None:
+        return {}
+    by_node = nominator.nominated_pods_by_node()
+    if not by_node:
+        return {}
+    allowed = None if nodes is None else set(np.asarray(nodes).tolist())
+    out: dict[int, list[PodInfo]] = {}
+    for name, pods in by_node.items():
+        index = snapshot.index_of(name)
+        if index is None or (allowed is not None and index not in allowed):
+            continue
+        chosen = [p for p in pods if p.priority >= pod.priority and p.key != pod.key
+                  and (not p.uid or p.uid != pod.uid)]
+        if chosen:
+            out[index] = chosen
+    return out
+
+
+def active_extensions(pre_filter_plugins: Sequence[Any], state: CycleState) -> list[tuple[str, Any]]:
+    """(name, PreFilterExtensions) of the PreFilter plugins not skipped this cycle that have extensions."""
+    out = []
+    for plugin in pre_filter_plugins:
+        ext = plugin.pre_filter_extensions() if hasattr(plugin, "pre_filter_extensions") else None
+        if ext is not None and plugin.name not in state.skip_filter_plugins:
+            out.append((plugin.name, ext))
+    return out
+
+
+class FirstPass:
+    """The nodes where the pod does not fit with its nominated pods added, and why (lazily, when vectorised)."""
+
+    __slots__ = ("_explicit", "_verdicts", "failed", "failed_set")
+
+    def __init__(self, failed: np.ndarray, explicit: Mapping[int, Status] | None = None,
+                 verdicts: list[tuple[str, FilterVerdict]] | None = None) -> None:
+        self.failed = failed
+        self.failed_set = frozenset(failed.tolist())
+        self._explicit = explicit or {}
+        self._verdicts = [(name, v) for name, v in verdicts or () if not v.passes_all]
+
+    def __bool__(self) -> bool:
+        return bool(len(self.failed))
+
+    def status(self, index: int) -> Status:
+        """Node ``index``'s first-pass status (it must have failed)."""
+        explicit = self._explicit.get(index)
+        return explicit if explicit is not None else first_failure(self._verdicts, index)
+
+    def record(self, diagnosis: Diagnosis, indices: np.ndarray) -> None:
+        """Record these failed nodes' statuses in ``diagnosis`` (vectorised ones as lazy groups)."""
+        if not len(indices):
+            return
+        if self._explicit:
+            for index in indices.tolist():
+                status = self._explicit[index]
+                diagnosis.node_to_status.set(index, status)
+                diagnosis.add_plugin_status(status)
+            return
+        diagnosis.node_to_status.add_groups(attribute_rejections(np.sort(indices), self._verdicts))
+
+
+def first_pass_failures(
+        state: CycleState, pod: PodInfo, snapshot: Snapshot, nominated: Mapping[int, Sequence[PodInfo]], *,
+        extensions: Sequence[tuple[str, Any]], filters: Sequence[Any] | None,
+        filter_nodes: Callable[[CycleState, PodInfo, Snapshot, np.ndarray, Diagnosis], np.ndarray],
+        filter_node: Callable[[CycleState, PodInfo, int, Snapshot], Status | None]) -> FirstPass | None:
+    """The nodes of ``nominated`` where ``pod`` does not fit with the nominated pods added (the first pass), with
+    their statuses; None when it fits on all. Raises what the filters raise (a SchedulingError on a plugin error).
+
+    ``filters`` are the active Filter plugins when the vectorised ones may be used (None: per node only);
+    when they are all vector-safe the nominated pods' requests are added to a :class:`RequestOverlay`.
+    ``filter_nodes(state, pod, snapshot, nodes, diagnosis)`` judges ``nodes`` at once (vectorised, without
+    nominated pods: the runtime's filter) and returns the feasible ones; ``filter_node`` runs every Filter
+    plugin per node (``RunFilterPlugins``).
+    """
+    if not nominated:
+        return None
+    if not extensions and filters is not None and vector_safe(filters):
+        overlay = RequestOverlay(snapshot)
+        overlay.change(list(nominated), list(nominated.values()), +1)
+        try:
+            verdicts = overlay.verdicts(filters, state, pod)
+        except VectorFallback:
+            pass  # an error answer: the general path below reports it as the runtime does
+        else:
+            nodes = np.fromiter(nominated, dtype=np.intp, count=len(nominated))
+            failed = nodes[~passes(verdicts, snapshot.num_nodes)[nodes]]
+            return FirstPass(failed, verdicts=verdicts) if len(failed) else None
+    fork = snapshot.fork()
+    for index, pods in nominated.items():
+        for p in pods:
+            fork.assume(p, index)
+    failures: dict[int, Status] = {}
+    if not extensions:
+        nodes = np.asarray(sorted(nominated), dtype=np.intp)
+        diagnosis = Diagnosis(NodeToStatus(fork))
+        feasible = set(filter_nodes(state, pod, fork, nodes, diagnosis).tolist())
+        names = fork.node_names
+        for index in nodes.tolist():
+            if index not in feasible:
+                status = diagnosis.node_to_status.get(names[index])
+                assert status is not None
+                failures[index] = status
+        return _explicit(failures)
+    for index, pods in nominated.items():
+        cloned = state.clone()
+        info = fork.node_info(index)
+        for p in pods:
+            for plugin_name, ext in extensions:
+                status = ext.add_pod(cloned, pod, p, info)
+                if not is_success(status):  # upstream: an error, which ends the cycle
+                    raise SchedulingError(Status.error(f'running AddPod on PreFilter plugin "{plugin_name}": '
+                                                       f'{status.message}'))  # type: ignore[union-attr]
+        status = filter_node(cloned, pod, index, fork)
+        if not is_success(status):
+            assert status is not None
+            failures[index] = status
+    return _explicit(failures)
+
+
+def _explicit(failures: dict[int, Status]) -> FirstPass | None:
+    if not failures:
+        return None
+    return FirstPass(np.fromiter(failures, dtype=np.intp, count=len(failures)), explicit=failures)
