@@ -13,6 +13,9 @@ local Ray instance's daemons), so ``kemu up`` keeps a record of each in
   (field 22 of ``/proc/<pid>/stat``, clock ticks since boot). A pid the kernel
   has since given to another process has another start time, so a stale record
   never leads to a stranger being signalled.
+* **A part started again keeps its name**: ``kemu up``'s supervisor
+  (:mod:`emulator.supervisor`) rewrites the record with the new pid and counts
+  the restart (``restarts``), which ``kemu status`` and ``/readyz`` report.
 * **Stopping is SIGTERM, wait, SIGKILL.** A recorded process that leads its own
   process group (``pgid == pid``: redis-server, the API server) is signalled as
   a group, which reaches what it forked (the API server's workers). When such a
