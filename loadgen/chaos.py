@@ -8,8 +8,9 @@ thread:
 
 - **kills** are a ``kill -9`` of one replica of a part. The part's supervisor
   brings it back - Ray for the kubelet shard and scheduler actors
-  (``max_restarts=-1``), kemu's own supervisor for processes - and the
-  recovery time is from the kill until the replica answers again. A controller
+  (``max_restarts=-1``), kemu's own (:mod:`emulator.supervisor`) for
+  redis-server and the API server - and the recovery time is from the kill
+  until the replica answers again (a PING, ``/readyz``). A controller
   manager is killed by crashing the leader (its Lease is *not* released, as
   after a real crash) and starting a replacement, as a supervisor would;
   recovery is until some manager leads again, which takes the Lease's
@@ -34,7 +35,9 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+import httpx
 
 from emulator import chaos as fault_table
 from emulator.api.kinds import LEASE, NODE
@@ -42,12 +45,17 @@ from emulator.clock import parse_rfc3339
 from loadgen.invariants import node_ready
 from loadgen.plan import INJECT_FAULT, Action
 from loadgen.scenario import (
+    KILL_APISERVER,
     KILL_CONTROLLER_MANAGER,
     KILL_KUBELET_SHARD,
+    KILL_REDIS,
     KILL_SCHEDULER,
     PARTITION_SHARD,
     STOP_KUBELET,
 )
+
+if TYPE_CHECKING:
+    from emulator.supervisor import Supervisor
 
 RECOVERY_TIMEOUT = 120.0  # seconds a part gets to come back before the fault counts as not recovered
 
@@ -81,9 +89,10 @@ class Injector:
     """Applies a run's chaos actions through ``core`` (held faults) and to ``cluster`` (kills: a
     :class:`emulator.cluster.LocalCluster`; ``None`` when the run drives a cluster someone else started)."""
 
-    def __init__(self, core: Any, cluster: Any = None, *, t_start: float | None = None,
-                 timeout: float = RECOVERY_TIMEOUT) -> None:
+    def __init__(self, core: Any, cluster: Any = None, *, supervisor: Supervisor | None = None,
+                 t_start: float | None = None, timeout: float = RECOVERY_TIMEOUT) -> None:
         self.cluster = cluster
+        self.supervisor = supervisor
         self.core = core
         self.timeout = timeout
         self.t_start = time.perf_counter() if t_start is None else t_start
@@ -136,12 +145,15 @@ class Injector:
         elif kind == STOP_KUBELET:
             name = target or self._node_at(pick)
             self._hold(result, fault_table.node_target(name), fault_table.STOP_KUBELET, f"node/{name}")
-        else:
-            crash = getattr(self.cluster, "crash_part", None)
-            if crash is None:
-                raise ChaosUnsupported(f"{kind}: this cluster has no supervisor to restart the part")
-            result.target = kind.removeprefix("kill-")
-            result.recovered_s = crash(result.target, self.timeout)
+        elif kind == KILL_REDIS:
+            result.target = "redis-server"
+            result.recovered_s = self._kill_process("redis-server", self.core.store.redis.ping)
+        elif kind == KILL_APISERVER:
+            url = getattr(self.cluster, "api_url", None)
+            if not url:
+                raise ChaosUnsupported("kill-apiserver: the run started no API server")
+            result.target = "apiserver"
+            result.recovered_s = self._kill_process("apiserver", lambda: _readyz(url, self.cluster.api_token))
 
     def _shards(self) -> int:
         """How many kubelet shards the run started (an attached run names its target shard instead)."""
@@ -157,6 +169,25 @@ class Injector:
         index = int(target) if target else _pick(pick, len(runner.actors))
         result.target = str(index)
         result.recovered_s = crash(index, self.timeout)
+
+    def _kill_process(self, name: str, answers: Callable[[], object]) -> float:
+        """kill -9 the supervised process ``name``; the seconds until its restarted process answers."""
+        if self.supervisor is None:
+            raise ChaosUnsupported(f"kill {name}: the run's processes are not supervised")
+        t0 = time.perf_counter()
+        old = self.supervisor.kill(name)
+        deadline = t0 + self.timeout
+        while True:
+            part = next(p for p in self.supervisor.parts() if p.name == name)
+            if part.state == "running" and part.pid not in (None, old):
+                try:
+                    answers()
+                    return time.perf_counter() - t0
+                except Exception:  # not serving yet (Redis replaying its AOF, the API server binding)
+                    pass
+            if time.perf_counter() > deadline:
+                raise TimeoutError(f"{name} not back {self.timeout} s after kill -9")
+            time.sleep(0.05)  # the supervisor restarts it from its own thread: nothing here to wait on
 
     def _crash_controller_manager(self) -> float:
         """Crash the leading in-process manager without releasing its Lease; start its replacement; time until
@@ -229,3 +260,9 @@ class Injector:
                                     "mean": round(sum(times) / len(times), 2) if times else None},
                 "faults": faults}
 
+
+
+def _readyz(url: str, token: str | None) -> None:
+    """The API server at ``url`` answers ``/readyz`` with 200 (raises otherwise)."""
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    httpx.get(f"{url}/readyz", headers=headers, timeout=2.0, verify=False).raise_for_status()

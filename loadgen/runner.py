@@ -39,6 +39,7 @@ from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig, WatchEvent
+from emulator.supervisor import Supervisor
 from loadgen import autoscalers, invariants, keda, nodegroups, scrape
 from loadgen import plan as planning
 from loadgen.chaos import Injector
@@ -232,7 +233,12 @@ def _run_local(cfg: Config, scenario: Scenario, plan: planning.Plan, tmp: Path, 
         startup_s = time.perf_counter() - t0
         spec = SinkSpec(scenario.driver.kind, cluster.redis_url, cfg.prefix, cluster.api_url or "",
                         cluster.api_token or "", scenario.driver.concurrency, cfg.clock_speed)
-        summary, series = _drive(cluster.core, scenario, plan, spec, cluster=cluster)
+        # The run's own processes (redis-server, the API server) are restarted if they die, as under `kemu up`.
+        supervisor = Supervisor(cluster.supervised_parts(), cluster.records).start()
+        try:
+            summary, series = _drive(cluster.core, scenario, plan, spec, cluster=cluster, supervisor=supervisor)
+        finally:
+            supervisor.stop()
         summary["cluster"]["startupSeconds"] = round(startup_s, 2)
         summary["cluster"]["kubeletShards"] = len(cluster.kubelets.health()) if cluster.kubelets else 0
         _add_scheduler_stats(summary, _scheduler_stats(cluster))
@@ -307,8 +313,8 @@ def _ensure(core: ServerCore, kind: Any, body: dict[str, Any]) -> None:
             raise
 
 
-def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
-           spec: SinkSpec, cluster: LocalCluster | None = None) -> tuple[dict[str, Any], Any]:
+def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan, spec: SinkSpec, *,
+           cluster: LocalCluster | None = None, supervisor: Supervisor | None = None) -> tuple[dict[str, Any], Any]:
     for i in range(scenario.namespaces):
         _ensure(core, NAMESPACE, {"metadata": {"name": f"load-{i}"}})
     for p in scenario.priorities:
@@ -371,7 +377,8 @@ def _drive(core: ServerCore, scenario: Scenario, plan: planning.Plan,
     if scenario.cluster.node_groups:  # nodes per group, pending pods and cost over time (loadgen/nodegroups.py)
         groups = nodegroups.NodeGroupSampler(core, lambda: recorder.unbound).start()
     # Without nodes nothing binds: back-pressure would stop the run, so there is none.
-    injector = Injector(core, cluster, t_start=t_start) if plan.count(planning.INJECT_FAULT) else None
+    injector = (Injector(core, cluster, supervisor=supervisor, t_start=t_start)
+                if plan.count(planning.INJECT_FAULT) else None)
     run = execute(plan.actions, pool, batch=d.batch, max_backlog=d.max_backlog if want_nodes else 0,
                   backlog=backlog, wait=recorder.wait, on_load=on_load,
                   on_fault=injector.on_fault if injector is not None else None)

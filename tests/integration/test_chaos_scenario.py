@@ -1,7 +1,8 @@
 """``loadgen/scenarios/chaos.yaml`` through the ``kemu`` entry point: faults under load, and nothing lost.
 
 Kubelet shards and schedulers run as Ray actors, so their kills are real ``ray.kill`` of worker processes
-that Ray restarts; the controller manager's leader is crashed without releasing its Lease. The run must
+that Ray restarts; redis-server and the API server get a real ``kill -9`` and kemu's supervisor restarts
+them; the controller manager's leader is crashed without releasing its Lease. The run must
 report every fault recovered and every end-of-run invariant holding.
 """
 
@@ -32,10 +33,11 @@ def test_chaos_scenario_recovers_from_every_fault_and_keeps_every_invariant(tmp_
 
     chaos = summary["chaos"]
     assert [(f["kind"], f["target"]) for f in chaos["faults"]] == [
-        ("kill-kubelet-shard", "0"), ("kill-scheduler", "1"), ("partition-shard", "shard/1"),
-        ("kill-controller-manager", "leader"), ("stop-kubelet", chaos["faults"][4]["target"])]
-    assert chaos["faults"][4]["target"].startswith("node/node-000")
-    assert chaos["injected"] == chaos["recovered"] == 5, chaos
+        ("kill-kubelet-shard", "0"), ("kill-scheduler", "1"), ("kill-redis", "redis-server"),
+        ("partition-shard", "shard/1"), ("kill-apiserver", "apiserver"), ("kill-controller-manager", "leader"),
+        ("stop-kubelet", chaos["faults"][6]["target"])]
+    assert chaos["faults"][6]["target"].startswith("node/node-000")
+    assert chaos["injected"] == chaos["recovered"] == 7, chaos
     assert all(f["recoverySeconds"] is not None and f["recoverySeconds"] >= 0 for f in chaos["faults"])
 
     invariants = summary["invariants"]
@@ -47,4 +49,4 @@ def test_chaos_scenario_recovers_from_every_fault_and_keeps_every_invariant(tmp_
     assert summary["watch"] == {"received": 520, "duplicates": 0, "outOfOrder": 0, "complete": True}
     assert summary["pods"]["createFailures"] == 0 and summary["pods"]["unscheduled"] == 0
     assert "invariants    5 of 5 hold" in result.stdout
-    assert "5 faults injected, 5 recovered" in result.stdout
+    assert "7 faults injected, 7 recovered" in result.stdout
