@@ -53,6 +53,7 @@ from typing import TYPE_CHECKING, Any
 
 from emulator.api.errors import StatusError
 from emulator.config import Config, ConfigError, kemu_home
+from emulator.yamlfile import read_yaml_file
 
 if TYPE_CHECKING:
     from emulator.cluster import (
@@ -101,14 +102,7 @@ def _read_pools(path: str | None, key: str = "node_pools") -> list[dict[str, Any
     """A node pool (or node group) file: a YAML list, or a mapping with a ``node_pools`` (``node_groups``) list."""
     if path is None:
         return None
-    import yaml
-
-    try:
-        data = yaml.safe_load(Path(path).read_text())
-    except OSError as e:
-        raise CLIError(f"cannot read node pool file {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise CLIError(f"node pool file {path} is not valid YAML: {e}") from None
+    data = read_yaml_file(path, "node pool file", CLIError)
     if isinstance(data, dict):
         data = data.get(key)
     if not isinstance(data, list) or not all(isinstance(p, dict) for p in data):

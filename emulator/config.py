@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
-import yaml
+from emulator.yamlfile import read_yaml_file
 
 
 class ConfigError(ValueError):
@@ -272,12 +272,7 @@ def _check_kubelets(cfg: Config) -> None:
 
 
 def _read_file(path: Path) -> dict[str, Any]:
-    try:
-        data = yaml.safe_load(path.read_text())
-    except OSError as e:
-        raise ConfigError(f"cannot read config file {path}: {e.strerror}") from None
-    except yaml.YAMLError as e:
-        raise ConfigError(f"config file {path} is not valid YAML: {e}") from None
+    data = read_yaml_file(path, "config file", ConfigError)
     if data is None:
         return {}
     if not isinstance(data, dict):

@@ -22,11 +22,10 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from emulator import loadtargets
 from emulator.api.quantity import QuantityError, parse_quantity
 from emulator.kubelet.nodes import NodeConfigError, NodePool
+from emulator.yamlfile import read_yaml_file
 
 # Where openb trace files are looked up when a scenario names one that is not next to it.
 DATASETS_DIR = Path(__file__).resolve().parents[1] / ".." / "shared" / "datasets" / "openb"
@@ -255,12 +254,7 @@ class Scenario:
 
     @classmethod
     def load(cls, path: Path) -> Scenario:
-        try:
-            data = yaml.safe_load(Path(path).read_text())
-        except OSError as e:
-            raise ScenarioError(f"cannot read scenario {path}: {e.strerror}") from None
-        except yaml.YAMLError as e:
-            raise ScenarioError(f"scenario {path} is not valid YAML: {e}") from None
+        data = read_yaml_file(path, "scenario", ScenarioError)
         if not isinstance(data, dict):
             raise ScenarioError(f"scenario {path} must be a mapping")
         return cls.from_dict(data, base_dir=Path(path).resolve().parent)

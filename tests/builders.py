@@ -7,15 +7,19 @@ from typing import Any
 from emulator.api.types import Obj
 
 
+def given(**fields: Any) -> Obj:
+    """The optional fields that are set (not None, not empty), in the order given."""
+    return {k: v for k, v in fields.items() if v}
+
+
+def not_none(**fields: Any) -> Obj:
+    """The optional fields that are not None (0, "" and empty ones included), in the order given."""
+    return {k: v for k, v in fields.items() if v is not None}
+
+
 def container(name: str = "app", cpu: str | None = None, memory: str | None = None, *,
               lim_cpu: str | None = None, lim_memory: str | None = None, image: str = "nginx:1.27") -> Obj:
-    requests = {k: v for k, v in (("cpu", cpu), ("memory", memory)) if v is not None}
-    limits = {k: v for k, v in (("cpu", lim_cpu), ("memory", lim_memory)) if v is not None}
-    resources: Obj = {}
-    if requests:
-        resources["requests"] = requests
-    if limits:
-        resources["limits"] = limits
+    resources = given(requests=not_none(cpu=cpu, memory=memory), limits=not_none(cpu=lim_cpu, memory=lim_memory))
     return {"name": name, "image": image, "resources": resources}
 
 
@@ -25,14 +29,8 @@ def pod(name: str = "p", namespace: str = "default", *, containers: list[Obj] | 
     body: Obj = {"apiVersion": "v1", "kind": "Pod",
                  "metadata": {"name": name, "namespace": namespace, "labels": dict(labels or {})},
                  "spec": {"containers": containers or [container()], **spec}}
-    if init:
-        body["spec"]["initContainers"] = init
-    if node:
-        body["spec"]["nodeName"] = node
-    if priority_class:
-        body["spec"]["priorityClassName"] = priority_class
-    if runtime_class:
-        body["spec"]["runtimeClassName"] = runtime_class
+    body["spec"].update(given(initContainers=init, nodeName=node, priorityClassName=priority_class,
+                              runtimeClassName=runtime_class))
     return body
 
 
@@ -56,13 +54,7 @@ def priority_class(name: str, value: int, *, global_default: bool = False, polic
 
 def limit_range(name: str, namespace: str = "default", *, default: dict[str, str] | None = None,
                 default_request: dict[str, str] | None = None, max_: dict[str, str] | None = None) -> Obj:
-    item: Obj = {"type": "Container"}
-    if default:
-        item["default"] = default
-    if default_request:
-        item["defaultRequest"] = default_request
-    if max_:
-        item["max"] = max_
+    item: Obj = {"type": "Container", **given(default=default, defaultRequest=default_request, max=max_)}
     return {"apiVersion": "v1", "kind": "LimitRange", "metadata": {"name": name, "namespace": namespace},
             "spec": {"limits": [item]}}
 
@@ -100,24 +92,13 @@ def taint(key: str, value: str = "", effect: str = "NoSchedule") -> Obj:
 
 
 def toleration(key: str = "", value: str = "", effect: str = "", operator: str = "Equal") -> Obj:
-    body: Obj = {"operator": operator}
-    if key:
-        body["key"] = key
-    if value:
-        body["value"] = value
-    if effect:
-        body["effect"] = effect
-    return body
+    return {"operator": operator, **given(key=key, value=value, effect=effect)}
 
 
 def res_container(name: str = "app", requests: dict[str, str] | None = None, limits: dict[str, str] | None = None,
                   *, image: str = "nginx:1.27", host_ports: list[tuple[str, str, int]] | None = None) -> Obj:
     """A container with arbitrary requests/limits and host ports given as (hostIP, protocol, hostPort)."""
-    resources: Obj = {}
-    if requests:
-        resources["requests"] = dict(requests)
-    if limits:
-        resources["limits"] = dict(limits)
+    resources = {k: dict(v) for k, v in given(requests=requests, limits=limits).items()}
     body: Obj = {"name": name, "image": image, "resources": resources}
     if host_ports:
         body["ports"] = [{"containerPort": port, "hostPort": port, "hostIP": ip, "protocol": protocol}

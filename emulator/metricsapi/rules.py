@@ -44,7 +44,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
+from emulator.yamlfile import read_yaml_file
 
 __all__ = ["DEFAULT_RULES", "Matcher", "Query", "Rule", "Rules", "RulesError", "parse_query", "parse_selector",
            "render"]
@@ -288,13 +288,7 @@ class Rules:
     def load(cls, path: str | Path | None = None) -> Rules:
         """The rules file at ``path`` (None: kemu's default rules)."""
         path = Path(path) if path is not None else DEFAULT_RULES
-        try:
-            data = yaml.safe_load(path.read_text())
-        except OSError as e:
-            raise RulesError(f"cannot read metrics rules file {path}: {e.strerror}") from None
-        except yaml.YAMLError as e:
-            raise RulesError(f"metrics rules file {path} is not valid YAML: {e}") from None
-        return cls.from_mapping(data, str(path))
+        return cls.from_mapping(read_yaml_file(path, "metrics rules file", RulesError), str(path))
 
     def check_local(self) -> None:
         """Every metricsQuery must be one kemu evaluates itself (no Prometheus configured)."""

@@ -50,8 +50,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from emulator.scheduler import plugin_api
 from emulator.scheduler.extender import (
     ExtenderConfig,
@@ -71,6 +69,7 @@ from emulator.scheduler.framework.profile import (
 )
 from emulator.scheduler.framework.registry import Registry
 from emulator.scheduler.framework.runtime import Framework
+from emulator.yamlfile import read_yaml_file
 
 __all__ = [
     "API_VERSION",
@@ -412,14 +411,7 @@ def default_configuration(available: Sequence[str] | None = None) -> SchedulerCo
 def load_configuration(path: str | Path, *, available: Sequence[str] | None = None,
                        validate_registry: Mapping[str, Callable[..., Any]] | None = None) -> SchedulerConfiguration:
     """Read, default and validate a ``KubeSchedulerConfiguration`` YAML file."""
-    try:
-        text = Path(path).read_text()
-    except OSError as e:
-        raise SchedulerConfigError([f"cannot read scheduler configuration {path}: {e.strerror}"]) from None
-    try:
-        doc = yaml.safe_load(text)
-    except yaml.YAMLError as e:
-        raise SchedulerConfigError([f"scheduler configuration {path} is not valid YAML: {e}"]) from None
+    doc = read_yaml_file(path, "scheduler configuration", lambda message: SchedulerConfigError([message]))
     return parse_configuration(doc, available=available, validate_registry=validate_registry)
 
 

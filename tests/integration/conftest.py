@@ -11,6 +11,7 @@ something else defines its own fixture of the same name.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -49,8 +50,9 @@ def env(redis_url: str) -> Iterator[tuple[ServerCore, ManualClock]]:
 def start_manager(core: ServerCore, clock: ManualClock) -> Iterator[Callable[..., ControllerManager]]:
     started: list[ControllerManager] = []
 
-    def start(*controllers: str) -> ControllerManager:
-        m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=controllers), clock=clock).start()
+    def start(*controllers: str, **options: Any) -> ControllerManager:
+        m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=controllers, options=options),
+                              clock=clock).start()
         started.append(m)
         assert m.wait_active(20)
         return m

@@ -8,7 +8,7 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -19,7 +19,7 @@ from prometheus_client import REGISTRY
 from emulator.api.kinds import EVENT, NODE, PDB, POD
 from emulator.api.types import Obj
 from emulator.clock import ManualClock
-from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.controllers.manager import ControllerManager
 from emulator.descheduler.api import load_policy
 from emulator.descheduler.descheduler import Descheduler, snapshot_from_store
 from emulator.kubelet.usage import write_snapshot
@@ -61,19 +61,9 @@ def sample(name: str, **labels: str) -> float:
 
 
 @pytest.fixture
-def manager(core: ServerCore, clock: ManualClock) -> Iterator[Callable[..., ControllerManager]]:
-    started: list[ControllerManager] = []
-
-    def start(*controllers: str, **options: Any) -> ControllerManager:
-        m = ControllerManager(core, ManagerConfig(leader_elect=False, controllers=controllers, options=options),
-                              clock=clock).start()
-        started.append(m)
-        assert m.wait_active(20)
-        return m
-
-    yield start
-    for m in started:
-        m.stop()
+def manager(start_manager: Callable[..., ControllerManager]) -> Callable[..., ControllerManager]:
+    """The conftest's ``start_manager`` (controllers and their options), under this module's name."""
+    return start_manager
 
 
 def test_taint_evictions_spend_the_budget_and_never_break_it(core: ServerCore, clock: ManualClock, manager) -> None:

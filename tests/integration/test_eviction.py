@@ -52,13 +52,9 @@ def set_pod_state(core: ServerCore, name: str, phase: str = "Running", ready: bo
 def pdb_body(name: str = "web-pdb", *, min_available: int | str | None = None,
              max_unavailable: int | str | None = None, labels: dict[str, str] | None = None,
              unhealthy_policy: str | None = None) -> Obj:
-    spec: Obj = {"selector": {"matchLabels": dict(labels or LABELS)}}
-    if min_available is not None:
-        spec["minAvailable"] = min_available
-    if max_unavailable is not None:
-        spec["maxUnavailable"] = max_unavailable
-    if unhealthy_policy is not None:
-        spec["unhealthyPodEvictionPolicy"] = unhealthy_policy
+    spec: Obj = {"selector": {"matchLabels": dict(labels or LABELS)},
+                 **b.not_none(minAvailable=min_available, maxUnavailable=max_unavailable,
+                              unhealthyPodEvictionPolicy=unhealthy_policy)}
     return {"apiVersion": "policy/v1", "kind": "PodDisruptionBudget",
             "metadata": {"name": name, "namespace": "default"}, "spec": spec}
 

@@ -29,13 +29,8 @@ def manager(start_manager: Callable[..., ControllerManager]) -> ControllerManage
 def job(name: str = "pi", *, completions: int | None = 3, parallelism: int = 2, backoff: int = 6,
         restart: str = "Never", deadline: int | None = None, ttl: int | None = None) -> Obj:
     spec: Obj = {"parallelism": parallelism, "backoffLimit": backoff,
-                 "template": {"spec": {"restartPolicy": restart, "containers": [b.container()]}}}
-    if completions is not None:
-        spec["completions"] = completions
-    if deadline is not None:
-        spec["activeDeadlineSeconds"] = deadline
-    if ttl is not None:
-        spec["ttlSecondsAfterFinished"] = ttl
+                 "template": {"spec": {"restartPolicy": restart, "containers": [b.container()]}},
+                 **b.not_none(completions=completions, activeDeadlineSeconds=deadline, ttlSecondsAfterFinished=ttl)}
     return {"apiVersion": "batch/v1", "kind": "Job", "metadata": {"name": name, "namespace": "default"},
             "spec": spec}
 

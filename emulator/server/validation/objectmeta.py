@@ -152,12 +152,9 @@ def check_object_meta(kind: Kind, meta: Obj, causes: list[Cause]) -> None:
         if total > TOTAL_ANNOTATION_SIZE_LIMIT:
             too_long(causes, "metadata.annotations", TOTAL_ANNOTATION_SIZE_LIMIT)
 
-    refs = meta.get("ownerReferences")
-    if refs:
-        _check_owner_references(causes, "metadata.ownerReferences", refs)
-    finalizers = meta.get("finalizers")
-    if finalizers:
-        _check_finalizers(causes, "metadata.finalizers", finalizers)
+    for field, check in (("ownerReferences", _check_owner_references), ("finalizers", _check_finalizers)):
+        if meta.get(field):
+            check(causes, f"metadata.{field}", meta[field])
 
 
 def check_object_meta_update(meta: Obj, old_meta: Obj, causes: list[Cause]) -> None:
