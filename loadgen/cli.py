@@ -35,7 +35,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                          driver=args.driver, processes=args.driver_processes, kubeconfig=args.kubeconfig,
                          compare=args.compare)
     return run_scenario(Path(args.scenario), cfg, options,
-                        kubelets=getattr(args, "kubelets", None), schedulers=getattr(args, "scheduler_runner", None))
+                        kubelets=getattr(args, "kubelets", None), schedulers=getattr(args, "scheduler_runner", None),
+                        controllers=getattr(args, "controller_runner", None))
 
 
 def register(sub: cli.SubParsers) -> None:

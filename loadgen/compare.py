@@ -125,7 +125,7 @@ def write_compare_html(rows: list[list[str]], series: dict[str, Any], title: str
 
 
 def run_compare(path: Path, cfg: Config, options: RunOptions, *, kubelets: Any = None,
-                schedulers: Any = None) -> int:
+                schedulers: Any = None, controllers: Any = None) -> int:
     """Run every ``compare`` variant of the scenario at ``path``; print and write the comparison."""
     import tempfile
     import time
@@ -153,7 +153,7 @@ def run_compare(path: Path, cfg: Config, options: RunOptions, *, kubelets: Any =
         print(f"\nkemu run --compare: variant {variant!r}", flush=True)
         with tempfile.TemporaryDirectory(prefix="kemu-run-") as tmp:
             summary, s = runner._run_local(cfg, scenario, plan, Path(tmp), t0, kubelets=kubelets,
-                                           schedulers=schedulers)
+                                           schedulers=schedulers, controllers=controllers)
         summary["wallSeconds"] = round(time.perf_counter() - t0, 2)
         summary["variant"] = variant
         runner._print_summary(summary)

@@ -48,7 +48,7 @@ from loadgen.queues import QueuePusher
 from loadgen.scenario import Scenario, ScenarioError
 
 if TYPE_CHECKING:
-    from emulator.cluster import KubeletRunnerFactory, SchedulerRunnerFactory
+    from emulator.cluster import ControllerRunnerFactory, KubeletRunnerFactory, SchedulerRunnerFactory
 
 
 @dataclass(slots=True)
@@ -183,11 +183,13 @@ class RunOptions:
 
 def run_scenario(path: Path, cfg: Config, options: RunOptions | None = None, *,
                  kubelets: KubeletRunnerFactory | None = None,
-                 schedulers: SchedulerRunnerFactory | None = None) -> int:
+                 schedulers: SchedulerRunnerFactory | None = None,
+                 controllers: ControllerRunnerFactory | None = None) -> int:
     """Run the scenario at ``path``; print the summary; write JSON and HTML; 0 if every pod was handled.
 
-    ``kubelets`` / ``schedulers`` are the runner factories :class:`LocalCluster` takes (the ``kemu``
-    entry point passes Ray-actor runners; ``emulator`` cannot import Ray).
+    ``kubelets`` / ``schedulers`` / ``controllers`` are the runner factories :class:`LocalCluster` takes
+    (the ``kemu`` entry point passes Ray-actor runners; ``emulator`` cannot import Ray); ``controllers``
+    is used only when the configuration sets ``controllers_on_ray``.
     """
     opts = options or RunOptions()
     if opts.compare:
@@ -197,7 +199,7 @@ def run_scenario(path: Path, cfg: Config, options: RunOptions | None = None, *,
             return 1
         from loadgen.compare import run_compare
 
-        return run_compare(path, cfg, opts, kubelets=kubelets, schedulers=schedulers)
+        return run_compare(path, cfg, opts, kubelets=kubelets, schedulers=schedulers, controllers=controllers)
     try:
         scenario = Scenario.load(path)
         if opts.seed is not None:
@@ -215,7 +217,7 @@ def run_scenario(path: Path, cfg: Config, options: RunOptions | None = None, *,
             summary, series = _run_attached(cfg, scenario, plan, opts, t0)
         else:
             summary, series = _run_local(cfg, scenario, plan, Path(tmp), t0, kubelets=kubelets,
-                                         schedulers=schedulers)
+                                         schedulers=schedulers, controllers=controllers)
     summary["wallSeconds"] = round(time.perf_counter() - t0, 2)
     _print_summary(summary)
     _write_outputs(summary, series, scenario, opts)
@@ -224,11 +226,12 @@ def run_scenario(path: Path, cfg: Config, options: RunOptions | None = None, *,
 
 def _run_local(cfg: Config, scenario: Scenario, plan: planning.Plan, tmp: Path, t0: float, *,
                kubelets: KubeletRunnerFactory | None,
-               schedulers: SchedulerRunnerFactory | None) -> tuple[dict[str, Any], Any]:
+               schedulers: SchedulerRunnerFactory | None,
+               controllers: ControllerRunnerFactory | None = None) -> tuple[dict[str, Any], Any]:
     cfg = cluster_config(cfg, scenario)
     if not cfg.redis_url:
         cfg = replace(cfg, data_dir=tmp / "redis")
-    with LocalCluster(cfg, kubelets=kubelets, schedulers=schedulers) as cluster:
+    with LocalCluster(cfg, kubelets=kubelets, schedulers=schedulers, controllers=controllers) as cluster:
         assert cluster.core is not None and cluster.redis_url is not None
         startup_s = time.perf_counter() - t0
         spec = SinkSpec(scenario.driver.kind, cluster.redis_url, cfg.prefix, cluster.api_url or "",
