@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from actors.cli import controller_runner, kubelet_runner, scheduler_runner
-from emulator.api.kinds import NAMESPACE, POD
+from emulator.api.kinds import EVENT, LEASE, NAMESPACE, NODE, POD
 from emulator.cluster import LocalCluster
 from emulator.config import Config
 from loadgen.bench_kubelets import count_ready_nodes, cpu_seconds, process_tree, wait_until
@@ -115,6 +115,16 @@ def drive(core: Any, pods: int, rate: float, lifetime: float) -> float:
     return time.monotonic() - t0
 
 
+def writes_by_kind(store: Any, since_rv: int) -> dict[str, int]:
+    """Watch events (= writes) after ``since_rv`` on each kind's stream, the kinds a lifecycle writes."""
+    out: dict[str, int] = {}
+    for kind in (POD, EVENT, NODE, LEASE):
+        n = len(store.redis.xrange(store.stream_key(kind), min=f"({since_rv}-0", max="+"))
+        out[kind.resource] = n
+    out["total"] = store.current_rv() - since_rv
+    return out
+
+
 def table(rows: Iterable[tuple[str, float, float, float]], pods: int) -> list[str]:
     lines = [f"{'component':<20} {'lifecycle CPU s':>16} {'idle CPU s':>11} {'ms per pod':>11}"]
     for name, total, idle, per_pod in rows:
@@ -138,8 +148,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         threading.Event().wait(args.idle)  # the idle window itself
         c1, w1 = meter.read(), time.monotonic()
         idle_rate = {k: v / (w1 - w0) for k, v in meter.by_component(c0, c1).items()}
+        print(f"idle floor measured; driving {args.pods} pods at {args.rate:g}/s", flush=True)  # (a profiler's cue)
+        rv0 = core.store.current_rv()
         seconds = drive(core, args.pods, args.rate, args.lifetime)
         c2 = meter.read()
+        writes = writes_by_kind(core.store, rv0)
         busy = meter.by_component(c1, c2)
         rows = []
         for name in sorted(busy, key=lambda k: -busy[k]):
@@ -149,10 +162,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         result.update(seconds=round(seconds, 1), msPerPod={r[0]: round(r[3], 3) for r in rows},
                       totalMsPerPod=round(total, 2), idleCores={k: round(v, 3) for k, v in idle_rate.items()},
                       lifecycleCpuSeconds={k: round(v, 2) for k, v in busy.items()},
-                      podsPerCoreSecond=round(1000 / total, 1) if total else None)
+                      podsPerCoreSecond=round(1000 / total, 1) if total else None,
+                      writesPerPod={k: round(v / args.pods, 2) for k, v in writes.items()})
         print("\n".join(table(rows, args.pods)))
         print(f"{'total':<20} {'':>16} {'':>11} {total:>11.2f}   ({args.pods} pods in {seconds:.1f} s; "
               f"{1000 / total if total else 0:.0f} lifecycles per CPU second)")
+        print("store writes per pod: " + ", ".join(f"{k} {v / args.pods:.2f}" for k, v in writes.items()))
     finally:
         cluster.stop()
     return result

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -92,6 +93,8 @@ class Multiplexer:
         self.batch = batch
         self.block_ms = block_ms
         self.linger = linger_ms / 1000
+        self._default_linger = self.linger
+        self._lingers: Counter[float] = Counter()  # the linger (s) each holder of a shared reference asked for
         self.name = name
         self._lock = threading.Lock()
         self._cond = threading.Condition(self._lock)
@@ -256,15 +259,27 @@ class Multiplexer:
             sub.on_error(failure)
 
     # ------------------------------------------------------ process sharing
-    def acquire(self) -> Multiplexer:
+    def acquire(self, linger_ms: float | None = None) -> Multiplexer:
+        """One more reference; ``linger_ms`` is the linger this holder can live with (None: the default).
+
+        The reader lingers the shortest time any holder asked for, so a process hosting a
+        latency-sensitive component (a scheduler) keeps the default whatever its neighbours ask.
+        """
         with self._lock:
             self._refs += 1
+            self._lingers[self._default_linger if linger_ms is None else linger_ms / 1000] += 1
+            self.linger = min(self._lingers)
         return self
 
-    def release(self) -> int:
-        """Drop one reference; returns how many remain."""
+    def release(self, linger_ms: float | None = None) -> int:
+        """Drop one reference (taken with the same ``linger_ms``); returns how many remain."""
         with self._lock:
             self._refs = max(0, self._refs - 1)
+            want = self._default_linger if linger_ms is None else linger_ms / 1000
+            if self._lingers[want] > 0:
+                self._lingers[want] -= 1
+            self._lingers = +self._lingers  # drop zero counts
+            self.linger = min(self._lingers, default=self._default_linger)
             return self._refs
 
 
@@ -278,22 +293,23 @@ def _endpoint(store: Store) -> tuple[Any, ...]:
     return (store.config.prefix, *(kw.get(k) for k in ("host", "port", "path", "db", "username")))
 
 
-def shared_multiplexer(store: Store) -> Multiplexer:
+def shared_multiplexer(store: Store, linger_ms: float | None = None) -> Multiplexer:
     """The process's multiplexer for ``store``'s Redis endpoint and prefix, with one more reference.
 
-    Pair with :func:`release_shared_multiplexer`; the last release stops the reader.
+    ``linger_ms``: the longest linger the caller can live with (see :meth:`Multiplexer.acquire`).
+    Pair with :func:`release_shared_multiplexer` (same ``linger_ms``); the last release stops the reader.
     """
     key = _endpoint(store)
     with _shared_lock:
         mux = _shared.get(key)
         if mux is None:
             mux = _shared[key] = Multiplexer(store)
-        return mux.acquire()
+        return mux.acquire(linger_ms)
 
 
-def release_shared_multiplexer(mux: Multiplexer, timeout: float = 5.0) -> None:
+def release_shared_multiplexer(mux: Multiplexer, timeout: float = 5.0, linger_ms: float | None = None) -> None:
     with _shared_lock:
-        if mux.release() > 0:
+        if mux.release(linger_ms) > 0:
             return
         for key, value in list(_shared.items()):
             if value is mux:

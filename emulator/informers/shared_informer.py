@@ -460,20 +460,23 @@ class SharedInformerFactory:
 
     Without an explicit ``multiplexer`` the factory takes the process's shared one for the
     store's Redis (:func:`~emulator.informers.multiplexer.shared_multiplexer`) and releases
-    it on :meth:`shutdown`. ``namespace`` restricts every informer of the factory to one
-    namespace (client-go ``WithNamespace``).
+    it on :meth:`shutdown`, asking it to linger at most ``linger_ms`` between reads (None: the
+    multiplexer's default, :data:`~emulator.informers.multiplexer.LINGER_MS`). ``namespace``
+    restricts every informer of the factory to one namespace (client-go ``WithNamespace``).
     """
 
     def __init__(self, store: Store, *, clock: Clock | None = None, default_resync: float = 0.0,
                  namespace: str | None = None, multiplexer: Multiplexer | None = None, page_size: int = 1000,
                  backoff_factory: Callable[[], Backoff] | None = None,
-                 sleep: Callable[[float], object] | None = None, resync_check_interval: float = 1.0) -> None:
+                 sleep: Callable[[float], object] | None = None, resync_check_interval: float = 1.0,
+                 linger_ms: float | None = None) -> None:
         self.store = store
         self.clock = clock or SystemClock()
         self.default_resync = default_resync
         self.namespace = namespace
         self._owns_mux = multiplexer is None
-        self.multiplexer = multiplexer if multiplexer is not None else shared_multiplexer(store)
+        self._linger_ms = linger_ms
+        self.multiplexer = multiplexer if multiplexer is not None else shared_multiplexer(store, linger_ms)
         self.page_size = page_size
         self._backoff_factory = backoff_factory
         self._sleep = sleep
@@ -548,7 +551,7 @@ class SharedInformerFactory:
         for informer in informers:
             informer.stop(timeout)
         if self._owns_mux:
-            release_shared_multiplexer(self.multiplexer, timeout)
+            release_shared_multiplexer(self.multiplexer, timeout, self._linger_ms)
 
 
 def wait_for_cache_sync(timeout: float, *synced: Callable[[], bool]) -> bool:

@@ -284,7 +284,11 @@ class Cache:
         name = _node_name(node)
         old = self._nodes.get(name)
         self._nodes[name] = node
-        if old is None or _node_shape(old) != _node_shape(node):
+        if old is None:
+            self._rebuild = True
+        elif _node_shape(old) != _node_shape(node) and (self._rebuild or not self._snapshot.refresh_node(node)):
+            # Labels, spec or allocatable changed: every array may move. (New images or annotations -
+            # a kubelet's status, a usage annotation - are swapped in place by refresh_node.)
             self._rebuild = True
 
     def _place(self, state: PodState) -> None:

@@ -35,7 +35,7 @@ from emulator.informers import (
     shared_multiplexer,
 )
 from emulator.informers.delta_fifo import DeltaFIFO
-from emulator.informers.multiplexer import release_shared_multiplexer
+from emulator.informers.multiplexer import LINGER_MS, release_shared_multiplexer
 from emulator.informers.sharding import shard_raw_filter
 from emulator.server.core import ServerCore
 from emulator.store import codec
@@ -486,6 +486,28 @@ def test_factories_of_one_process_share_the_process_multiplexer(core: ServerCore
         assert fresh is not mux
     finally:
         release_shared_multiplexer(fresh)
+
+
+@pytest.mark.parametrize(("asks", "released", "expected_ms"), [
+    ((None,), (), LINGER_MS),
+    ((50.0,), (), 50.0),
+    ((50.0, None), (), LINGER_MS),  # a default holder (a scheduler) keeps the short linger
+    ((50.0, 20.0), (), 20.0),
+    ((50.0, None), (None,), 50.0),  # the short-linger holder left
+    ((50.0, 20.0), (20.0, 50.0), LINGER_MS),  # nobody holds it: back to the default
+], ids=["default", "one-long", "long-and-default", "two-long", "default-released", "all-released"])
+def test_shared_multiplexer_lingers_the_shortest_time_its_holders_ask(
+        core: ServerCore, asks: tuple[float | None, ...], released: tuple[float | None, ...],
+        expected_ms: float) -> None:
+    muxes = [shared_multiplexer(core.store, ask) for ask in asks]
+    mux = muxes[0]
+    try:
+        for ask in released:
+            release_shared_multiplexer(mux, linger_ms=ask)
+        assert mux.linger == pytest.approx(expected_ms / 1000)
+    finally:
+        for _ in range(len(asks) - len(released)):
+            release_shared_multiplexer(mux)
 
 
 # ------------------------------------------------------------------ shards

@@ -19,7 +19,7 @@ from emulator.api import errors
 from emulator.api.kinds import EVENT, LEASE, NODE, POD
 from emulator.api.quantity import format_bytes, to_int
 from emulator.api.types import Obj
-from emulator.clock import ManualClock, parse_rfc3339
+from emulator.clock import ManualClock, SystemClock, parse_rfc3339
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.kubelet import usage
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
@@ -642,3 +642,17 @@ def test_a_new_shard_object_takes_over_without_losing_or_duplicating_pods(
     run_until(second, clock, lambda: is_ready(core, "late"), 10)
     ips = [get_pod(core, n)["status"]["podIP"] for n in [*names, "crasher", "late"]]  # type: ignore[index]
     assert len(set(ips)) == len(ips)
+
+
+@pytest.mark.parametrize(("speed", "tick", "expected_ms"), [
+    (1.0, 1.0, 50.0),  # the cap: 5 % of a one-second tick
+    (10.0, 1.0, 5.0),  # a faster clock ticks more often in wall time: 5 % of 100 ms
+    (1.0, 0.2, 10.0),
+    (100.0, 1.0, 0.5),
+], ids=["real-time", "speed-10", "short-tick", "speed-100"])
+def test_a_shard_asks_its_multiplexer_for_a_linger_of_5_percent_of_a_tick(
+        env: tuple[ServerCore, ManualClock], speed: float, tick: float, expected_ms: float) -> None:
+    core, _ = env
+    config = kubelet_shard_config({"tick_interval": tick}, [])
+    shard = KubeletShard(core, 0, 1, config, SystemClock(speed=speed))
+    assert shard._watch_linger_ms() == pytest.approx(expected_ms)

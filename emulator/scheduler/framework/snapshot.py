@@ -413,6 +413,37 @@ class Snapshot:
         else:
             self._ports.pop(pp, None)
 
+    def refresh_node(self, node: Mapping[str, Any]) -> bool:
+        """Swap in a newer object of a node already here, in place, if its labels, spec and allocatable are unchanged.
+
+        What else a node object carries - status images, annotations, conditions - reaches the
+        plugins only through :meth:`node`, :meth:`image` / :meth:`image_states` and the node memo,
+        so those are rebuilt lazily (a fresh image index and memo; the label columns and taint
+        groups, which depend on labels and spec only, are kept). Pods, requests and ports stay, and
+        so does ``generation`` (no pod moved: :class:`~emulator.scheduler.plugins.pod_index.PodIndex`
+        stays incremental). This is the update upstream's cache makes per node event (``UpdateNode``
+        replaces one ``NodeInfo``); without it a kubelet's image list or a usage annotation rebuilt
+        every array and re-assumed every pod. Returns False (nothing changed) when the node is
+        unknown or its labels, spec or allocatable differ: then only a rebuild is right.
+        """
+        meta = node.get("metadata") or {}
+        i = self._index.get(meta.get("name") or "")
+        if i is None:
+            return False
+        old = self._nodes[i]
+        if (meta.get("labels") or {}) != self._labels[i] or node.get("spec") != old.get("spec") \
+                or node_allocatable(node) != node_allocatable(old):
+            return False
+        nodes = list(self._nodes)  # forks keep the list they share
+        nodes[i] = node
+        self._nodes = nodes
+        derived = _NodeDerived(nodes, self._labels)
+        derived.label_columns = self._derived.label_columns
+        derived._taint_groups = self._derived._taint_groups
+        self._derived = derived
+        self._infos.pop(i, None)
+        return True
+
     def _grow(self, node: Mapping[str, Any]) -> None:
         """Append ``node`` in place (on a fresh fork): every per-node structure gets one more entry."""
         alloc, pods = node_allocatable(node)

@@ -148,6 +148,50 @@ def test_node_burst_rebuilds_once_and_heartbeats_do_not_rebuild():
     assert cache.rebuilds == 2 and snap.labels(snap.index_of("n0")) == {"zone": "b"}
 
 
+def _with_images(node: dict[str, Any], images: dict[str, int]) -> dict[str, Any]:
+    return {**node, "status": {**node["status"],
+                               "images": [{"names": [name], "sizeBytes": size} for name, size in images.items()]}}
+
+
+def _with_annotation(node: dict[str, Any], value: str) -> dict[str, Any]:
+    return {**node, "metadata": {**node["metadata"], "annotations": {"kemu.io/usage": value}}}
+
+
+def _with_allocatable_cpu(node: dict[str, Any], cpu: str) -> dict[str, Any]:
+    return {**node, "status": {**node["status"], "allocatable": {**node["status"]["allocatable"], "cpu": cpu}}}
+
+
+def _with_taint(node: dict[str, Any], key: str) -> dict[str, Any]:
+    return {**node, "spec": {**node["spec"], "taints": [{"key": key, "effect": "NoSchedule"}]}}
+
+
+@pytest.mark.parametrize(("change", "rebuilds", "pause_on", "cpu_millis"), [
+    (lambda n: _with_images(n, {"registry.k8s.io/pause:3.9": 300_000}), 1, [1], 4000),  # a kubelet pulled an image
+    (lambda n: _with_annotation(n, "cpu=0.4"), 1, [], 4000),  # a usage annotation
+    (lambda n: _with_allocatable_cpu(n, "8"), 2, [], 8000),  # the arrays change: rebuilt
+    (lambda n: _with_taint(n, "dedicated"), 2, [], 4000),
+], ids=["images", "annotation", "allocatable", "taint"])
+def test_a_node_update_that_moves_no_array_is_swapped_in_place(change: Any, rebuilds: int, pause_on: list[int],
+                                                               cpu_millis: int):
+    cache = Cache(clock=ManualClock())
+    nodes = [sched_node(f"n{i}", cpu="4") for i in range(3)]
+    for node in nodes:
+        cache.on_node_add(node)
+    cache.on_pod_add(_pod("p", node="n1"))
+    before = cache.snapshot()
+    fork = before.fork()
+    new = change(nodes[1])
+    cache.on_node_update(nodes[1], new)
+    snap = cache.snapshot()
+    assert cache.rebuilds == rebuilds
+    assert snap.node(snap.index_of("n1")) is new and _requested(cache, "n1") == 1000
+    assert fork.node(fork.index_of("n1")) is nodes[1]  # a fork taken before keeps the node it saw
+    assert (snap is before) == (rebuilds == 1)
+    assert snap.image("registry.k8s.io/pause:3.9")[0].tolist() == pause_on
+    assert fork.image("registry.k8s.io/pause:3.9")[0].tolist() == []
+    assert snap.allocatable(CPU).tolist() == [4000, cpu_millis, 4000]
+
+
 def test_pod_before_its_node_is_counted_when_the_node_arrives():
     cache = Cache(clock=ManualClock())
     cache.on_pod_add(_pod("p", node="late"))

@@ -1,0 +1,251 @@
+"""The API path under load: pods created over HTTP with the official client, time from create to bound.
+
+    .venv/bin/python -m loadgen.bench_apipath --nodes 1000 --pods 2000 --shards 2
+
+A smaller reproduction of issue 17's item 10 (5,000 API-created Nodes adopted by
+kubelet shards, 10,000 pods created by 4 processes x 4 threads with the official
+``kubernetes`` client while another process watches). Starts a cluster as
+``kemu run`` does (embedded Redis, the API server process, ``--shards`` kubelet
+shards, one scheduler and one controller manager as Ray actors; ``--shards 0``:
+no kubelets), creates the Nodes through the API (Ready, with capacity: the
+kubelets adopt them, or without kubelets they stay as created), then:
+
+* ``--procs`` x ``--threads`` client threads create ``--pods`` pods through the
+  API server as fast as they can, each noting when its create returned;
+* a **client watcher** process holds a watch on the namespace with the official
+  client (decoded into its models, as a user's script does) and notes when it saw
+  each pod bound (``spec.nodeName`` set);
+* a **raw watcher** process holds the same watch over HTTP but parses each line
+  with ``json.loads`` only (the API server's delivery, without the models);
+* a **store watcher** thread in this process reads the same events straight from
+  the store (no HTTP, no model decoding) and notes the same.
+
+It reports create -> bound p50/p99 as each watcher saw it. The watchers see the
+same binding: the store watcher's figure is the control plane's (API server
+write, scheduler, bind); the raw watcher adds the API server's watch delivery;
+the client watcher adds the official client's decoding into its models, which
+is the user's process, not kemu. It also reports how far
+behind the scheduler's pod informer ran, as the queue's arrival of each pod.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import multiprocessing.pool
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from actors.cli import controller_runner, kubelet_runner, scheduler_runner
+from emulator.api.kinds import POD
+from emulator.cluster import LocalCluster
+from emulator.config import Config
+from loadgen.bench_kubelets import wait_until
+
+NAMESPACE = "apipath"
+
+
+def _client(kubeconfig: str) -> Any:
+    from kubernetes import client, config  # the official client: what a user's script runs
+
+    return client.CoreV1Api(config.new_client_from_config(config_file=kubeconfig))
+
+
+def node_body(name: str) -> dict[str, Any]:
+    capacity = {"cpu": "32", "memory": "128Gi", "pods": "110"}
+    return {"apiVersion": "v1", "kind": "Node", "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
+            "status": {"capacity": capacity, "allocatable": capacity,
+                       "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}
+
+
+def pod_body(name: str) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "annotations": {"kemu.io/startup-delay": "0s"}},
+            "spec": {"containers": [{"name": "app", "image": "registry.k8s.io/pause:3.9",
+                                     "resources": {"requests": {"cpu": "50m", "memory": "64Mi"}}}]}}
+
+
+def _creator(kubeconfig: str, names: list[str], threads: int, start: Any, out: Any) -> None:
+    """One client process: ``threads`` threads creating ``names``; sends {name: when the create returned}."""
+    api = _client(kubeconfig)
+    done: dict[str, float] = {}
+    lock = threading.Lock()
+
+    def work(mine: list[str]) -> None:
+        for name in mine:
+            api.create_namespaced_pod(NAMESPACE, pod_body(name))
+            with lock:
+                done[name] = time.time()
+
+    start.wait()
+    workers = [threading.Thread(target=work, args=(names[i::threads],)) for i in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    out.put(done)
+
+
+def _client_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
+    """The user's watcher: the official client's watch (models), noting when each pod is first seen bound."""
+    from kubernetes import watch
+
+    api = _client(kubeconfig)
+    rv = api.list_namespaced_pod(NAMESPACE).metadata.resource_version
+    bound: dict[str, float] = {}
+    ready.set()
+    w = watch.Watch()
+    while len(bound) < pods:
+        for event in w.stream(api.list_namespaced_pod, NAMESPACE, resource_version=rv, timeout_seconds=60):
+            pod = event["object"]
+            rv = pod.metadata.resource_version
+            if pod.spec.node_name and pod.metadata.name not in bound:
+                bound[pod.metadata.name] = time.time()
+                if len(bound) >= pods:
+                    break
+    out.put(bound)
+
+
+def _raw_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
+    """The same watch over HTTP, parsed with ``json.loads`` only: the API server's delivery without the models."""
+    api = _client(kubeconfig)
+    rv = api.list_namespaced_pod(NAMESPACE).metadata.resource_version
+    bound: dict[str, float] = {}
+    ready.set()
+    while len(bound) < pods:
+        resp = api.list_namespaced_pod(NAMESPACE, watch=True, resource_version=rv, timeout_seconds=60,
+                                       _preload_content=False)
+        buf = b""
+        for chunk in resp.stream(65536):
+            buf += chunk
+            *lines, buf = buf.split(b"\n")
+            for line in lines:
+                if not line:
+                    continue
+                pod = json.loads(line)["object"]
+                rv = pod["metadata"]["resourceVersion"]
+                if (pod.get("spec") or {}).get("nodeName") and pod["metadata"]["name"] not in bound:
+                    bound[pod["metadata"]["name"]] = time.time()
+            if len(bound) >= pods:
+                break
+        resp.release_conn()
+    out.put(bound)
+
+
+def _store_watcher(core: Any, since: int, pods: int, bound: dict[str, float], stop: threading.Event) -> None:
+    watch = core.store.watch(POD, since, namespace=NAMESPACE)
+    try:
+        while len(bound) < pods and not stop.is_set():
+            for e in watch.next_batch(timeout=0.5):
+                name = e.object["metadata"]["name"]
+                if (e.object.get("spec") or {}).get("nodeName") and name not in bound:
+                    bound[name] = time.time()
+    finally:
+        watch.close()
+
+
+def _percentiles(values: list[float]) -> dict[str, float]:
+    if not values:
+        return {}
+    values = sorted(values)
+
+    def q(p: float) -> float:
+        return round(values[min(len(values) - 1, int(p * len(values)))], 3)
+
+    return {"p50": q(0.5), "p90": q(0.9), "p99": q(0.99), "max": round(values[-1], 3), "n": len(values)}
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    data = Path(tempfile.mkdtemp(prefix="kemu-bench-apipath-"))
+    cfg = Config(data_dir=data / "redis", nodes=0, api_port=0, kubelet_shards=args.shards or None,
+                 schedulers=1, controllers_on_ray=True, controller_managers=1, api_workers=args.api_workers)
+    cluster = LocalCluster(cfg, kubelets=kubelet_runner if args.shards else None, schedulers=scheduler_runner,
+                           controllers=controller_runner)
+    result: dict[str, Any] = {"nodes": args.nodes, "pods": args.pods, "shards": args.shards,
+                              "clients": f"{args.procs}x{args.threads}"}
+    try:
+        core = cluster.start()
+        kubeconfig = str(cluster.write_kubeconfig(data / "kubeconfig"))
+        api = _client(kubeconfig)
+        api.create_namespace({"metadata": {"name": NAMESPACE}})
+        t0 = time.monotonic()
+        names = [f"node-{i:05d}" for i in range(args.nodes)]
+        with multiprocessing.pool.ThreadPool(8) as pool:
+            pool.map(lambda n: api.create_node(node_body(n)), names)
+        if args.shards:
+            # Adopted: every node renewed its lease through a kubelet.
+            from emulator.api.kinds import LEASE
+
+            wait_until(lambda: len(core.list(LEASE, namespace="kube-node-lease").items) >= args.nodes, 600, poll=1)
+        result["nodesSeconds"] = round(time.monotonic() - t0, 1)
+        time.sleep(args.settle)  # the first node status writes of the adoption drain
+        ctx = multiprocessing.get_context("spawn")
+        created_q, bound_q, start, ready = ctx.Queue(), ctx.Queue(), ctx.Event(), ctx.Event()
+        watcher = ctx.Process(target=_client_watcher, args=(kubeconfig, args.pods, ready, bound_q), daemon=True)
+        watcher.start()
+        ready.wait(60)
+        raw_q, raw_ready = ctx.Queue(), ctx.Event()
+        raw = ctx.Process(target=_raw_watcher, args=(kubeconfig, args.pods, raw_ready, raw_q), daemon=True)
+        raw.start()
+        raw_ready.wait(60)
+        pods = [f"p-{i:05d}" for i in range(args.pods)]
+        creators = [ctx.Process(target=_creator, args=(kubeconfig, pods[i::args.procs], args.threads, start, created_q),
+                                daemon=True) for i in range(args.procs)]
+        for p in creators:
+            p.start()
+        stop = threading.Event()
+        store_bound: dict[str, float] = {}
+        since = core.store.current_rv()
+        store_thread = threading.Thread(target=_store_watcher, args=(core, since, args.pods, store_bound, stop),
+                                        daemon=True)
+        store_thread.start()
+        time.sleep(2)  # the creator processes import the client
+        t_start = time.time()
+        print(f"creating {args.pods} pods", flush=True)  # (a profiler's cue)
+        start.set()
+        created: dict[str, float] = {}
+        for _ in range(args.procs):
+            created.update(created_q.get(timeout=args.timeout))
+        client_bound: dict[str, float] = bound_q.get(timeout=args.timeout)
+        raw_bound: dict[str, float] = raw_q.get(timeout=args.timeout)
+        store_thread.join(args.timeout)
+        stop.set()
+        t_created = max(created.values()) if created else t_start
+        result.update(
+            createSeconds=round(t_created - t_start, 2),
+            createsPerSecond=round(len(created) / max(1e-9, t_created - t_start), 1),
+            boundStore=_percentiles([store_bound[n] - created[n] for n in created if n in store_bound]),
+            boundRawWatch=_percentiles([raw_bound[n] - created[n] for n in created if n in raw_bound]),
+            boundClientWatch=_percentiles([client_bound[n] - created[n] for n in created if n in client_bound]),
+            clientWatchLag=_percentiles([client_bound[n] - store_bound[n] for n in created
+                                         if n in client_bound and n in store_bound]))
+        print(json.dumps(result, indent=2))
+    finally:
+        cluster.stop()
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--nodes", type=int, default=1000)
+    p.add_argument("--pods", type=int, default=2000)
+    p.add_argument("--shards", type=int, default=2, help="kubelet shards (0: no kubelets)")
+    p.add_argument("--procs", type=int, default=2, help="client processes creating pods")
+    p.add_argument("--threads", type=int, default=4, help="threads per client process")
+    p.add_argument("--api-workers", type=int, default=1)
+    p.add_argument("--settle", type=float, default=10.0, help="seconds between node adoption and the pods")
+    p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--out", type=Path)
+    args = p.parse_args(argv)
+    result = run(args)
+    if args.out:
+        args.out.write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
