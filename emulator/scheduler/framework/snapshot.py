@@ -437,7 +437,7 @@ class Snapshot:
         nodes = list(self._nodes)  # forks keep the list they share
         nodes[i] = node
         self._nodes = nodes
-        derived = _NodeDerived(nodes, self._labels)
+        derived = NodeDerived(nodes, self._labels)
         derived.label_columns = self._derived.label_columns
         derived._taint_groups = self._derived._taint_groups
         self._derived = derived
