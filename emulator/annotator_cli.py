@@ -80,9 +80,8 @@ def manager_config(args: argparse.Namespace) -> ManagerConfig:
 def cmd_node_annotator(args: argparse.Namespace) -> int:
     from emulator.clock import SystemClock
     from emulator.controllers.manager import ControllerManager
-    from emulator.descheduler_cli import cluster_redis_url
+    from emulator.descheduler_cli import connect_cluster_store
     from emulator.server.core import ServerCore
-    from emulator.store.store import Store, StoreConfig
 
     try:
         config = manager_config(args)
@@ -90,12 +89,9 @@ def cmd_node_annotator(args: argparse.Namespace) -> int:
     except ValueError as e:
         print(f"kemu: error: {e}", file=sys.stderr)
         return 1
-    url = cluster_redis_url(args)
-    if url is None:
-        print("kemu: error: no kemu cluster is running (start one with `kemu up --detach`, or pass --redis-url)",
-              file=sys.stderr)
+    store = connect_cluster_store(args)
+    if store is None:
         return 1
-    store = Store.connect(url, StoreConfig())
     done = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: done.set())
     manager = ControllerManager(ServerCore(store, clock), config)

@@ -22,9 +22,12 @@ import os
 import sys
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from emulator.descheduler.api import PolicyError, load_policy_file
+
+if TYPE_CHECKING:
+    from emulator.store.store import Store
 
 
 def add_up_flags(p: argparse.ArgumentParser) -> None:
@@ -80,23 +83,31 @@ def cluster_redis_url(args: argparse.Namespace) -> str | None:
     return running_redis_url()
 
 
+def connect_cluster_store(args: argparse.Namespace) -> Store | None:
+    """A store client on the cluster :func:`cluster_redis_url` finds; None (with the error printed) if none runs."""
+    from emulator.store.store import Store, StoreConfig
+
+    url = cluster_redis_url(args)
+    if url is None:
+        print("kemu: error: no kemu cluster is running (start one with `kemu up --detach`, or pass --redis-url)",
+              file=sys.stderr)
+        return None
+    return Store.connect(url, StoreConfig())
+
+
 def cmd_deschedule(args: argparse.Namespace) -> int:
     from emulator.controllers.runtime import EventRecorder
     from emulator.descheduler.descheduler import Descheduler, snapshot_from_store
     from emulator.server.core import ServerCore
-    from emulator.store.store import Store, StoreConfig
 
     try:
         policy = load_policy_file(args.policy)
     except PolicyError as e:
         print(f"kemu: error: descheduler policy {args.policy}: {e}", file=sys.stderr)
         return 1
-    url = cluster_redis_url(args)
-    if url is None:
-        print("kemu: error: no kemu cluster is running (start one with `kemu up --detach`, or pass --redis-url)",
-              file=sys.stderr)
+    store = connect_cluster_store(args)
+    if store is None:
         return 1
-    store = Store.connect(url, StoreConfig())
     try:
         core = ServerCore(store)
         recorder = None if args.dry_run else EventRecorder(core, "descheduler", clock=core.clock).start()

@@ -279,13 +279,9 @@ class Actuator:
         deleted: list[str] = []
         empty = [c for c in candidates if not c.pods]
         for c in empty[: self.options.max_empty_bulk_delete]:
-            if left.get(c.group.id(), 0) <= 0:
-                record(c.name, Unremovable(c.name, NODE_GROUP_MIN_SIZE_REACHED))
-                continue
-            node = self._set_taint(c.name, now, present=True)
+            node = self._claim(c, left, record, now)
             if node is None:
                 continue
-            left[c.group.id()] -= 1
             c.group.delete_nodes([c.name])
             message = f'Scale-down: removing empty node "{c.name}"'
             self.log_event("ScaleDownEmpty", message)
@@ -298,10 +294,7 @@ class Actuator:
         for c in candidates:
             if not c.pods:
                 continue
-            if left.get(c.group.id(), 0) <= 0:
-                record(c.name, Unremovable(c.name, NODE_GROUP_MIN_SIZE_REACHED))
-                continue
-            node = self._set_taint(c.name, now, present=True)
+            node = self._claim(c, left, record, now)
             if node is None:
                 continue
             self.event(node, "Normal", "ScaleDown", "marked the node as toBeDeleted/unschedulable")
@@ -313,6 +306,18 @@ class Actuator:
             self._evict(c.pods, now)
             break
         return deleted
+
+    def _claim(self, c: Candidate, left: dict[str, int], record: Callable[[str, Unremovable], None],
+               now: float) -> Obj | None:
+        """Take ``c`` for deletion if its group stays at or above its min: taint it, count it off the group's
+        room; the tainted node, or None (the group is at its min - recorded - or the node is gone)."""
+        if left.get(c.group.id(), 0) <= 0:
+            record(c.name, Unremovable(c.name, NODE_GROUP_MIN_SIZE_REACHED))
+            return None
+        node = self._set_taint(c.name, now, present=True)
+        if node is not None:
+            left[c.group.id()] -= 1
+        return node
 
     def _evict(self, pods: Sequence[Obj], now: float) -> int:
         """Evict what is not already going; returns how many evictions the API server refused."""

@@ -80,33 +80,30 @@ def get_str(config: ScalerConfig, scaler: str, name: str, default: str | None = 
     return value
 
 
-def get_float(config: ScalerConfig, scaler: str, name: str, default: float | None = None) -> float:
+def _get_number(config: ScalerConfig, scaler: str, name: str, default: Any, *, parse: Callable[[str], Any],
+                what: str) -> Any:
+    """A numeric parameter parsed by ``parse`` (``float``/``int``), ``default`` when absent (None: required)."""
     value = config.param(name)
     if value is None:
         if default is None:
             raise _missing(scaler, name)
         return default
     try:
-        number = float(value)
+        return parse(value)
     except ValueError:
-        raise ScalerError(f'error parsing {scaler} metadata: unable to parse "{name}": {value!r} is not a number') \
+        raise ScalerError(f'error parsing {scaler} metadata: unable to parse "{name}": {value!r} is not {what}') \
             from None
+
+
+def get_float(config: ScalerConfig, scaler: str, name: str, default: float | None = None) -> float:
+    number = float(_get_number(config, scaler, name, default, parse=float, what="a number"))
     if not math.isfinite(number):
         raise ScalerError(f'error parsing {scaler} metadata: "{name}" must be finite')
     return number
 
 
 def get_int(config: ScalerConfig, scaler: str, name: str, default: int | None = None) -> int:
-    value = config.param(name)
-    if value is None:
-        if default is None:
-            raise _missing(scaler, name)
-        return default
-    try:
-        return int(value)
-    except ValueError:
-        raise ScalerError(f'error parsing {scaler} metadata: unable to parse "{name}": {value!r} is not an integer') \
-            from None
+    return int(_get_number(config, scaler, name, default, parse=int, what="an integer"))
 
 
 def get_bool(config: ScalerConfig, scaler: str, name: str, default: bool) -> bool:
