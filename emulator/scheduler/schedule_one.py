@@ -210,8 +210,10 @@ class SchedulingCycle:
                 self.stats.preemptions += 1
         elif nominating is not None and nominating.override:
             self.queue.add_nominated_pod(qp.pod_info, "")
-        if victims:
-            self.api.preemption(qp.pod_info, nominated, tuple(victims), profile)
         self.queue.add_unschedulable_if_not_present(qp, cycle)
         clear = nominating is not None and nominating.override and not nominated
         self.api.failure(qp.pod_info, profile, reason, message, nominated=nominated or None, clear_nominated=clear)
+        if victims:
+            # After the nomination is written (as async preemption orders them): a competing replica then learns
+            # of the nomination before it sees the victims' room free, and its Filter keeps out of that room.
+            self.api.preemption(qp.pod_info, nominated, tuple(victims), profile)
