@@ -118,6 +118,19 @@ def test_nominated_pods_hold_their_room(nominated, incoming, expected, vectorise
     assert why_not(fw, incoming, cluster()) == expected
 
 
+@pytest.mark.parametrize(("nominee", "priority", "foreign", "expected"), [
+    ("a-first", 0, False, [CPU]),  # our own equal-priority nomination: counted (upstream's >=)
+    ("z-last", 0, False, [CPU]),
+    ("a-first", 0, True, [CPU]),  # a competing replica's, smaller uid than the incoming pod's: counted
+    ("z-last", 0, True, []),  # a competing replica's, larger uid: the incoming pod (smaller uid) does not count it
+    ("z-last", 10, True, [CPU]),  # higher priority: always counted
+], ids=["own-smaller", "own-larger", "foreign-smaller", "foreign-larger", "foreign-higher"])
+def test_equal_priority_nominations_of_competing_replicas_break_ties_by_uid(nominee, priority, foreign, expected):
+    fw, queue = framework(True)
+    queue.add_nominated_pod(PodInfo(a_pod(nominee, "2", priority)), "n1", foreign=foreign)
+    assert why_not(fw, a_pod("m-incoming", "2"), cluster())["n1"] == expected
+
+
 def test_without_a_nominator_filtering_is_as_before():
     fw = Framework(in_tree_registry(), rng=random.Random(0))
     assert fw.nominator is None
