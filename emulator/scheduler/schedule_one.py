@@ -142,6 +142,10 @@ class SchedulingCycle:
         """Run PostFilter (preemption) on a FitError: (where to nominate the pod, which pods to evict)."""
         if not fwk.has_post_filter_plugins() or type(fit).__name__ == "NoNodesAvailable":
             return None, ()
+        if self.api.is_preempting(info.key):
+            # Its victims are still being evicted (the API writer lags under load): as upstream's async
+            # preemption, a pod running preemption does not preempt again; it waits for its victims to go.
+            return None, ()
         post, status = fwk.run_post_filter_plugins(state, info, snapshot, fit.diagnosis.node_to_status)
         metrics.PREEMPTION_ATTEMPTS.labels(self.name).inc()
         fit.diagnosis.post_filter_msg = status.message
