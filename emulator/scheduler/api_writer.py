@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import queue as queue_mod
+import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
@@ -52,6 +53,8 @@ class ApiWriter:
         self.options = options
         self.queue = queue
         self._q: queue_mod.SimpleQueue[tuple[str, Any] | None] = queue_mod.SimpleQueue()
+        self._preempting: set[str] = set()  # preemptors whose victims are not all handled yet
+        self._preempting_lock = threading.Lock()
 
     # ------------------------------------------------------------------ what the other threads hand over
     def event(self, event: dict[str, Any]) -> None:
@@ -65,7 +68,15 @@ class ApiWriter:
 
     def preemption(self, preemptor: PodInfo, node: str, victims: Sequence[Any], profile: str) -> None:
         """Evict the victims PostFilter chose (see :meth:`_execute_preemption`)."""
+        with self._preempting_lock:
+            self._preempting.add(preemptor.key)
         self._q.put(("preempt", (preemptor, node, victims, profile)))
+
+    def is_preempting(self, key: str) -> bool:
+        """Whether pod ``key``'s preemption is still being carried out (upstream async preemption's
+        ``IsPodRunningPreemption``): it must not preempt again meanwhile."""
+        with self._preempting_lock:
+            return key in self._preempting
 
     def close(self) -> None:
         """Make :meth:`run` flush what it holds and return."""
@@ -101,7 +112,11 @@ class ApiWriter:
                     events.extend(self._write_failure(info, profile, reason, message, nominated=nominated,
                                                       clear_nominated=clear))
                 elif kind == "preempt":
-                    events.extend(self._execute_preemption(*payload))
+                    try:
+                        events.extend(self._execute_preemption(*payload))
+                    finally:
+                        with self._preempting_lock:
+                            self._preempting.discard(payload[0].key)
             except Exception:
                 log.exception("%s: API write %s failed", self.name, kind)
             if events and not had:

@@ -121,7 +121,7 @@ class EventHandlers:
         in our nominator, so that our Filter holds its room as that replica's does (upstream has one queue)."""
         node = (pod.get("status") or {}).get("nominatedNodeName")
         if node and self.profile_for(pod) is not None and not self._terminal(pod):
-            self.queue.add_nominated_pod(PodInfo(pod), node)
+            self.queue.add_nominated_pod(PodInfo(pod), node, foreign=True)
         else:
             self.queue.delete_nominated_pod(pod_key(pod))
 

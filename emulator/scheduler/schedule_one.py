@@ -142,6 +142,10 @@ class SchedulingCycle:
         """Run PostFilter (preemption) on a FitError: (where to nominate the pod, which pods to evict)."""
         if not fwk.has_post_filter_plugins() or type(fit).__name__ == "NoNodesAvailable":
             return None, ()
+        if self.api.is_preempting(info.key):
+            # Its victims are still being evicted (the API writer lags under load): as upstream's async
+            # preemption, a pod running preemption does not preempt again; it waits for its victims to go.
+            return None, ()
         post, status = fwk.run_post_filter_plugins(state, info, snapshot, fit.diagnosis.node_to_status)
         metrics.PREEMPTION_ATTEMPTS.labels(self.name).inc()
         fit.diagnosis.post_filter_msg = status.message
@@ -210,8 +214,10 @@ class SchedulingCycle:
                 self.stats.preemptions += 1
         elif nominating is not None and nominating.override:
             self.queue.add_nominated_pod(qp.pod_info, "")
-        if victims:
-            self.api.preemption(qp.pod_info, nominated, tuple(victims), profile)
         self.queue.add_unschedulable_if_not_present(qp, cycle)
         clear = nominating is not None and nominating.override and not nominated
         self.api.failure(qp.pod_info, profile, reason, message, nominated=nominated or None, clear_nominated=clear)
+        if victims:
+            # After the nomination is written (as async preemption orders them): a competing replica then learns
+            # of the nomination before it sees the victims' room free, and its Filter keeps out of that room.
+            self.api.preemption(qp.pod_info, nominated, tuple(victims), profile)

@@ -116,8 +116,11 @@ def test_preemption_picks_the_minimal_victims_on_the_tie_break_node(kubectl, cor
     hosts()
     before = names_of(core)
     apply(kubectl, tmp_path, pod("urgent", "2", priority="high"))
-    wait_for(lambda: (core.get(POD, "default", "urgent")["status"].get("nominatedNodeName") is not None
-                      or bound_to(core, "urgent") is not None), 20, "urgent to be nominated")
+    # The nomination is written first, then the victims are deleted: wait for both.
+    wait_for(lambda: ((core.get(POD, "default", "urgent")["status"].get("nominatedNodeName") is not None
+                       or bound_to(core, "urgent") is not None)
+                      and core.get(POD, "default", "big-a")["metadata"].get("deletionTimestamp")), 20,
+             "urgent to be nominated and its victim terminating")
     urgent = core.get(POD, "default", "urgent")
     assert urgent["spec"]["priority"] == 1000
     assert urgent["status"].get("nominatedNodeName") == "a" or bound_to(core, "urgent") == "a"

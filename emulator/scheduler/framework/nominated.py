@@ -53,20 +53,30 @@ class PodNominator(Protocol):
 def nominated_on(nominator: PodNominator | None, pod: PodInfo, snapshot: Snapshot,
                  nodes: np.ndarray | None = None) -> dict[int, list[PodInfo]]:
     """Snapshot index -> the pods nominated there with priority >= ``pod``'s, other than ``pod``
-    (``addGENominatedPods``' choice), for the nodes in ``nodes`` (all when None); empty in the common case."""
+    (``addGENominatedPods``' choice), for the nodes in ``nodes`` (all when None); empty in the common case.
+
+    kemu's one addition: of two equal-priority pods of *competing replicas* both nominated to the same node
+    (each replica chose it before it saw the other's nomination), the one with the smaller uid does not count
+    the other there, so that it binds instead of both giving up the node. A pod not nominated to that node
+    counts both, as upstream.
+    """
     if nominator is None:
         return {}
     by_node = nominator.nominated_pods_by_node()
     if not by_node:
         return {}
+    is_foreign = getattr(nominator, "is_foreign_nomination", None)
+    own_node = getattr(nominator, "nominated_node", lambda _: None)(pod.pod) if is_foreign is not None else None
     allowed = None if nodes is None else set(np.asarray(nodes).tolist())
     out: dict[int, list[PodInfo]] = {}
     for name, pods in by_node.items():
         index = snapshot.index_of(name)
         if index is None or (allowed is not None and index not in allowed):
             continue
-        chosen = [p for p in pods if p.priority >= pod.priority and p.key != pod.key
-                  and (not p.uid or p.uid != pod.uid)]
+        tie_break = name == own_node  # the pod itself is nominated here too
+        chosen = [p for p in pods if p.priority > pod.priority or (
+            p.priority == pod.priority and p.key != pod.key and (not p.uid or p.uid != pod.uid)
+            and not (tie_break and is_foreign(p.key) and (p.uid, p.key) > (pod.uid, pod.key)))]  # type: ignore[misc]
         if chosen:
             out[index] = chosen
     return out

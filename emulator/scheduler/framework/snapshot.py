@@ -203,9 +203,18 @@ class Snapshot:
 
         For vectorised what-if filtering (preemption's dry run) by plugins that read only node objects,
         requested resources and pod counts: the fork's pods, ports, devices and non-zero requests stay the
-        original's. The caller may change the arrays between filter runs; never assume into this fork.
+        original's. The caller may change the arrays between filter runs; never assume into this fork, and use
+        it only while this snapshot does not change.
         """
-        child = self.fork()
+        # Not fork(): that would make this snapshot copy its arrays before its next in-place change, on every
+        # cycle that tries something out. The view is transient (used while this snapshot stands still) and
+        # owns only the arrays it was given, so a change to it would copy the shared ones first.
+        child = Snapshot.__new__(Snapshot)
+        for name in Snapshot.__slots__:
+            setattr(child, name, getattr(self, name))
+        child._infos = {}
+        child._log = []
+        child._log_base = child.generation
         child._req = {**self._req, **requested}
         child._pod_count = pod_counts
         child._owned = {"req", "pod_count", *(("req", name) for name in requested)}

@@ -20,19 +20,24 @@ class Nominator:
         self._by_node: dict[str, dict[str, PodInfo]] = {}
         self._node_of: dict[str, str] = {}
         self._view: dict[str, tuple[PodInfo, ...]] | None = {}  # by_node()'s copy; None once stale
+        self.foreign: set[str] = set()  # pods a competing replica owns (their nominations come from the informer)
 
-    def add(self, info: PodInfo, node: str | None) -> None:
-        """Nominate ``info`` to ``node`` (None: the node its status names); an empty node clears it."""
+    def add(self, info: PodInfo, node: str | None, *, foreign: bool = False) -> None:
+        """Nominate ``info`` to ``node`` (None: the node its status names); an empty node clears it.
+        ``foreign``: the pod is a competing replica's."""
         node = node if node is not None else info.nominated_node_name
         self.delete(info.key)
         if not node:
             return
         self._by_node.setdefault(node, {})[info.key] = info
         self._node_of[info.key] = node
+        if foreign:
+            self.foreign.add(info.key)
         self._view = None
 
     def delete(self, key: str) -> None:
         node = self._node_of.pop(key, None)
+        self.foreign.discard(key)
         if node is not None:
             self._view = None
             pods = self._by_node.get(node)

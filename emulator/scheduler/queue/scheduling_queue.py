@@ -449,10 +449,16 @@ class SchedulingQueue:
             self._flusher = None
 
     # ------------------------------------------------------------------ nominator
-    def add_nominated_pod(self, info: PodInfo, node: str) -> None:
-        """Record that ``info`` is nominated to ``node`` (after preemption); an empty node clears it."""
+    def add_nominated_pod(self, info: PodInfo, node: str, *, foreign: bool = False) -> None:
+        """Record that ``info`` is nominated to ``node`` (after preemption); an empty node clears it.
+        ``foreign``: a competing replica's pod, whose nomination the informer showed."""
         with self._cond:
-            self._nominator.add(info, node)
+            self._nominator.add(info, node, foreign=foreign)
+
+    def is_foreign_nomination(self, key: str) -> bool:
+        """Whether nominated pod ``key`` is a competing replica's (see :func:`.nominated.nominated_on`)."""
+        with self._cond:
+            return key in self._nominator.foreign
 
     def delete_nominated_pod(self, key: str) -> None:
         """``DeleteNominatedPodIfExists``: the pod was assumed on a node, its nomination has served."""

@@ -118,6 +118,25 @@ def test_nominated_pods_hold_their_room(nominated, incoming, expected, vectorise
     assert why_not(fw, incoming, cluster()) == expected
 
 
+@pytest.mark.parametrize(("nominee", "priority", "foreign", "incoming_nominated", "expected"), [
+    ("a-first", 0, False, True, [CPU]),  # our own equal-priority nomination: counted (upstream's >=)
+    ("z-last", 0, False, True, [CPU]),
+    ("a-first", 0, True, True, [CPU]),  # a competing replica's, smaller uid than the incoming pod's: counted
+    ("z-last", 0, True, True, []),  # a competing replica's, larger uid, both nominated to n1: not counted
+    ("z-last", 0, True, False, [CPU]),  # ... but a pod not nominated to n1 counts it (no stealing)
+    ("z-last", 10, True, True, [CPU]),  # higher priority: always counted
+], ids=["own-smaller", "own-larger", "foreign-smaller", "foreign-larger-both-nominated",
+        "foreign-larger-incoming-not-nominated", "foreign-higher"])
+def test_equal_priority_nominations_of_competing_replicas_break_ties_by_uid(nominee, priority, foreign,
+                                                                           incoming_nominated, expected):
+    fw, queue = framework(True)
+    queue.add_nominated_pod(PodInfo(a_pod(nominee, "2", priority)), "n1", foreign=foreign)
+    incoming = a_pod("m-incoming", "2")
+    if incoming_nominated:
+        queue.add_nominated_pod(PodInfo(incoming), "n1")
+    assert why_not(fw, incoming, cluster())["n1"] == expected
+
+
 def test_without_a_nominator_filtering_is_as_before():
     fw = Framework(in_tree_registry(), rng=random.Random(0))
     assert fw.nominator is None

@@ -366,3 +366,16 @@ def test_inline_binding_on_the_scheduling_thread():
         assert sched.wait_for_idle(5) and sched.snapshot_stats()["scheduled"] == 5
     finally:
         sched.stop()
+
+
+def test_a_pod_running_preemption_does_not_preempt_again_until_its_victims_are_handled():
+    # Upstream async preemption's IsPodRunningPreemption: the API writer may lag behind the scheduling thread.
+    client = FakeClient()
+    sched = _scheduler(client)
+    preemptor = PodInfo(_pending(client, "preemptor", cpu="2"))
+    victim = client.add(req_pod("victim", "2", "1Gi", node="n0"))
+    sched.api.preemption(preemptor, "n0", (PodInfo(victim),), "default-scheduler")
+    assert sched.api.is_preempting("default/preemptor") and not sched.api.is_preempting("default/victim")
+    sched.api.close()
+    sched.api.run()  # carries out the queued writes, then returns (closed)
+    assert "victim" in client.deleted and not sched.api.is_preempting("default/preemptor")

@@ -217,3 +217,34 @@ def test_node_memo_is_shared_by_forks_and_dropped_by_add_node():
     assert str(result) == ("0/3 nodes are available: 1 Insufficient cpu, "
                            "2 node(s) had untolerated taint {k: v}. preemption: 0/3 nodes are available: "
                            "3 Preemption is not helpful for scheduling.")
+
+
+def test_with_requested_views_other_columns_and_leaves_the_original_alone():
+    snap = Snapshot.build([sched_node("a", cpu="4"), sched_node("b", cpu="4")], [req_pod("p", "1", node="a")])
+    cpu = snap.requested("cpu").copy()
+    counts = snap.pod_counts.copy()
+    view = snap.with_requested({"cpu": cpu}, counts)
+    cpu[0] += 2000  # the caller changes its arrays between filter runs: the view sees them, the original does not
+    counts[1] += 3
+    assert view.requested("cpu").tolist() == [3000, 0] and view.pod_counts.tolist() == [1, 3]
+    assert snap.requested("cpu").tolist() == [1000, 0] and snap.pod_counts.tolist() == [1, 0]
+    assert view.pods_on(0) == snap.pods_on(0)  # everything else is shared
+    # The original keeps changing in place afterwards; the view's own arrays do not follow.
+    snap.assume(req_pod("q", "1"), "b")
+    assert snap.requested("cpu").tolist() == [1000, 1000] and view.requested("cpu").tolist() == [3000, 0]
+
+
+def test_changed_nodes_since_logs_in_place_changes_of_this_snapshot_only():
+    snap = Snapshot.build([sched_node("a"), sched_node("b"), sched_node("c")])
+    start = snap.generation
+    snap.assume(req_pod("p", "1"), "b")
+    snap.assume(req_pod("q", "1"), "c")
+    snap.forget("default/p", "b")
+    assert snap.changed_nodes_since(start) == [1, 2, 1]
+    assert snap.changed_nodes_since(snap.generation) == []
+    fork = snap.fork()
+    assert fork.changed_nodes_since(start) is None  # before the fork existed: unknown
+    fork.assume(req_pod("r", "1"), "a")
+    assert fork.changed_nodes_since(snap.generation) == [0] and snap.changed_nodes_since(start) == [1, 2, 1]
+    grown = snap.add_node(sched_node("d"))
+    assert grown.changed_nodes_since(snap.generation) is None  # the node set changed: rebuild
