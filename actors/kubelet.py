@@ -46,7 +46,7 @@ import ray
 from emulator import metrics as metrics_plumbing
 from emulator.clock import SystemClock
 from emulator.kubelet.nodes import pool_nodes
-from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+from emulator.kubelet.shard import KUBELET_STORE_RETRIES, KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig
 
@@ -88,7 +88,8 @@ class KubeletShardActor:
         self.started_wall = time.time()
         self.clock = spec.clock()
         self.store = Store.connect(spec.redis_url, StoreConfig(prefix=spec.prefix, stream_cap=spec.stream_cap,
-                                                               node_shards=spec.node_shards))
+                                                               node_shards=spec.node_shards,
+                                                               retries=KUBELET_STORE_RETRIES))
         self.core = ServerCore(self.store, self.clock)
         config = kubelet_shard_config(spec.kubelet, spec.pools)
         self.shard = KubeletShard(self.core, spec.shard_index, spec.shards, config, self.clock)

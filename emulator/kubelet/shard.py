@@ -116,7 +116,13 @@ _T = TypeVar("_T")
 # The longest watch linger a shard asks of its process's multiplexer (see KubeletShard._watch_linger_ms).
 KUBELET_LINGER_MS = 50.0
 
-__all__ = ["KubeletShard", "KubeletShardConfig", "ShardStats", "kubelet_shard_config"]
+# How often a kubelet's store client retries a command while Redis cannot be reached. Few: the shard rides
+# out an outage through its status reconciliation (failed writes stay dirty and go out at a later tick, as
+# upstream's status manager retries at its next sync), not by blocking its tick for the store client's
+# full back-off (StoreConfig.retries waits seconds per command, and a tick issues many).
+KUBELET_STORE_RETRIES = 1
+
+__all__ = ["KUBELET_STORE_RETRIES", "KubeletShard", "KubeletShardConfig", "ShardStats", "kubelet_shard_config"]
 
 
 class KubeletShard:

@@ -12,6 +12,7 @@ cluster clock is a ManualClock the test moves tick by tick, so what happens when
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -21,7 +22,7 @@ import redis
 from emulator.api.kinds import NODE, POD
 from emulator.api.types import Obj
 from emulator.clock import ManualClock, rfc3339
-from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
+from emulator.kubelet.shard import KUBELET_STORE_RETRIES, KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store, StoreConfig
@@ -57,7 +58,9 @@ class Cluster:
         config = StoreConfig(node_shards=4)
         self.core = ServerCore(Store.connect(server_url, config), self.clock)
         self.core.bootstrap()
-        self.shard_core = ServerCore(Store.connect(shard_url, config), self.clock)
+        # The shard's client as the kubelet actor configures it (actors/kubelet.py).
+        self.shard_core = ServerCore(Store.connect(shard_url, replace(config, retries=KUBELET_STORE_RETRIES)),
+                                     self.clock)
         pools = [{"name": "n", "count": NODES}]
         self.shard = KubeletShard(self.shard_core, 0, 1, kubelet_shard_config(KUBELET, pools), self.clock)
         self.shard.start(timeout=30)
