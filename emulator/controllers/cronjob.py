@@ -35,6 +35,7 @@ from datetime import UTC, datetime
 
 from emulator.api import cron, errors
 from emulator.api.kinds import CRONJOB, JOB
+from emulator.api.meta import resource_version
 from emulator.api.types import Obj
 from emulator.clock import parse_rfc3339, rfc3339
 from emulator.controllers.runtime import (
@@ -112,6 +113,9 @@ class CronJobController(Controller):
         self.cron_informer = self.watch_kind(CRONJOB)
         self.job_informer = self.watch(ctx.informers.informer_for(JOB))
         ensure_indexers(self.job_informer, {CONTROLLER_INDEX: controller_index_func})
+        # key -> resourceVersion of our last status write: until the cache shows it, the CronJob in the cache
+        # lacks the Job that write made active, and acting on it could start that Job's time again.
+        self._written: dict[str, int] = {}
         self.job_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda job, _initial: self._job_event(job), update=lambda _old, new: self._job_event(new),
             delete=lambda obj: self._job_event(object_of(obj))))
@@ -131,7 +135,10 @@ class CronJobController(Controller):
     def reconcile(self, key: str) -> float | None:
         cj = self.cron_informer.indexer.get_by_key(key)
         if cj is None:
+            self._written.pop(key, None)
             return None
+        if int(resource_version(cj) or 0) < self._written.get(key, 0):
+            return None  # the cache is behind our own status write; its update event queues the key again
         now = self.clock.now()
         jobs = [j for j in self.job_informer.indexer.by_index(CONTROLLER_INDEX, cj["metadata"]["uid"])]
         status: Obj = dict(cj.get("status") or {})
@@ -143,13 +150,14 @@ class CronJobController(Controller):
         if status != (cj.get("status") or {}):
             # A conflict (our cache behind our own last status write) is an error: the key is retried
             # once the cache shows that write, never written over it (lastScheduleTime must not go back).
-            self.core.update_status(CRONJOB, {**cj, "status": status})
+            written = self.core.update_status(CRONJOB, {**cj, "status": status})
+            self._written[key] = int(resource_version(written) or 0)
         return requeue
 
     def _sync_active(self, cj: Obj, jobs: list[Obj], status: Obj) -> None:
         by_uid = {j["metadata"]["uid"]: j for j in jobs}
-        active = [ref for ref in status.get("active") or [] if ref.get("uid") in by_uid
-                  and not _finished(by_uid[ref["uid"]])]
+        active = [ref for ref in status.get("active") or []
+                  if (not _finished(by_uid[ref["uid"]]) if ref.get("uid") in by_uid else self._exists(ref))]
         listed = {ref.get("uid") for ref in active}
         for job in jobs:
             state = _finished(job)
@@ -168,6 +176,16 @@ class CronJobController(Controller):
             status["active"] = active
         else:
             status.pop("active", None)
+
+    def _exists(self, ref: Obj) -> bool:
+        """An active Job our informer has not seen is asked of the API server before it leaves the list: the
+        watch may simply be behind our own create (upstream syncCronJob's GetJob for the same reason)."""
+        return self._fetch(ref) is not None
+
+    def _fetch(self, ref: Obj) -> Obj | None:
+        """The Job ``ref`` (an entry of status.active) read from the API server; None if it is gone."""
+        job = errors.get_or_none(self.core, JOB, ref.get("namespace") or "", ref.get("name") or "")
+        return job if job is not None and job["metadata"].get("uid") == ref.get("uid") else None
 
     @staticmethod
     def _reference(job: Obj) -> Obj:
@@ -234,7 +252,7 @@ class CronJobController(Controller):
         if policy == "Replace":
             by_uid = {j["metadata"]["uid"]: j for j in jobs}
             for ref in status.get("active") or []:
-                job = by_uid.get(ref.get("uid"))
+                job = by_uid.get(ref.get("uid")) or self._fetch(ref)  # upstream GetJobs each from the API server
                 if job is not None:
                     self._delete_job(cj, job)
             status.pop("active", None)
