@@ -8,6 +8,7 @@ run, and :meth:`Sampler.stop` takes one last sample: the state the run ended in.
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import threading
 import time
@@ -18,7 +19,7 @@ from emulator.server.core import ServerCore
 __all__ = ["Sampler"]
 
 
-class Sampler:
+class Sampler(abc.ABC):
     """Calls :meth:`sample` every ``interval`` wall seconds on a thread; ``t0`` / ``cluster_t0`` are the start."""
 
     def __init__(self, core: ServerCore, *, interval: float, name: str) -> None:
@@ -29,8 +30,9 @@ class Sampler:
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
 
+    @abc.abstractmethod
     def sample(self) -> None:
-        raise NotImplementedError
+        ...
 
     def start(self) -> Self:
         self.t0 = time.perf_counter()

@@ -25,6 +25,7 @@ Secrets afresh — when:
 
 from __future__ import annotations
 
+import abc
 import contextlib
 import copy
 import logging
@@ -178,7 +179,7 @@ class Reading:
     error: str = ""
 
 
-class ScalableController(Controller):
+class ScalableController(Controller, abc.ABC):
     """The reconcile / poll machinery of a KEDA kind (see the module docstring); subclasses reconcile and poll."""
 
     kind_name = ""  # "ScaledObject" / "ScaledJob"
@@ -257,16 +258,19 @@ class ScalableController(Controller):
                 return self.poll(obj_key)
             return self.reconcile_object(obj_key)
 
+    @abc.abstractmethod
     def reconcile_object(self, key: str) -> float | None:
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def poll_object(self, obj: Obj, built: Built, now: float) -> bool:
         """One poll of ``obj`` (a copy: its status is written afterwards); whether a scaler failed."""
-        raise NotImplementedError
+        ...
 
+    @abc.abstractmethod
     def build_failed(self, obj: Obj, error: str, now: float) -> None:
         """The scalers could not be built (a missing TriggerAuthentication, a bad trigger)."""
-        raise NotImplementedError
+        ...
 
     def latest(self, key: str) -> Obj | None:
         """The stored object (not the cache: the last status write may not have reached it yet)."""
