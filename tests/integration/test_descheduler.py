@@ -16,7 +16,7 @@ import pytest
 import yaml
 from prometheus_client import REGISTRY
 
-from emulator.api.kinds import EVENT, NODE, PDB, POD
+from emulator.api.kinds import EVENT, NODE, PDB, POD, REPLICASET
 from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager
@@ -188,7 +188,11 @@ def test_kemu_deschedule_once_with_and_without_dry_run(core: ServerCore, redis_u
 
 def test_kemu_up_with_a_descheduler_policy_runs_the_controller(tmp_path: Path) -> None:
     """``kemu up --detach --descheduler-policy FILE``: the detached cluster's controller manager deschedules;
-    ``kemu deschedule`` finds that cluster by itself."""
+    ``kemu deschedule`` finds that cluster by itself.
+
+    The pod is a real ReplicaSet's, placed by the cluster's scheduler: the detached cluster runs every
+    controller, and its garbage collector deletes a pod whose owner does not exist.
+    """
     from emulator.store.store import Store
 
     env = {**os.environ, "KEMU_HOME": str(tmp_path / "home"), "PYTHONPATH": os.getcwd()}
@@ -200,19 +204,24 @@ def test_kemu_up_with_a_descheduler_policy_runs_the_controller(tmp_path: Path) -
         return subprocess.run([sys.executable, "-m", "emulator.cli", *args], env=env, capture_output=True, text=True,
                               timeout=120, check=False)
 
-    up = kemu("up", "--detach", "--api-port", "0", "--descheduler-policy", str(policy_file),
+    up = kemu("up", "--detach", "--api-port", "0", "--schedulers", "1", "--descheduler-policy", str(policy_file),
               "--descheduling-interval", "1")
     try:
         assert up.returncode == 0, up.stderr
         state = json.loads((tmp_path / "home" / "cluster.json").read_text())  # what `kemu status` reads
         core = ServerCore(Store.connect(state["redis_url"]))
         nodes(core, "n1", "n2", tainted=("n1",))
-        running_pod(core, "web-0", "n2")
+        rs = b.replica_set("web-rs", LABELS)
+        rs["spec"]["replicas"] = 1
+        core.create(REPLICASET, rs)
+        pod = wait_for(lambda: next((p["metadata"]["name"] for p in core.list(POD, "default").items
+                                     if p["spec"].get("nodeName")), None), 60, "the scheduler to place web-rs's pod")
         dry = kemu("deschedule", "--policy", str(policy_file), "--dry-run")
         assert dry.returncode == 0, dry.stderr
         assert "0 pods evicted (dry run) over 2 nodes" in dry.stdout
-        running_pod(core, "web-1", "n1")
-        wait_for(lambda: evicted(core) == {"web-1"}, 60, "the detached cluster's descheduler to evict web-1")
+        n2 = core.get(NODE, None, "n2")
+        core.update(NODE, {**n2, "spec": {**n2["spec"], "taints": [MAINT]}})
+        wait_for(lambda: evicted(core) == {pod}, 60, f"the detached cluster's descheduler to evict {pod}")
     finally:
         down = kemu("down")
         assert down.returncode == 0, down.stderr
