@@ -7,4 +7,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
 .venv/bin/ruff check .
 .venv/bin/lint-imports
-exec .venv/bin/pytest "$@"
+# Two pytest-xdist workers, each with its own embedded Redis (tests/conftest.py); most tests wait on
+# subprocesses and clocks, so two share the machine well. KEMU_TEST_WORKERS=0 runs the suite serially.
+exec .venv/bin/pytest -n "${KEMU_TEST_WORKERS:-2}" "$@"
