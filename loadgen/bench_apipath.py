@@ -20,7 +20,10 @@ kubelets adopt them, or without kubelets they stay as created), then:
 * a **store watcher** thread in this process reads the same events straight from
   the store (no HTTP, no model decoding) and notes the same.
 
-It reports create -> bound p50/p99 as each watcher saw it. The watchers see the
+It reports create -> bound p50/p99 as each watcher saw it, and the CPU seconds
+spent while the pods were created: by the API server (all its workers), by each
+watcher process, by the creator processes and by the whole machine (every
+process on it, other work included), with the load average at the end. The watchers see the
 same binding: the store watcher's figure is the control plane's (API server
 write, scheduler, bind); the raw watcher adds the API server's watch delivery;
 the client watcher adds the official client's decoding into its models, which
@@ -34,6 +37,7 @@ import argparse
 import json
 import multiprocessing
 import multiprocessing.pool
+import os
 import tempfile
 import threading
 import time
@@ -44,7 +48,7 @@ from actors.cli import controller_runner, kubelet_runner, scheduler_runner
 from emulator.api.kinds import POD
 from emulator.cluster import LocalCluster
 from emulator.config import Config
-from loadgen.bench_kubelets import wait_until
+from loadgen.bench_kubelets import cpu_seconds, process_tree, wait_until
 
 NAMESPACE = "apipath"
 
@@ -82,12 +86,13 @@ def _creator(kubeconfig: str, names: list[str], threads: int, start: Any, out: A
                 done[name] = time.time()
 
     start.wait()
+    cpu0 = time.process_time()
     workers = [threading.Thread(target=work, args=(names[i::threads],)) for i in range(threads)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    out.put(done)
+    out.put((done, time.process_time() - cpu0))
 
 
 def _client_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
@@ -97,17 +102,20 @@ def _client_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
     api = _client(kubeconfig)
     rv = api.list_namespaced_pod(NAMESPACE).metadata.resource_version
     bound: dict[str, float] = {}
+    cpu0 = time.process_time()
+    events = 0
     ready.set()
     w = watch.Watch()
     while len(bound) < pods:
         for event in w.stream(api.list_namespaced_pod, NAMESPACE, resource_version=rv, timeout_seconds=60):
             pod = event["object"]
+            events += 1
             rv = pod.metadata.resource_version
             if pod.spec.node_name and pod.metadata.name not in bound:
                 bound[pod.metadata.name] = time.time()
                 if len(bound) >= pods:
                     break
-    out.put(bound)
+    out.put((bound, time.process_time() - cpu0, events))
 
 
 def _raw_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
@@ -115,6 +123,8 @@ def _raw_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
     api = _client(kubeconfig)
     rv = api.list_namespaced_pod(NAMESPACE).metadata.resource_version
     bound: dict[str, float] = {}
+    cpu0 = time.process_time()
+    events = 0
     ready.set()
     while len(bound) < pods:
         resp = api.list_namespaced_pod(NAMESPACE, watch=True, resource_version=rv, timeout_seconds=60,
@@ -127,13 +137,14 @@ def _raw_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
                 if not line:
                     continue
                 pod = json.loads(line)["object"]
+                events += 1
                 rv = pod["metadata"]["resourceVersion"]
                 if (pod.get("spec") or {}).get("nodeName") and pod["metadata"]["name"] not in bound:
                     bound[pod["metadata"]["name"]] = time.time()
             if len(bound) >= pods:
                 break
         resp.release_conn()
-    out.put(bound)
+    out.put((bound, time.process_time() - cpu0, events))
 
 
 def _store_watcher(core: Any, since: int, pods: int, bound: dict[str, float], stop: threading.Event) -> None:
@@ -146,6 +157,19 @@ def _store_watcher(core: Any, since: int, pods: int, bound: dict[str, float], st
                     bound[name] = time.time()
     finally:
         watch.close()
+
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its living descendants (the API server's workers)."""
+    return sum(cpu_seconds(process_tree(pid)).values())
+
+
+def _machine_busy() -> float:
+    """CPU seconds the whole machine spent not idle (every process, other work on it included)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal ...
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
@@ -204,16 +228,23 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                         daemon=True)
         store_thread.start()
         time.sleep(2)  # the creator processes import the client
+        api_pid = cluster.api.proc.pid if cluster.api is not None and cluster.api.proc is not None else os.getpid()
+        api_cpu0, busy0 = _tree_cpu(api_pid), _machine_busy()
         t_start = time.time()
         print(f"creating {args.pods} pods", flush=True)  # (a profiler's cue)
         start.set()
         created: dict[str, float] = {}
+        creators_cpu = 0.0
         for _ in range(args.procs):
-            created.update(created_q.get(timeout=args.timeout))
-        client_bound: dict[str, float] = bound_q.get(timeout=args.timeout)
-        raw_bound: dict[str, float] = raw_q.get(timeout=args.timeout)
+            done, cpu = created_q.get(timeout=args.timeout)
+            created.update(done)
+            creators_cpu += cpu
+        client_bound, client_cpu, client_events = bound_q.get(timeout=args.timeout)
+        raw_bound, raw_cpu, raw_events = raw_q.get(timeout=args.timeout)
         store_thread.join(args.timeout)
         stop.set()
+        wall = time.time() - t_start
+        api_cpu, busy = _tree_cpu(api_pid) - api_cpu0, _machine_busy() - busy0
         t_created = max(created.values()) if created else t_start
         result.update(
             createSeconds=round(t_created - t_start, 2),
@@ -222,7 +253,15 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             boundRawWatch=_percentiles([raw_bound[n] - created[n] for n in created if n in raw_bound]),
             boundClientWatch=_percentiles([client_bound[n] - created[n] for n in created if n in client_bound]),
             clientWatchLag=_percentiles([client_bound[n] - store_bound[n] for n in created
-                                         if n in client_bound and n in store_bound]))
+                                         if n in client_bound and n in store_bound]),
+            # CPU seconds from the first create until every watcher saw every pod bound (wallSeconds).
+            wallSeconds=round(wall, 1),
+            cpuSeconds={"apiServer": round(api_cpu, 1), "rawWatcher": round(raw_cpu, 1),
+                        "clientWatcher": round(client_cpu, 1), "creators": round(creators_cpu, 1),
+                        "machine": round(busy, 1)},
+            # Watch events each watcher read until it had seen every pod bound.
+            watchEvents={"rawWatcher": raw_events, "clientWatcher": client_events},
+            loadAverage=[round(x, 1) for x in os.getloadavg()])
         print(json.dumps(result, indent=2))
     finally:
         cluster.stop()
