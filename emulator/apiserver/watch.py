@@ -32,6 +32,10 @@ not a thread or a Redis connection. A watch whose client reads slower than its
 events arrive (more than :data:`MAX_PENDING_EVENTS` waiting) is ended cleanly,
 as upstream's cacher closes an unresponsive watcher: the client watches again
 from the last resourceVersion it received.
+The reader reads each stream from its most lagging watch's position, so a
+watch that starts far back (a catch-up of many thousand events) delays the
+others of its worker for as many batched reads; upstream's cacher serves such
+a watch from its in-memory history instead.
 
 With ``allowWatchBookmarks=true`` a BOOKMARK carrying the resourceVersion read
 so far (filtered-out events included) is sent every ``bookmark_interval``

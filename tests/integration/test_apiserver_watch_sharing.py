@@ -25,7 +25,7 @@ from tests.waiting import wait_for
 pytestmark = pytest.mark.integration
 
 
-def request(*, namespace: str | None = None, labels: str = "", fields: str = "", timeout: float = 2.0,
+def request(*, namespace: str | None = None, labels: str = "", fields: str = "", timeout: float = 60.0,
             table: str = "") -> WatchRequest:
     return WatchRequest(POD, namespace, parse_label_selector(labels) if labels else None,
                         parse_field_selector(fields, POD.selectable_fields) if fields else None, since_rv=0,
@@ -33,10 +33,18 @@ def request(*, namespace: str | None = None, labels: str = "", fields: str = "",
                         timeout_seconds=timeout, table_version=table)
 
 
-async def collect(req: WatchRequest, source: WatchSource, start: int, core: ServerCore) -> list[dict[str, Any]]:
+async def collect(req: WatchRequest, source: WatchSource, start: int, core: ServerCore,
+                  wanted: int) -> list[dict[str, Any]]:
+    """The watch's events until it has sent ``wanted`` (or ended: its timeout is only a safety net)."""
     out: list[dict[str, Any]] = []
-    async for chunk in stream_events(req, source, None, start, core.clock.now):
-        out += [orjson.loads(line) for line in chunk.splitlines() if line]
+    body = stream_events(req, source, None, start, core.clock.now)
+    try:
+        async for chunk in body:
+            out += [orjson.loads(line) for line in chunk.splitlines() if line]
+            if len(out) >= wanted:
+                break
+    finally:
+        await body.aclose()  # as the server does when the client goes away: the subscription ends
     return out
 
 
@@ -44,17 +52,19 @@ def named(events: list[dict[str, Any]]) -> list[tuple[str, str]]:
     return [(e["type"], e["object"]["metadata"]["name"]) for e in events]
 
 
-def write(core: ServerCore) -> list[tuple[str, str, str, dict[str, str]]]:
-    """The writes every case watches: (type, namespace, name, labels), in order."""
+# The writes every case watches: (type, namespace, name, labels), in order (what ``write`` does).
+WRITES = [("ADDED", "default", "a", {"app": "x"}), ("ADDED", "default", "b", {"app": "y"}),
+          ("ADDED", "other", "c", {"app": "x"}), ("MODIFIED", "default", "a", {"app": "x", "v": "2"}),
+          ("DELETED", "default", "b", {"app": "y"})]
+
+
+def write(core: ServerCore) -> None:
     core.create(POD, b.pod("a", labels={"app": "x"}))
     core.create(POD, b.pod("b", labels={"app": "y"}))
     core.create(POD, b.pod("c", namespace="other", labels={"app": "x"}))
     a = core.get(POD, "default", "a")
     core.update(POD, {**a, "metadata": {**a["metadata"], "labels": {"app": "x", "v": "2"}}})
     core.delete(POD, "default", "b")
-    return [("ADDED", "default", "a", {"app": "x"}), ("ADDED", "default", "b", {"app": "y"}),
-            ("ADDED", "other", "c", {"app": "x"}), ("MODIFIED", "default", "a", {"app": "x", "v": "2"}),
-            ("DELETED", "default", "b", {"app": "y"})]
 
 
 # Each watch: its request, and which of the writes it must see (worked out from the selectors, not from output).
@@ -73,17 +83,21 @@ def test_watches_of_one_process_share_one_read_and_one_encoding(core: ServerCore
     source = WatchSource(core.store, redis_url)
     stream = core.store.stream_key(POD)
     start = core.store.current_rv()
-    expected: dict[str, list[tuple[str, str]]] = {}
+    expected = {case: [(t, name) for t, ns, name, labels in WRITES if selects(ns, name, labels)]
+                for case, _, selects in CASES}
 
     async def main() -> list[list[dict[str, Any]]]:
-        tasks = [asyncio.create_task(collect(request(**kw), source, start, core)) for _, kw, _ in CASES]
+        tasks = [asyncio.create_task(collect(request(**kw), source, start, core, len(expected[case])))
+                 for case, kw, _ in CASES]
         try:
-            # Every watch is subscribed before the writes: each entry is then read and decoded exactly once.
+            # Every watch is subscribed, and the reader has started a read since (its plan holds them all),
+            # before the writes: each entry is then read and decoded exactly once.
             await asyncio.to_thread(wait_for, lambda: len(source.mux._subs.get(stream, ())) == len(CASES), 10,
                                     "every watch subscribed to the pod stream")
-            writes = await asyncio.to_thread(write, core)
-            for (case, _, selects) in CASES:
-                expected[case] = [(t, name) for t, ns, name, labels in writes if selects(ns, name, labels)]
+            reads = source.mux.reads
+            await asyncio.to_thread(wait_for, lambda: source.mux.reads >= reads + 2, 10,
+                                    "a read planned with every watch")
+            await asyncio.to_thread(write, core)
             return list(await asyncio.gather(*tasks))
         finally:
             await source.close()
@@ -92,7 +106,8 @@ def test_watches_of_one_process_share_one_read_and_one_encoding(core: ServerCore
     results = asyncio.run(main())
     for (case, _, _), events in zip(CASES, results, strict=True):
         assert named(events) == expected[case], case
-    assert mux.entries_read == 5  # five writes, one decode each for five watches
+    entries = [(e[0], e[1][b"t"]) for e in core.store.redis.xrange(stream, f"{start + 1}-0")]
+    assert mux.entries_read == 5, entries  # five writes, one decode each for five watches
     # Every event went to the unfiltered watch: serialized once, the other watches' copies are shared.
     assert source.lines.encoded == 5
     assert source.lines.shared == sum(len(expected[c]) for c, _, _ in CASES) - 5
@@ -107,8 +122,8 @@ def test_a_watch_from_an_older_version_catches_up_beside_a_current_one(core: Ser
 
     async def main() -> list[list[dict[str, Any]]]:
         try:
-            return list(await asyncio.gather(collect(request(timeout=1.0), source, middle, core),
-                                             collect(request(timeout=1.0), source, before, core)))
+            return list(await asyncio.gather(collect(request(), source, middle, core, 1),
+                                             collect(request(), source, before, core, 2)))
         finally:
             await source.close()
 
@@ -125,8 +140,8 @@ def test_table_watches_render_their_own_rows(core: ServerCore, redis_url: str) -
 
     async def main() -> list[list[dict[str, Any]]]:
         try:
-            return list(await asyncio.gather(collect(request(timeout=1.0, table="v1"), source, start, core),
-                                             collect(request(timeout=1.0), source, start, core)))
+            return list(await asyncio.gather(collect(request(table="v1"), source, start, core, 2),
+                                             collect(request(), source, start, core, 2)))
         finally:
             await source.close()
 
@@ -149,10 +164,10 @@ def test_a_watch_too_far_behind_its_client_ends_after_what_it_was_handed(
 
     async def main() -> list[dict[str, Any]]:
         try:
-            return await collect(request(timeout=30.0), source, start, core)
+            return await collect(request(), source, start, core, 3)
         finally:
             await source.close()
 
     # The three events come in one read: more than the bound, so none is queued and the stream ends
-    # (long before its 30 s timeout); the client watches again from ``start``.
+    # (long before its 60 s timeout); the client watches again from ``start``.
     assert asyncio.run(main()) == []
