@@ -3,7 +3,8 @@
 The watch bodies are driven in-process (``stream_events``, what the HTTP endpoint streams) against
 real Redis, so the shared reader's counters can be read: every stream entry is decoded once and
 every event's JSON line serialized once, whatever the number of watches; each watch still gets
-only the events its namespace, label and field selectors and its starting resourceVersion select.
+only the events its namespace, label and field selectors and its starting resourceVersion select,
+and a watch the stream was trimmed past gets its 410 as an ERROR event.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from emulator.api.selectors import parse_field_selector, parse_label_selector
 from emulator.apiserver import watch
 from emulator.apiserver.watch import WatchRequest, WatchSource, stream_events
 from emulator.server.core import ServerCore
+from emulator.store.store import Store, StoreConfig
 from tests import builders as b
 from tests.waiting import wait_for
 
@@ -171,3 +173,23 @@ def test_a_watch_too_far_behind_its_client_ends_after_what_it_was_handed(
     # The three events come in one read: more than the bound, so none is queued and the stream ends
     # (long before its 60 s timeout); the client watches again from ``start``.
     assert asyncio.run(main()) == []
+
+
+def test_a_watch_the_stream_trimmed_past_gets_a_410_error_event(redis_url: str) -> None:
+    # The API server checks the window before it answers; a watch the trim passes after that (here: from
+    # the start) learns it from the shared reader, as an ERROR event carrying the 410 Status, and ends.
+    small = ServerCore(Store.connect(redis_url, StoreConfig(stream_cap=10)))
+    small.bootstrap()
+    start = small.store.current_rv()
+    for i in range(60):
+        small.create(POD, b.pod(f"t{i}"))
+    source = WatchSource(small.store, redis_url)
+
+    async def main() -> list[dict[str, Any]]:
+        try:
+            return await collect(request(), source, start, small, 1)
+        finally:
+            await source.close()
+
+    events = asyncio.run(main())
+    assert [(e["type"], e["object"]["kind"], e["object"]["code"]) for e in events] == [("ERROR", "Status", 410)]
