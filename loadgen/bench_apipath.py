@@ -20,7 +20,17 @@ kubelets adopt them, or without kubelets they stay as created), then:
 * a **store watcher** thread in this process reads the same events straight from
   the store (no HTTP, no model decoding) and notes the same.
 
-It reports create -> bound p50/p99 as each watcher saw it. The watchers see the
+``--fanout K`` measures the API server's watch path alone instead: an API server
+and Redis only, K raw HTTP watches on the pod stream (each a thread here), and
+``--pods`` pods written straight to the store (with the managedFields a create
+through the API adds), each then bound and its status written; it reports the
+API server's CPU milliseconds per event written and the write -> received
+latency over all watches.
+
+It reports create -> bound p50/p99 as each watcher saw it, and the CPU seconds
+spent while the pods were created: by the API server (all its workers), by each
+watcher process, by the creator processes and by the whole machine (every
+process on it, other work included), with the load average at the end. The watchers see the
 same binding: the store watcher's figure is the control plane's (API server
 write, scheduler, bind); the raw watcher adds the API server's watch delivery;
 the client watcher adds the official client's decoding into its models, which
@@ -34,6 +44,7 @@ import argparse
 import json
 import multiprocessing
 import multiprocessing.pool
+import os
 import tempfile
 import threading
 import time
@@ -44,7 +55,7 @@ from actors.cli import controller_runner, kubelet_runner, scheduler_runner
 from emulator.api.kinds import POD
 from emulator.cluster import LocalCluster
 from emulator.config import Config
-from loadgen.bench_kubelets import wait_until
+from loadgen.bench_kubelets import cpu_seconds, process_tree, wait_until
 
 NAMESPACE = "apipath"
 
@@ -82,12 +93,13 @@ def _creator(kubeconfig: str, names: list[str], threads: int, start: Any, out: A
                 done[name] = time.time()
 
     start.wait()
+    cpu0 = time.process_time()
     workers = [threading.Thread(target=work, args=(names[i::threads],)) for i in range(threads)]
     for w in workers:
         w.start()
     for w in workers:
         w.join()
-    out.put(done)
+    out.put((done, time.process_time() - cpu0))
 
 
 def _client_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
@@ -97,17 +109,20 @@ def _client_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
     api = _client(kubeconfig)
     rv = api.list_namespaced_pod(NAMESPACE).metadata.resource_version
     bound: dict[str, float] = {}
+    cpu0 = time.process_time()
+    events = 0
     ready.set()
     w = watch.Watch()
     while len(bound) < pods:
         for event in w.stream(api.list_namespaced_pod, NAMESPACE, resource_version=rv, timeout_seconds=60):
             pod = event["object"]
+            events += 1
             rv = pod.metadata.resource_version
             if pod.spec.node_name and pod.metadata.name not in bound:
                 bound[pod.metadata.name] = time.time()
                 if len(bound) >= pods:
                     break
-    out.put(bound)
+    out.put((bound, time.process_time() - cpu0, events))
 
 
 def _raw_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
@@ -115,6 +130,8 @@ def _raw_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
     api = _client(kubeconfig)
     rv = api.list_namespaced_pod(NAMESPACE).metadata.resource_version
     bound: dict[str, float] = {}
+    cpu0 = time.process_time()
+    events = 0
     ready.set()
     while len(bound) < pods:
         resp = api.list_namespaced_pod(NAMESPACE, watch=True, resource_version=rv, timeout_seconds=60,
@@ -127,13 +144,14 @@ def _raw_watcher(kubeconfig: str, pods: int, ready: Any, out: Any) -> None:
                 if not line:
                     continue
                 pod = json.loads(line)["object"]
+                events += 1
                 rv = pod["metadata"]["resourceVersion"]
                 if (pod.get("spec") or {}).get("nodeName") and pod["metadata"]["name"] not in bound:
                     bound[pod["metadata"]["name"]] = time.time()
             if len(bound) >= pods:
                 break
         resp.release_conn()
-    out.put(bound)
+    out.put((bound, time.process_time() - cpu0, events))
 
 
 def _store_watcher(core: Any, since: int, pods: int, bound: dict[str, float], stop: threading.Event) -> None:
@@ -146,6 +164,48 @@ def _store_watcher(core: Any, since: int, pods: int, bound: dict[str, float], st
                     bound[name] = time.time()
     finally:
         watch.close()
+
+
+def _tree_cpu(pid: int) -> float:
+    """CPU seconds (user + system) of process ``pid`` and its living descendants (the API server's workers)."""
+    return sum(cpu_seconds(process_tree(pid)).values())
+
+
+def _names(pids: list[int]) -> dict[int, str]:
+    """A short name per process: the executable, or for Python the module or script it runs (Ray: the actor)."""
+    out = {}
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                argv = [a.decode(errors="replace") for a in f.read().split(b"\0") if a]
+        except OSError:
+            continue
+        if not argv:
+            continue
+        name = os.path.basename(argv[0]).split(" ")[0]
+        if name.startswith("python") and len(argv) > 1:
+            rest = [a for a in argv[1:] if not a.startswith("-")]
+            name = (argv[argv.index("-m") + 1] if "-m" in argv[:-1] else
+                    "multiprocessing child" if any("multiprocessing" in a for a in argv) else
+                    os.path.basename(rest[0]) if rest else name)
+        out[pid] = name[:40]
+    return out
+
+
+def _cpu_by_name(before: dict[int, float], after: dict[int, float], names: dict[int, str]) -> dict[str, float]:
+    by: dict[str, float] = {}
+    for pid, cpu in after.items():
+        name = names.get(pid, str(pid))
+        by[name] = by.get(name, 0.0) + cpu - before.get(pid, 0.0)
+    return {k: round(v, 1) for k, v in sorted(by.items(), key=lambda kv: -kv[1]) if v >= 0.1}
+
+
+def _machine_busy() -> float:
+    """CPU seconds the whole machine spent not idle (every process, other work on it included)."""
+    with open("/proc/stat") as f:
+        ticks = [int(x) for x in f.readline().split()[1:]]
+    # user nice system idle iowait irq softirq steal ...
+    return (sum(ticks) - ticks[3] - ticks[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _percentiles(values: list[float]) -> dict[str, float]:
@@ -204,16 +264,28 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                                         daemon=True)
         store_thread.start()
         time.sleep(2)  # the creator processes import the client
+        api_pid = cluster.api.proc.pid if cluster.api is not None and cluster.api.proc is not None else os.getpid()
+        api_cpu0, busy0 = _tree_cpu(api_pid), _machine_busy()
+        pids0 = process_tree()
+        tree0, names0 = cpu_seconds(pids0), _names(pids0)
         t_start = time.time()
         print(f"creating {args.pods} pods", flush=True)  # (a profiler's cue)
         start.set()
         created: dict[str, float] = {}
+        creators_cpu = 0.0
         for _ in range(args.procs):
-            created.update(created_q.get(timeout=args.timeout))
-        client_bound: dict[str, float] = bound_q.get(timeout=args.timeout)
-        raw_bound: dict[str, float] = raw_q.get(timeout=args.timeout)
+            done, cpu = created_q.get(timeout=args.timeout)
+            created.update(done)
+            creators_cpu += cpu
+        client_bound, client_cpu, client_events = bound_q.get(timeout=args.timeout)
+        raw_bound, raw_cpu, raw_events = raw_q.get(timeout=args.timeout)
         store_thread.join(args.timeout)
         stop.set()
+        wall = time.time() - t_start
+        api_cpu, busy = _tree_cpu(api_pid) - api_cpu0, _machine_busy() - busy0
+        pids = process_tree()
+        tree1 = cpu_seconds(pids)
+        by_name = _cpu_by_name(tree0, tree1, {**names0, **_names(pids)})
         t_created = max(created.values()) if created else t_start
         result.update(
             createSeconds=round(t_created - t_start, 2),
@@ -222,11 +294,117 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
             boundRawWatch=_percentiles([raw_bound[n] - created[n] for n in created if n in raw_bound]),
             boundClientWatch=_percentiles([client_bound[n] - created[n] for n in created if n in client_bound]),
             clientWatchLag=_percentiles([client_bound[n] - store_bound[n] for n in created
-                                         if n in client_bound and n in store_bound]))
+                                         if n in client_bound and n in store_bound]),
+            # CPU seconds from the first create until every watcher saw every pod bound (wallSeconds).
+            wallSeconds=round(wall, 1),
+            cpuSeconds={"apiServer": round(api_cpu, 1), "rawWatcher": round(raw_cpu, 1),
+                        "clientWatcher": round(client_cpu, 1), "creators": round(creators_cpu, 1),
+                        "machine": round(busy, 1),
+                        # Every process of the benchmark (cluster, Ray, clients; the watchers after they exited
+                        # are not in it), and by process name.
+                        "benchmarkTree": round(sum(tree1.values()) - sum(tree0.get(p, 0.0) for p in tree1), 1),
+                        "byProcess": by_name},
+            # Watch events each watcher read until it had seen every pod bound.
+            watchEvents={"rawWatcher": raw_events, "clientWatcher": client_events},
+            loadAverage=[round(x, 1) for x in os.getloadavg()])
         print(json.dumps(result, indent=2))
     finally:
         cluster.stop()
     return result
+
+
+def _managed_fields(name: str) -> list[dict[str, Any]]:
+    """What the API server's field manager records for a create by the official client (its shape and size)."""
+    spec = {"f:containers": {'k:{"name":"app"}': {".": {}, "f:image": {}, "f:imagePullPolicy": {}, "f:name": {},
+                                                   "f:resources": {".": {}, "f:requests": {".": {}, "f:cpu": {},
+                                                                                         "f:memory": {}}},
+                                                   "f:terminationMessagePath": {},
+                                                   "f:terminationMessagePolicy": {}}},
+            "f:dnsPolicy": {}, "f:enableServiceLinks": {}, "f:restartPolicy": {}, "f:schedulerName": {},
+            "f:securityContext": {}, "f:terminationGracePeriodSeconds": {}}
+    return [{"manager": "OpenAPI-Generator", "operation": "Update", "apiVersion": "v1",
+             "time": "2026-01-01T00:00:00Z", "fieldsType": "FieldsV1",
+             "fieldsV1": {"f:metadata": {"f:annotations": {".": {}, "f:kemu.io/startup-delay": {}}}, "f:spec": spec}}]
+
+
+def _fanout_watcher(url: str, since: int, events_wanted: int, seen: dict[str, float], done: threading.Event) -> None:
+    import httpx
+
+    n = 0
+    params = {"watch": "true", "resourceVersion": str(since), "timeoutSeconds": "600"}
+    with httpx.Client(base_url=url, timeout=None) as http, \
+            http.stream("GET", f"/api/v1/namespaces/{NAMESPACE}/pods", params=params) as r:
+        for line in r.iter_lines():
+            if not line:
+                continue
+            event = json.loads(line)
+            obj = event["object"]
+            key = f'{event["type"]}/{obj["metadata"]["name"]}/{obj["metadata"]["resourceVersion"]}'
+            seen.setdefault(key, time.time())
+            n += 1
+            if n >= events_wanted:
+                break
+    done.set()
+
+
+def run_fanout(args: argparse.Namespace) -> dict[str, Any]:
+    from emulator.api.kinds import NAMESPACE as NS
+    from emulator.apiserver.process import ApiServerProcess
+    from emulator.apiserver.settings import ServerSettings
+    from emulator.server.core import ServerCore
+    from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
+    from emulator.store.store import Store
+
+    data = Path(tempfile.mkdtemp(prefix="kemu-bench-fanout-"))
+    redis_server = EmbeddedRedis(RedisServerConfig(data_dir=data / "redis"))
+    redis_server.start()
+    server = ApiServerProcess(ServerSettings(redis_url=redis_server.url, port=0, authorization_mode="AlwaysAllow",
+                                             workers=args.api_workers))
+    server.start()
+    try:
+        core = ServerCore(Store.connect(redis_server.url))
+        core.bootstrap()
+        core.create(NS, {"metadata": {"name": NAMESPACE}})
+        since = core.store.current_rv()
+        events = 3 * args.pods  # ADDED, the binding's MODIFIED, the status write's MODIFIED
+        seen: list[dict[str, float]] = [{} for _ in range(args.fanout)]
+        dones = [threading.Event() for _ in range(args.fanout)]
+        for mine, done in zip(seen, dones, strict=True):
+            threading.Thread(target=_fanout_watcher, args=(server.url, since, events, mine, done), daemon=True).start()
+        time.sleep(1)  # the watches connect
+        api_pid = server.proc.pid if server.proc is not None else os.getpid()
+        cpu0, busy0, t0 = _tree_cpu(api_pid), _machine_busy(), time.time()
+        written: dict[str, float] = {}
+        for i in range(args.pods):
+            name = f"p-{i:05d}"
+            body = pod_body(name)
+            body["metadata"].update(namespace=NAMESPACE, managedFields=_managed_fields(name))
+            obj = core.create(POD, body)
+            written[f'ADDED/{name}/{obj["metadata"]["resourceVersion"]}'] = time.time()
+            obj = core.update(POD, {**obj, "spec": {**obj["spec"], "nodeName": f"node-{i % 100:05d}"}})
+            written[f'MODIFIED/{name}/{obj["metadata"]["resourceVersion"]}'] = time.time()
+            obj = core.update_status(POD, {**obj, "status": {"phase": "Running", "podIP": f"10.0.{i // 250}.{i % 250}",
+                                                            "conditions": [{"type": "Ready", "status": "True"}]}})
+            written[f'MODIFIED/{name}/{obj["metadata"]["resourceVersion"]}'] = time.time()
+            if args.rate:
+                time.sleep(max(0.0, t0 + (i + 1) / args.rate - time.time()))
+        write_seconds = time.time() - t0
+        for done in dones:
+            done.wait(args.timeout)
+        wall = time.time() - t0
+        cpu, busy = _tree_cpu(api_pid) - cpu0, _machine_busy() - busy0
+        lat = [mine[k] - w for mine in seen for k, w in written.items() if k in mine]
+        result = {"pods": args.pods, "watches": args.fanout, "eventsWritten": len(written),
+                  "eventsReceived": sum(len(m) for m in seen), "writeSeconds": round(write_seconds, 2),
+                  "wallSeconds": round(wall, 2), "writeToReceived": _percentiles(lat),
+                  "apiServerCpuSeconds": round(cpu, 2),
+                  "apiServerCpuMsPerEventWritten": round(1000 * cpu / max(1, len(written)), 3),
+                  "machineCpuSeconds": round(busy, 1), "loadAverage": [round(x, 1) for x in os.getloadavg()]}
+        print(json.dumps(result, indent=2))
+        return result
+    finally:
+        server.stop()
+        redis_server.stop()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -239,9 +417,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--api-workers", type=int, default=1)
     p.add_argument("--settle", type=float, default=10.0, help="seconds between node adoption and the pods")
     p.add_argument("--timeout", type=float, default=600.0)
+    p.add_argument("--fanout", type=int, default=0,
+                   help="measure the watch path alone: this many raw watches, pods written to the store")
+    p.add_argument("--rate", type=float, default=0.0, help="--fanout: pods written per second (0: as fast as it goes)")
     p.add_argument("--out", type=Path)
     args = p.parse_args(argv)
-    result = run(args)
+    result = run_fanout(args) if args.fanout else run(args)
     if args.out:
         args.out.write_text(json.dumps(result, indent=2))
     return 0

@@ -38,7 +38,7 @@ from starlette.responses import Response, StreamingResponse
 from emulator.api import errors
 from emulator.api.kinds import REVIEW_GROUPS
 from emulator.api.selectors import parse_field_selector, parse_label_selector
-from emulator.apiserver import aggregated, content, discovery, reviews, routing
+from emulator.apiserver import aggregated, content, discovery, listrv, reviews, routing
 from emulator.apiserver import metrics as apimetrics
 from emulator.apiserver.auth import USER_KEY, Authenticator, AuthMiddleware
 from emulator.apiserver.calls import Call, Result, query_bool, query_int
@@ -168,6 +168,7 @@ class ApiServer:
     # ------------------------------------------------------------------ watch
     async def watch(self, call: Call) -> Response:
         info, kind, q = call.info, call.kind, call.query
+        listrv.validate_watch(q)  # handlers/get.go: ValidateListOptions before the watch is served
         ls = parse_label_selector(q.get("labelSelector") or "") if q.get("labelSelector") else None
         fs_text = q.get("fieldSelector") or ""
         if info.name:  # GET .../pods/NAME?watch=true: a watch of one object

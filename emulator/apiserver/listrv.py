@@ -107,6 +107,33 @@ def parse(query: Mapping[str, str], limit: int) -> ListVersion:
     return ListVersion(NOT_OLDER_THAN, rv)
 
 
+def validate_watch(query: Mapping[str, str]) -> None:
+    """422 for the options a watch may not take: apimachinery ``validateWatchOptions``.
+
+    kemu serves the WatchList protocol (``sendInitialEvents``), as a server with the WatchList
+    feature enabled: ``resourceVersionMatch`` on a watch is allowed only as ``NotOlderThan`` beside
+    ``sendInitialEvents``, which in turn requires it; never with ``continue``.
+    """
+    match = query.get("resourceVersionMatch") or ""
+    send_initial = query.get("sendInitialEvents") not in (None, "")
+    causes: list[errors.Cause] = []
+    if send_initial and match != NOT_OLDER_THAN:
+        causes.append(errors.Cause("resourceVersionMatch", "Forbidden: sendInitialEvents requires setting "
+                                   f"resourceVersionMatch to {NOT_OLDER_THAN}", "FieldValueForbidden"))
+    if match:
+        if not send_initial:
+            causes.append(errors.Cause("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden for "
+                                       "watch unless sendInitialEvents is provided", "FieldValueForbidden"))
+        if match != NOT_OLDER_THAN:
+            causes.append(errors.Cause("resourceVersionMatch", f'Unsupported value: "{match}": supported values: '
+                                       f'"{NOT_OLDER_THAN}"', "FieldValueNotSupported"))
+        if query.get("continue"):
+            causes.append(errors.Cause("resourceVersionMatch", "Forbidden: resourceVersionMatch is forbidden when "
+                                       "continue is provided", "FieldValueForbidden"))
+    if causes:
+        raise _invalid(causes)
+
+
 def too_large(wanted: int, current: int) -> errors.StatusError:
     """storage ``NewTooLargeResourceVersionError``: 504 Timeout, cause ResourceVersionTooLarge, retry in 1 s."""
     return errors.StatusError(504, "Timeout", f"Timeout: Too large resource version: {wanted}, current: {current}",

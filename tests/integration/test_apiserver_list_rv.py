@@ -200,3 +200,62 @@ def test_match_or_version_beside_a_continue_token(http: httpx.Client, core: Serv
     assert body["message"] == "specifying resource version is not allowed when using continue"
     page = http.get(CMS, params={"continue": token, "resourceVersion": "0", "limit": "1"})
     assert page.status_code == 200 and [i["metadata"]["name"] for i in orjson.loads(page.content)["items"]] == ["b"]
+
+
+# ------------------------------------------------------------------------------------- watch options
+# apimachinery validateWatchOptions (with the WatchList feature on, as kemu serves sendInitialEvents): on a watch,
+# resourceVersionMatch is allowed only as NotOlderThan beside sendInitialEvents, which requires it. Several
+# refusals make one 422 whose message lists them in brackets (field.ErrorList.ToAggregate).
+INVALID = 'ListOptions.meta.k8s.io "" is invalid: '
+FORBIDDEN_WITHOUT_INITIAL = ("resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden for watch unless "
+                             "sendInitialEvents is provided")
+INITIAL_NEEDS_MATCH = "resourceVersionMatch: Forbidden: sendInitialEvents requires setting resourceVersionMatch to " \
+                      "NotOlderThan"
+
+
+def unsupported(match: str) -> str:
+    return f'resourceVersionMatch: Unsupported value: "{match}": supported values: "NotOlderThan"'
+
+
+@pytest.mark.parametrize(("params", "causes"), [
+    ({"resourceVersionMatch": "NotOlderThan"}, [FORBIDDEN_WITHOUT_INITIAL]),
+    ({"resourceVersion": "5", "resourceVersionMatch": "NotOlderThan"}, [FORBIDDEN_WITHOUT_INITIAL]),
+    ({"resourceVersion": "5", "resourceVersionMatch": "Exact"}, [FORBIDDEN_WITHOUT_INITIAL, unsupported("Exact")]),
+    ({"sendInitialEvents": "true"}, [INITIAL_NEEDS_MATCH]),
+    ({"sendInitialEvents": "true", "resourceVersionMatch": "Exact"}, [INITIAL_NEEDS_MATCH, unsupported("Exact")]),
+    ({"sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan", "continue": "x"},
+     ["resourceVersionMatch: Forbidden: resourceVersionMatch is forbidden when continue is provided"]),
+], ids=["not-older-than", "not-older-than-with-rv", "exact", "initial-events-without-match",
+        "initial-events-with-exact", "with-continue"])
+def test_refused_watch_options(http: httpx.Client, params: dict[str, str], causes: list[str]) -> None:
+    body = status(http.get(CMS, params={"watch": "true", "timeoutSeconds": "1", **params}), 422)
+    joined = ", ".join(causes)
+    assert body["message"] == INVALID + (f"[{joined}]" if len(causes) > 1 else joined)
+    assert body["reason"] == "Invalid"
+    # The name is "" and StatusDetails.name is omitempty.
+    assert (body["details"]["kind"], body["details"]["group"]) == ("ListOptions", "meta.k8s.io")
+    assert "name" not in body["details"]
+    assert [f'{c["field"]}: {c["message"]}' for c in body["details"]["causes"]] == causes
+
+
+def test_watch_with_resource_version_match_through_the_official_client(v1: client.CoreV1Api) -> None:
+    with pytest.raises(ApiException) as e:
+        v1.list_namespaced_config_map("default", watch=True, resource_version_match="NotOlderThan",
+                                      timeout_seconds=1, _preload_content=False)
+    assert e.value.status == 422
+    body = orjson.loads(e.value.body)
+    assert body["message"] == INVALID + FORBIDDEN_WITHOUT_INITIAL
+    assert body["details"]["causes"][0]["field"] == "resourceVersionMatch"
+
+
+def test_watch_list_with_not_older_than_streams(http: httpx.Client, core: ServerCore) -> None:
+    cm(core, "a")
+    params = {"watch": "true", "sendInitialEvents": "true", "resourceVersionMatch": "NotOlderThan",
+              "allowWatchBookmarks": "true", "timeoutSeconds": "1"}
+    r = http.get(CMS, params=params)
+    assert r.status_code == 200, r.text
+    events = [orjson.loads(line) for line in r.content.splitlines() if line]
+    assert [(e["type"], e["object"]["metadata"].get("name")) for e in events[:1]] == [("ADDED", "a")]
+    end = [e for e in events if e["type"] == "BOOKMARK"
+           and (e["object"]["metadata"].get("annotations") or {}).get("k8s.io/initial-events-end") == "true"]
+    assert len(end) == 1
