@@ -54,6 +54,8 @@ class ApiWriter:
         self.queue = queue
         self._q: queue_mod.SimpleQueue[tuple[str, Any] | None] = queue_mod.SimpleQueue()
         self._preempting: set[str] = set()  # preemptors whose victims are not all handled yet
+        # Preemptor -> (node, victims asked to go whose going the scheduler's cache has not shown yet).
+        self._awaiting: dict[str, tuple[str, frozenset[str]]] = {}
         self._preempting_lock = threading.Lock()
 
     # ------------------------------------------------------------------ what the other threads hand over
@@ -68,8 +70,10 @@ class ApiWriter:
 
     def preemption(self, preemptor: PodInfo, node: str, victims: Sequence[Any], profile: str) -> None:
         """Evict the victims PostFilter chose (see :meth:`_execute_preemption`)."""
+        keys = frozenset(v.key if isinstance(v, PodInfo) else PodInfo(v).key for v in victims)
         with self._preempting_lock:
             self._preempting.add(preemptor.key)
+            self._awaiting[preemptor.key] = (node, keys)
         self._q.put(("preempt", (preemptor, node, victims, profile)))
 
     def is_preempting(self, key: str) -> bool:
@@ -77,6 +81,18 @@ class ApiWriter:
         ``IsPodRunningPreemption``): it must not preempt again meanwhile."""
         with self._preempting_lock:
             return key in self._preempting
+
+    def awaited_victims(self, key: str) -> tuple[str, frozenset[str]] | None:
+        """(node, victims) of pod ``key``'s latest preemption until :meth:`victims_seen` (a victim whose deletion
+        failed is left out): the scheduling loop holds the pod from preempting again until its cache shows them
+        terminating or gone -- the API writer is done before the pod informer delivers what it wrote."""
+        with self._preempting_lock:
+            return self._awaiting.get(key)
+
+    def victims_seen(self, key: str) -> None:
+        """Pod ``key``'s victims are terminating or gone in the cache (or it was scheduled): stop tracking them."""
+        with self._preempting_lock:
+            self._awaiting.pop(key, None)
 
     def close(self) -> None:
         """Make :meth:`run` flush what it holds and return."""
@@ -235,8 +251,9 @@ class ApiWriter:
                 self.client.delete(POD, vinfo.namespace, vinfo.name,
                                    preconditions={"uid": vinfo.uid} if vinfo.uid else None)
             except StatusError as e:
-                if e.code not in (404, 409):
+                if e.code not in (404, 409):  # a 404 or 409 (another uid): the victim is gone already
                     log.warning("%s: preempting %s failed: %s", self.name, vinfo.key, e)
+                    self._not_awaited(preemptor.key, vinfo.key)
                 continue
             if self.options.record_events:
                 events.append(pod_event(vinfo, "Normal", "Preempted", "Preempting",
@@ -254,6 +271,13 @@ class ApiWriter:
                 self.queue.add_nominated_pod(other, "")
                 self._patch_pod_status(other, clear, unbound_only=True)
         return events
+
+
+    def _not_awaited(self, key: str, victim: str) -> None:
+        with self._preempting_lock:
+            entry = self._awaiting.get(key)
+            if entry is not None:
+                self._awaiting[key] = (entry[0], entry[1] - {victim})
 
 
 def pod_event(info: PodInfo, type_: str, reason: str, action: str, note: str, *, component: str, instance: str,

@@ -75,6 +75,7 @@ class GiveBack:
 class _Ranked:
     pods: tuple[PodInfo, ...]  # the snapshot's tuple this was built from (checked by identity)
     ordered: list[PodInfo]  # most important first
+    keys: list[Any]  # the sort key of each when sorted
     neg_priorities: list[int]  # -priority of each, ascending
     amounts: dict[str, np.ndarray]  # resource -> request of each, in ``ordered`` order
 
@@ -97,9 +98,12 @@ class ImportanceIndex:
         if not pods:
             return None
         ranked = self._nodes.get(index)
-        if ranked is None or ranked.pods is not pods:
-            ordered = sorted(pods, key=self.sort_key)
-            ranked = self._nodes[index] = _Ranked(pods, ordered, [-p.priority for p in ordered], requests_of(ordered))
+        key = self.sort_key
+        if ranked is None or ranked.pods is not pods or any(key(p) != k for p, k in zip(ranked.ordered, ranked.keys,
+                                                                                          strict=True)):
+            ordered = sorted(pods, key=key)  # (a pod's start time may change in place: the cache's status update)
+            ranked = self._nodes[index] = _Ranked(pods, ordered, [key(p) for p in ordered],
+                                                  [-p.priority for p in ordered], requests_of(ordered))
         start = bisect.bisect_right(ranked.neg_priorities, -priority)
         if start == len(ranked.ordered):
             return None
