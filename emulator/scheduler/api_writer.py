@@ -170,15 +170,20 @@ class ApiWriter:
 
         ``change`` gets a copy of the current status and returns the new one, or None for no change.
         Returns True when written, False when nothing changed, None when the pod is gone, was re-created,
-        or (``unbound_only``) got bound meanwhile.
+        or (``unbound_only``) got bound meanwhile. The first try starts from the object the informer last gave
+        (``info.pod``, as upstream patches the cached pod) and reads the pod only when that one was stale (409).
         """
+        cached = info.pod if (info.pod.get("metadata") or {}).get("resourceVersion") else None
         for _ in range(5):
-            try:
-                current = self.client.get(POD, info.namespace, info.name)
-            except StatusError as e:
-                if e.code == 404:
-                    return None
-                raise
+            if cached is not None:
+                current, cached = cached, None
+            else:
+                try:
+                    current = self.client.get(POD, info.namespace, info.name)
+                except StatusError as e:
+                    if e.code == 404:
+                        return None
+                    raise
             meta = current.get("metadata") or {}
             if meta.get("uid") != info.uid or (unbound_only and (current.get("spec") or {}).get("nodeName")):
                 return None
