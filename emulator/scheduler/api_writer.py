@@ -13,10 +13,12 @@ Scheduled events a second cost a few store round trips.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue as queue_mod
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -53,6 +55,11 @@ class ApiWriter:
         self.options = options
         self.queue = queue
         self._q: queue_mod.SimpleQueue[tuple[str, Any] | None] = queue_mod.SimpleQueue()
+        # Nominations go first: a competing replica learns of one only when it is written, and until then may
+        # preempt for the same room (the pod's own victims are still queued after its nomination).
+        self._urgent: deque[tuple[PodInfo, str, str, str, str | None, bool]] = deque()
+        self._seq = itertools.count()
+        self._nominated_seq: dict[str, int] = {}  # pod -> when its latest urgent nomination was handed over
         self._preempting: set[str] = set()  # preemptors whose victims are not all handled yet
         # Preemptor -> (node, victims asked to go whose going the scheduler's cache has not shown yet).
         self._awaiting: dict[str, tuple[str, frozenset[str]]] = {}
@@ -65,8 +72,16 @@ class ApiWriter:
 
     def failure(self, info: PodInfo, profile: str, reason: str, message: str, *, nominated: str | None,
                 clear_nominated: bool) -> None:
-        """Write PodScheduled=False, the nomination and a FailedScheduling event (see :meth:`_write_failure`)."""
-        self._q.put(("failed", (info, profile, reason, message, nominated, clear_nominated)))
+        """Write PodScheduled=False, the nomination and a FailedScheduling event (see :meth:`_write_failure`);
+        a new nomination is written before the writes queued earlier."""
+        payload = (info, profile, reason, message, nominated, clear_nominated)
+        seq = next(self._seq)
+        if nominated:
+            self._nominated_seq[info.key] = seq
+            self._urgent.append(payload)
+            self._q.put(("urgent", None))
+        else:
+            self._q.put(("failed", (seq, payload)))
 
     def preemption(self, preemptor: PodInfo, node: str, victims: Sequence[Any], profile: str) -> None:
         """Evict the victims PostFilter chose (see :meth:`_execute_preemption`)."""
@@ -121,12 +136,17 @@ class ApiWriter:
             kind, payload = item
             had = len(events)
             try:
+                while self._urgent:
+                    info, profile, reason, message, nominated, clear = self._urgent.popleft()
+                    events.extend(self._write_failure(info, profile, reason, message, nominated=nominated,
+                                                      clear_nominated=clear))
                 if kind == "event":
                     events.append(payload)
                 elif kind == "failed":
-                    info, profile, reason, message, nominated, clear = payload
-                    events.extend(self._write_failure(info, profile, reason, message, nominated=nominated,
-                                                      clear_nominated=clear))
+                    seq, (info, profile, reason, message, nominated, clear) = payload
+                    if self._nominated_seq.get(info.key, -1) < seq:  # else a later nomination is written already
+                        events.extend(self._write_failure(info, profile, reason, message, nominated=nominated,
+                                                          clear_nominated=clear))
                 elif kind == "preempt":
                     try:
                         events.extend(self._execute_preemption(*payload))
@@ -135,6 +155,8 @@ class ApiWriter:
                             self._preempting.discard(payload[0].key)
             except Exception:
                 log.exception("%s: API write %s failed", self.name, kind)
+            if self._q.empty():
+                self._nominated_seq.clear()  # nothing older is queued any more
             if events and not had:
                 first = time.monotonic()
             if events and (kind == "flush" or len(events) >= _EVENT_BATCH

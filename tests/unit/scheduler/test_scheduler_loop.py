@@ -439,3 +439,41 @@ def test_a_preemptor_waits_for_its_victims_to_be_seen_going_before_preempting_ag
         sched.on_pod_delete(_terminating(victim))
         sched.on_pod_add(client.add(req_pod("squatter", "2", "1Gi", node="n0", priority=0)))
     assert _preempts(sched, nominated) == again
+
+
+class _OrderedClient(FakeClient):
+    """Records the order of status writes and deletes: ("status", pod, nominatedNodeName) / ("delete", pod)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[tuple[str, ...]] = []
+
+    def update_status(self, kind: Any, body: Obj) -> Obj:
+        self.writes.append(("status", body["metadata"]["name"], body["status"].get("nominatedNodeName", "")))
+        return super().update_status(kind, body)
+
+    def delete(self, kind: Any, namespace: str | None, name: str, **options: Any) -> Obj:
+        self.writes.append(("delete", name))
+        return super().delete(kind, namespace, name, **options)
+
+
+# Writes queued before a pod's new nomination; the nomination must be written first (a competing replica learns of
+# it only then) and stay: an older failure of the same pod that clears its nomination is superseded.
+@pytest.mark.parametrize("older", ["own-failure-clearing-nomination", "another-pods-preemption"])
+def test_a_nomination_is_written_before_older_writes_and_is_not_undone_by_them(older):
+    client = _OrderedClient()
+    sched = _scheduler(client)
+    pod = PodInfo(_pending(client, "preemptor", cpu="2", priority=100))
+    if older == "own-failure-clearing-nomination":
+        sched.api.failure(pod, "default-scheduler", "Unschedulable", "no room", nominated=None, clear_nominated=True)
+    else:
+        other = PodInfo(_pending(client, "other", cpu="2", priority=100))
+        victim = client.add(req_pod("victim", "2", "1Gi", node="n1", priority=0))
+        sched.api.preemption(other, "n1", (PodInfo(victim),), "default-scheduler")
+    sched.api.failure(pod, "default-scheduler", "Unschedulable", "preempting", nominated="n0", clear_nominated=False)
+    sched.api.close()
+    sched.api.run()
+    assert client.writes[0] == ("status", "preemptor", "n0")
+    assert client.pods["preemptor"]["status"]["nominatedNodeName"] == "n0"
+    if older == "another-pods-preemption":
+        assert ("delete", "victim") in client.writes[1:]
