@@ -354,8 +354,8 @@ class DefaultPreemption:
         """``DryRunPreemption``: candidates (PDB-respecting first), statuses of the others, errors.
 
         Nodes are visited from ``offset`` as upstream does, stopping once ``num_candidates`` are found and one
-        respects every PDB; their victims come from :func:`.preemption_dry_run.select_victims_on_nodes` (many
-        nodes at once) when the active filters allow, else from :meth:`select_victims_on_node` one by one.
+        respects every PDB; their victims come from :class:`.preemption_dry_run.VectorDryRun` (many nodes at
+        once) when the active filters allow, else from :meth:`select_victims_on_node` one by one.
         """
         order = [*potential[offset:], *potential[:offset]]
         filters = vector_filters(self.handle, state)

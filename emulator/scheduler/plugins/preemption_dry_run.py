@@ -15,21 +15,28 @@ pod is one of :data:`~emulator.scheduler.framework.overlay.VECTOR_SAFE_FILTERS`.
 pod count only, and are monotone in them, so the whole dry run becomes
 arithmetic on the snapshot's columns:
 
-1. For the nodes of a chunk (in the dry run's visiting order), subtract the
-   requests of their lower-priority pods from a copy of the requested
-   columns and add those of their nominated pods (upstream's first pass; for
-   monotone filters the second pass, without them, cannot fail when the first
-   passed), then run every Filter plugin's ``filter_all`` once over that
-   overlay: nodes that fail are no candidates, with that status.
-2. Then ``k = 0, 1, ...``: every surviving node gives back its ``k``-th
-   potential victim (the same order as upstream), one ``filter_all`` pass
-   decides for all of them, and the nodes where the pod no longer fits take
-   that pod back out: it is a victim.
+1. Over every node of the visiting order at once: subtract the summed
+   requests (and count) of its lower-priority pods from a copy of the
+   requested columns and add those of the nominated pods the preemptor's
+   Filter counts (upstream's first pass; for monotone filters the second
+   pass, without them, cannot fail when the first passed), then run every
+   Filter plugin's ``filter_all`` once over that overlay. Nodes without
+   lower-priority pods, and nodes that fail, are no candidates; their
+   statuses are recorded as groups, turned into ``Status`` objects only if
+   read. The per-node sums come from a :class:`PodIndex` table per preemptor
+   priority, kept across cycles and recomputed only for the nodes whose pods
+   changed, so this step costs a few array operations, not a pass over pods.
+2. Then, for the nodes that passed, in visiting order and in rounds of as
+   many nodes as candidates are wanted: ``k = 0, 1, ...`` every node gives
+   back its ``k``-th potential victim (the same order as upstream: each
+   node's pods by importance, cached until its pods change), one
+   ``filter_all`` pass decides for all of them, and the nodes where the pod
+   no longer fits take that pod back out: it is a victim.
 
 Per node the result -- victims, PDB violations, status -- is exactly what the
-per-node dry run gives; only the work is shared. The caller walks the
-results in visiting order with upstream's stopping rule, so nodes after the
-stop are computed but, as upstream never visits them, not reported.
+per-node dry run gives; only the work is shared. The caller's walk stops at
+upstream's rule; statuses are reported for the nodes visited before the stop,
+as upstream visits them.
 """
 
 from __future__ import annotations
