@@ -37,7 +37,8 @@ log = logging.getLogger(__name__)
 
 _MAX_EVENT_MESSAGE = 1024  # upstream truncates event notes at 1 KiB
 _EVENT_BATCH = 256
-_EVENT_FLUSH_SECONDS = 0.05  # events wait at most this long for company: one store round trip per batch
+_EVENT_FLUSH_SECONDS = 0.05
+_MAX_AWAITED = 4096  # events wait at most this long for company: one store round trip per batch
 
 
 class ApiWriter:
@@ -88,6 +89,8 @@ class ApiWriter:
         keys = frozenset(v.key if isinstance(v, PodInfo) else PodInfo(v).key for v in victims)
         with self._preempting_lock:
             self._preempting.add(preemptor.key)
+            if len(self._awaiting) >= _MAX_AWAITED:  # preemptors deleted before retrying never drop theirs
+                self._awaiting.clear()  # (forgetting only makes a preemptor wait less)
             self._awaiting[preemptor.key] = (node, keys)
         self._q.put(("preempt", (preemptor, node, victims, profile)))
 
@@ -103,6 +106,11 @@ class ApiWriter:
         terminating or gone -- the API writer is done before the pod informer delivers what it wrote."""
         with self._preempting_lock:
             return self._awaiting.get(key)
+
+    def awaited_on(self, node: str) -> set[str]:
+        """The victims on ``node`` of every preemption whose victims the cache has not shown going yet."""
+        with self._preempting_lock:
+            return {victim for where, victims in self._awaiting.values() if where == node for victim in victims}
 
     def victims_seen(self, key: str) -> None:
         """Pod ``key``'s victims are terminating or gone in the cache (or it was scheduled): stop tracking them."""

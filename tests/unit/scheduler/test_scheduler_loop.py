@@ -477,3 +477,23 @@ def test_a_nomination_is_written_before_older_writes_and_is_not_undone_by_them(o
     assert client.pods["preemptor"]["status"]["nominatedNodeName"] == "n0"
     if older == "another-pods-preemption":
         assert ("delete", "victim") in client.writes[1:]
+
+
+@pytest.mark.parametrize(("others_victim", "again"), [
+    # Another preemptor's victim on this pod's nominated node, evicted but not yet terminating in the cache:
+    # upstream's PodEligibleToPreemptOthers (a lower-priority pod terminating by preemption there) says wait.
+    ("awaited", []),
+    # Nobody is evicting it: the pod may preempt it.
+    ("not-awaited", ["v2"]),
+], ids=["another-preemptions-victim-on-nominated-node", "no-preemption-in-flight"])
+def test_a_nominated_pod_waits_for_other_preemptions_on_its_node(others_victim, again):
+    client = FakeClient()
+    sched = _scheduler(client)
+    sched.on_pod_add(client.add(req_pod("filler", "2", "1Gi", node="n1", priority=1000)))  # never a victim
+    sched.on_pod_add(client.add(req_pod("v2", "1", "1Gi", node="n0", priority=0)))  # v1, this pod's victim, is gone
+    other = PodInfo(_pending(client, "other", cpu="1", priority=100))
+    sched.queue.add_nominated_pod(other, "n0")  # nominated to n0 too: n0's free cpu is held for it
+    if others_victim == "awaited":
+        sched.api.preemption(other, "n0", (PodInfo(client.pods["v2"]),), "default-scheduler")
+    pod = {**_pending(client, "preemptor", cpu="1", priority=100), "status": {"nominatedNodeName": "n0"}}
+    assert _preempts(sched, pod) == again
