@@ -333,6 +333,8 @@ class Framework:
     def _nominated_failures(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                             candidates: np.ndarray | None) -> FirstPass | None:
         """The first pass of ``RunFilterPluginsWithNominatedPods`` over the candidates with nominated pods."""
+        if self.nominator is None or not self.nominator.nominated_pods_by_node():
+            return None  # the common case: nothing nominated anywhere
         filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins] \
             if self.vectorised else None
         extensions = active_extensions(self._points["preFilter"], state)
