@@ -266,7 +266,7 @@ class DefaultPreemption:
         self.listers = lister_for(listers, handle)
         self.extenders = tuple(extenders)
         self.rng = rng if rng is not None else random.Random(0)
-        self._vector = VectorDryRun(_importance_key)  # the vectorised dry run and what it keeps across cycles
+        self._vector = VectorDryRun(_importance_key, _START_KEY)  # the vectorised dry run, and what it keeps
 
     # -- PostFilter ---------------------------------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,

@@ -82,7 +82,7 @@ class GiveBack:
 class _Ranked:
     pods: tuple[PodInfo, ...]  # the snapshot's tuple this was built from (checked by identity)
     ordered: list[PodInfo]  # most important first
-    keys: list[Any]  # the sort key of each when sorted
+    memos: list[dict[str, Any]]  # each one's memos: the sort key's memo gone means its start time changed
     neg_priorities: list[int]  # -priority of each, ascending
     amounts: dict[str, np.ndarray]  # resource -> request of each, in ``ordered`` order
 
@@ -95,8 +95,9 @@ class ImportanceIndex:
     so a node's potential victims, and their requests, are slices.
     """
 
-    def __init__(self, sort_key: Callable[[PodInfo], Any]) -> None:
+    def __init__(self, sort_key: Callable[[PodInfo], Any], memo_key: str) -> None:
         self.sort_key = sort_key
+        self.memo_key = memo_key  # the memo ``sort_key`` leaves on every pod it ranks (their start time)
         self._nodes: dict[int, _Ranked] = {}
 
     def lower_than(self, snapshot: Snapshot, index: int, priority: int) -> GiveBack | None:
@@ -105,11 +106,10 @@ class ImportanceIndex:
         if not pods:
             return None
         ranked = self._nodes.get(index)
-        key = self.sort_key
-        if ranked is None or ranked.pods is not pods or any(key(p) != k for p, k in zip(ranked.ordered, ranked.keys,
-                                                                                          strict=True)):
-            ordered = sorted(pods, key=key)  # (a pod's start time may change in place: the cache's status update)
-            ranked = self._nodes[index] = _Ranked(pods, ordered, [key(p) for p in ordered],
+        if ranked is None or ranked.pods is not pods or not all(self.memo_key in m for m in ranked.memos):
+            # (The cache updates a pod's status in place and drops its memos when its start time changed.)
+            ordered = sorted(pods, key=self.sort_key)
+            ranked = self._nodes[index] = _Ranked(pods, ordered, [p.memo_cache for p in ordered],
                                                   [-p.priority for p in ordered], requests_of(ordered))
         start = bisect.bisect_right(ranked.neg_priorities, -priority)
         if start == len(ranked.ordered):
@@ -144,9 +144,9 @@ class VectorDryRun:
     per node, the summed requests of the pods below each preemptor priority seen (a :class:`PodIndex`, updated
     for the nodes whose pods changed) and its pods by importance (:class:`ImportanceIndex`)."""
 
-    def __init__(self, sort_key: Callable[[PodInfo], Any]) -> None:
+    def __init__(self, sort_key: Callable[[PodInfo], Any], memo_key: str) -> None:
         self.sort_key = sort_key
-        self.ranked = ImportanceIndex(sort_key)
+        self.ranked = ImportanceIndex(sort_key, memo_key)
         self.index = PodIndex()
 
     def run(self, filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot,
