@@ -584,6 +584,11 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         "victims_deleted": confirmer.confirmed if confirmer is not None else 0,
         "churn_pods_created": churned,
         "preemptions": sum(s.get("preemptions", 0) for s in stats) - sum(s.get("preemptions", 0) for s in base_stats),
+        # Every scheduler process's CPU over the measured phase, per measured pod: comparable across runs on a
+        # shared machine, where pods/s follows the machine's load.
+        "scheduler_cpu_ms_per_pod": round(1e3 * sum(s["process_cpu_seconds"] - b["process_cpu_seconds"]
+                                                    for s, b in zip(stats, base_stats, strict=True)) / args.pods, 2),
+        "load_average": [round(x, 2) for x in os.getloadavg()],
         "consistent": all(not any(v for k, v in c.items() if k != "name") for c in consistency) if consistency
         else None,
     }
@@ -634,12 +639,13 @@ def main(argv: list[str] | None = None) -> int:
     floor = f", upstream CI floor {workload.floor} at 5,000 nodes" if workload.floor else ""
     print(f"\n{workload.name} {args.nodes} nodes, {args.init_pods} initial + {args.pods} measured pods, "
           f"mode {args.mode}, {os.cpu_count()} cores{floor}")
-    print(f"{'sched':>5} {'pods/s':>8} {'x1':>5} {'p50 ms':>8} {'p99 ms':>8} {'SLI p99 s':>9} {'conflicts':>9} "
-          f"{'fraction':>8}  busyness")
+    print(f"{'sched':>5} {'pods/s':>8} {'x1':>5} {'CPU ms/pod':>10} {'p50 ms':>8} {'p99 ms':>8} {'SLI p99 s':>9} "
+          f"{'conflicts':>9} {'fraction':>8} {'preempt':>7}  busyness  load")
     for r in results:
         print(f"{r['schedulers']:>5} {r['throughput_pods_per_s']:>8} {r.get('speedup_vs_1', ''):>5} "
-              f"{r['attempt_p50_ms']:>8} {r['attempt_p99_ms']:>8} {r['sli_p99_s']:>9} {r['conflicts']:>9} "
-              f"{r['conflict_fraction']:>8}  {r['busyness']}")
+              f"{r['scheduler_cpu_ms_per_pod']:>10} {r['attempt_p50_ms']:>8} {r['attempt_p99_ms']:>8} "
+              f"{r['sli_p99_s']:>9} {r['conflicts']:>9} {r['conflict_fraction']:>8} {r['preemptions']:>7}  "
+              f"{r['busyness']}  {r['load_average'][0]}")
     if args.json:
         Path(args.json).write_text(json.dumps({"results": results, "args": vars(args)}, indent=2))
     return 0

@@ -13,10 +13,12 @@ Scheduled events a second cost a few store round trips.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import queue as queue_mod
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -35,7 +37,8 @@ log = logging.getLogger(__name__)
 
 _MAX_EVENT_MESSAGE = 1024  # upstream truncates event notes at 1 KiB
 _EVENT_BATCH = 256
-_EVENT_FLUSH_SECONDS = 0.05  # events wait at most this long for company: one store round trip per batch
+_EVENT_FLUSH_SECONDS = 0.05
+_MAX_AWAITED = 4096  # events wait at most this long for company: one store round trip per batch
 
 
 class ApiWriter:
@@ -53,7 +56,14 @@ class ApiWriter:
         self.options = options
         self.queue = queue
         self._q: queue_mod.SimpleQueue[tuple[str, Any] | None] = queue_mod.SimpleQueue()
+        # Nominations go first: a competing replica learns of one only when it is written, and until then may
+        # preempt for the same room (the pod's own victims are still queued after its nomination).
+        self._urgent: deque[tuple[PodInfo, str, str, str, str | None, bool]] = deque()
+        self._seq = itertools.count()
+        self._nominated_seq: dict[str, int] = {}  # pod -> when its latest urgent nomination was handed over
         self._preempting: set[str] = set()  # preemptors whose victims are not all handled yet
+        # Preemptor -> (node, victims asked to go whose going the scheduler's cache has not shown yet).
+        self._awaiting: dict[str, tuple[str, frozenset[str]]] = {}
         self._preempting_lock = threading.Lock()
 
     # ------------------------------------------------------------------ what the other threads hand over
@@ -63,13 +73,25 @@ class ApiWriter:
 
     def failure(self, info: PodInfo, profile: str, reason: str, message: str, *, nominated: str | None,
                 clear_nominated: bool) -> None:
-        """Write PodScheduled=False, the nomination and a FailedScheduling event (see :meth:`_write_failure`)."""
-        self._q.put(("failed", (info, profile, reason, message, nominated, clear_nominated)))
+        """Write PodScheduled=False, the nomination and a FailedScheduling event (see :meth:`_write_failure`);
+        a new nomination is written before the writes queued earlier."""
+        payload = (info, profile, reason, message, nominated, clear_nominated)
+        seq = next(self._seq)
+        if nominated:
+            self._nominated_seq[info.key] = seq
+            self._urgent.append(payload)
+            self._q.put(("urgent", None))
+        else:
+            self._q.put(("failed", (seq, payload)))
 
     def preemption(self, preemptor: PodInfo, node: str, victims: Sequence[Any], profile: str) -> None:
         """Evict the victims PostFilter chose (see :meth:`_execute_preemption`)."""
+        keys = frozenset(v.key if isinstance(v, PodInfo) else PodInfo(v).key for v in victims)
         with self._preempting_lock:
             self._preempting.add(preemptor.key)
+            if len(self._awaiting) >= _MAX_AWAITED:  # preemptors deleted before retrying never drop theirs
+                self._awaiting.clear()  # (forgetting only makes a preemptor wait less)
+            self._awaiting[preemptor.key] = (node, keys)
         self._q.put(("preempt", (preemptor, node, victims, profile)))
 
     def is_preempting(self, key: str) -> bool:
@@ -77,6 +99,23 @@ class ApiWriter:
         ``IsPodRunningPreemption``): it must not preempt again meanwhile."""
         with self._preempting_lock:
             return key in self._preempting
+
+    def awaited_victims(self, key: str) -> tuple[str, frozenset[str]] | None:
+        """(node, victims) of pod ``key``'s latest preemption until :meth:`victims_seen` (a victim whose deletion
+        failed is left out): the scheduling loop holds the pod from preempting again until its cache shows them
+        terminating or gone -- the API writer is done before the pod informer delivers what it wrote."""
+        with self._preempting_lock:
+            return self._awaiting.get(key)
+
+    def awaited_on(self, node: str) -> set[str]:
+        """The victims on ``node`` of every preemption whose victims the cache has not shown going yet."""
+        with self._preempting_lock:
+            return {victim for where, victims in self._awaiting.values() if where == node for victim in victims}
+
+    def victims_seen(self, key: str) -> None:
+        """Pod ``key``'s victims are terminating or gone in the cache (or it was scheduled): stop tracking them."""
+        with self._preempting_lock:
+            self._awaiting.pop(key, None)
 
     def close(self) -> None:
         """Make :meth:`run` flush what it holds and return."""
@@ -105,12 +144,17 @@ class ApiWriter:
             kind, payload = item
             had = len(events)
             try:
+                while self._urgent:
+                    info, profile, reason, message, nominated, clear = self._urgent.popleft()
+                    events.extend(self._write_failure(info, profile, reason, message, nominated=nominated,
+                                                      clear_nominated=clear))
                 if kind == "event":
                     events.append(payload)
                 elif kind == "failed":
-                    info, profile, reason, message, nominated, clear = payload
-                    events.extend(self._write_failure(info, profile, reason, message, nominated=nominated,
-                                                      clear_nominated=clear))
+                    seq, (info, profile, reason, message, nominated, clear) = payload
+                    if self._nominated_seq.get(info.key, -1) < seq:  # else a later nomination is written already
+                        events.extend(self._write_failure(info, profile, reason, message, nominated=nominated,
+                                                          clear_nominated=clear))
                 elif kind == "preempt":
                     try:
                         events.extend(self._execute_preemption(*payload))
@@ -119,6 +163,8 @@ class ApiWriter:
                             self._preempting.discard(payload[0].key)
             except Exception:
                 log.exception("%s: API write %s failed", self.name, kind)
+            if self._q.empty():
+                self._nominated_seq.clear()  # nothing older is queued any more
             if events and not had:
                 first = time.monotonic()
             if events and (kind == "flush" or len(events) >= _EVENT_BATCH
@@ -154,15 +200,20 @@ class ApiWriter:
 
         ``change`` gets a copy of the current status and returns the new one, or None for no change.
         Returns True when written, False when nothing changed, None when the pod is gone, was re-created,
-        or (``unbound_only``) got bound meanwhile.
+        or (``unbound_only``) got bound meanwhile. The first try starts from the object the informer last gave
+        (``info.pod``, as upstream patches the cached pod) and reads the pod only when that one was stale (409).
         """
+        cached = info.pod if (info.pod.get("metadata") or {}).get("resourceVersion") else None
         for _ in range(5):
-            try:
-                current = self.client.get(POD, info.namespace, info.name)
-            except StatusError as e:
-                if e.code == 404:
-                    return None
-                raise
+            if cached is not None:
+                current, cached = cached, None
+            else:
+                try:
+                    current = self.client.get(POD, info.namespace, info.name)
+                except StatusError as e:
+                    if e.code == 404:
+                        return None
+                    raise
             meta = current.get("metadata") or {}
             if meta.get("uid") != info.uid or (unbound_only and (current.get("spec") or {}).get("nodeName")):
                 return None
@@ -235,8 +286,9 @@ class ApiWriter:
                 self.client.delete(POD, vinfo.namespace, vinfo.name,
                                    preconditions={"uid": vinfo.uid} if vinfo.uid else None)
             except StatusError as e:
-                if e.code not in (404, 409):
+                if e.code not in (404, 409):  # a 404 or 409 (another uid): the victim is gone already
                     log.warning("%s: preempting %s failed: %s", self.name, vinfo.key, e)
+                    self._not_awaited(preemptor.key, vinfo.key)
                 continue
             if self.options.record_events:
                 events.append(pod_event(vinfo, "Normal", "Preempted", "Preempting",
@@ -254,6 +306,13 @@ class ApiWriter:
                 self.queue.add_nominated_pod(other, "")
                 self._patch_pod_status(other, clear, unbound_only=True)
         return events
+
+
+    def _not_awaited(self, key: str, victim: str) -> None:
+        with self._preempting_lock:
+            entry = self._awaiting.get(key)
+            if entry is not None:
+                self._awaiting[key] = (entry[0], entry[1] - {victim})
 
 
 def pod_event(info: PodInfo, type_: str, reason: str, action: str, note: str, *, component: str, instance: str,

@@ -326,7 +326,15 @@ class Cache:
         same_shape = state.node == node and _pod_shape(state.pod) == _pod_shape(pod)
         state.pod = pod
         if same_shape:
-            return  # a status update (or our own assumption confirmed): the snapshot already counts it right
+            # A status update (or our own assumption confirmed): the snapshot already counts it right, but its
+            # PodInfo shows the newest object -- preemption reads deletionTimestamp, the DisruptionTarget condition
+            # and status.startTime there (upstream's NodeInfo holds the updated pod). Memos derived from the old
+            # object go when its start time changed (the only status field a memo reads).
+            info = state.info
+            if (info.pod.get("status") or {}).get("startTime") != (pod.get("status") or {}).get("startTime"):
+                info.memo_cache.clear()
+            info.pod = pod
+            return
         self._unplace(state)
         state.info = PodInfo(pod)
         state.node = node

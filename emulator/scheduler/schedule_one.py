@@ -106,6 +106,7 @@ class SchedulingCycle:
             if isinstance(result, ScheduleResult):
                 self.cache.assume(info, result.node)
                 self.queue.delete_nominated_pod(info.key)  # upstream assume: DeleteNominatedPodIfExists
+                self.api.victims_seen(info.key)
                 # What the chosen node and all nodes looked like now; counted once the bind succeeds.
                 state.write(effectiveness.SAMPLE_KEY, effectiveness.sample(snapshot, result.node))
         with self._stats_lock:
@@ -142,9 +143,10 @@ class SchedulingCycle:
         """Run PostFilter (preemption) on a FitError: (where to nominate the pod, which pods to evict)."""
         if not fwk.has_post_filter_plugins() or type(fit).__name__ == "NoNodesAvailable":
             return None, ()
-        if self.api.is_preempting(info.key):
-            # Its victims are still being evicted (the API writer lags under load): as upstream's async
-            # preemption, a pod running preemption does not preempt again; it waits for its victims to go.
+        if self.api.is_preempting(info.key) or self._victims_running(info, snapshot):
+            # Its victims are still being evicted (the API writer lags under load), or evicted but not yet
+            # terminating in our cache (the pod informer lags behind the writes): as upstream's async preemption,
+            # a pod running preemption does not preempt again; it waits for its victims to go.
             return None, ()
         post, status = fwk.run_post_filter_plugins(state, info, snapshot, fit.diagnosis.node_to_status)
         metrics.PREEMPTION_ATTEMPTS.labels(self.name).inc()
@@ -156,6 +158,29 @@ class SchedulingCycle:
         if status.is_success() and post.nominating_info.nominated_node_name:
             metrics.PREEMPTION_VICTIMS.labels(self.name).observe(len(victims))
         return post.nominating_info, victims
+
+    def _victims_running(self, info: PodInfo, snapshot: Snapshot) -> bool:
+        """Whether a victim of the pod's last preemption is still on its node in ``snapshot`` without a
+        deletionTimestamp, or (upstream ``PodEligibleToPreemptOthers``' terminating-victim rule, for victims our
+        cache does not show terminating yet) a lower-priority victim of another preemption is on the pod's
+        nominated node. Once neither holds, upstream's rule as written takes over."""
+        awaited = self.api.awaited_victims(info.key)
+        if awaited is not None:
+            if self._running(snapshot, *awaited):
+                return True
+            self.api.victims_seen(info.key)
+        nominated = info.nominated_node_name or self.queue.nominated_node(info.pod)
+        if nominated:
+            victims = self.api.awaited_on(nominated)
+            return bool(victims) and self._running(snapshot, nominated, victims, below=info.priority)
+        return False
+
+    @staticmethod
+    def _running(snapshot: Snapshot, node: str, victims: frozenset[str] | set[str], below: int | None = None) -> bool:
+        index = snapshot.index_of(node)
+        return index is not None and any(
+            p.key in victims and not (p.pod.get("metadata") or {}).get("deletionTimestamp")
+            and (below is None or p.priority < below) for p in snapshot.pods_on(index))
 
     def _unreserve_and_forget(self, fwk: TimedFramework, state: CycleState, info: PodInfo, node: str) -> None:
         """Undo a placement: the Reserve plugins' Unreserve, then the cache forgets the assumed pod."""

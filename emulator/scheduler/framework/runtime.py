@@ -64,11 +64,14 @@ from emulator.scheduler.framework.interface import (
 )
 from emulator.scheduler.framework.nominated import (
     FirstPass,
+    NominatedColumns,
     PodNominator,
     active_extensions,
+    first_pass_by_columns,
     first_pass_failures,
     nominated_on,
 )
+from emulator.scheduler.framework.overlay import VectorFallback, vector_safe
 from emulator.scheduler.framework.profile import Profile
 from emulator.scheduler.framework.registry import PluginFactory
 from emulator.scheduler.framework.snapshot import Snapshot
@@ -103,6 +106,7 @@ __all__ = [
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # framework.go maxTimeout
 
 _EMPTY = np.zeros(0, dtype=np.intp)
+_FEW_NODES = 8  # filtering fewer nodes than this, their nominated pods are looked up one by one
 
 
 @dataclass(frozen=True)
@@ -148,6 +152,7 @@ class Framework:
                  nominator: PodNominator | None = None) -> None:
         self.profile = profile if profile is not None else Profile.default(registry)
         self.nominator = nominator  # upstream's PodNominator: whose nominated pods Filter reserves room for
+        self.nominated_columns = NominatedColumns()  # their requests per node, kept across cycles
         self.rng = rng if rng is not None else random.Random()
         self.percentage_of_nodes_to_score = percentage_of_nodes_to_score
         self.vectorised = vectorised
@@ -328,13 +333,25 @@ class Framework:
     def _nominated_failures(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                             candidates: np.ndarray | None) -> FirstPass | None:
         """The first pass of ``RunFilterPluginsWithNominatedPods`` over the candidates with nominated pods."""
+        if self.nominator is None or not self.nominator.nominated_pods_by_node():
+            return None  # the common case: nothing nominated anywhere
+        filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins] \
+            if self.vectorised else None
+        extensions = active_extensions(self._points["preFilter"], state)
+        if filters is not None and not extensions and vector_safe(filters) and (
+                candidates is None or len(candidates) > _FEW_NODES):
+            counted = self.nominated_columns.counted(self.nominator, pod, snapshot)
+            if counted is not None:
+                try:
+                    return first_pass_by_columns(counted, state, pod, snapshot, filters=filters,
+                                                 candidates=candidates)
+                except VectorFallback:
+                    pass  # an error answer: the general path below reports it as the runtime does
         nominated = nominated_on(self.nominator, pod, snapshot, candidates)
         if not nominated:
             return None
-        filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins] \
-            if self.vectorised else None
         return first_pass_failures(
-            state, pod, snapshot, nominated, extensions=active_extensions(self._points["preFilter"], state),
+            state, pod, snapshot, nominated, extensions=extensions,
             filters=filters,
             filter_nodes=lambda st, p, snap, nodes, diag: self._filter(
                 st, p, snap, nodes, 0, wanted=len(nodes), diagnosis=diag, with_nominated=False),

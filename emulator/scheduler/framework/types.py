@@ -347,8 +347,10 @@ class NodeToStatus:
         self._resolve()
         if self._explicit or self._groups:  # only when a node was judged twice (the nominated node)
             new = np.concatenate([indices for _, indices, _ in groups])
-            for index in new.tolist():
-                self._explicit.pop(index, None)
+            if self._explicit:  # look up the few explicit nodes among the new, not each new one
+                explicit = np.fromiter(self._explicit, dtype=np.intp, count=len(self._explicit))
+                for index in explicit[np.isin(explicit, new)].tolist():
+                    del self._explicit[index]
             self._drop_from_groups(new)
         # Sorted indices, so that looking one node up is a binary search.
         self._groups.extend(groups)

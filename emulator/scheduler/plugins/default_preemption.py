@@ -60,7 +60,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
@@ -77,14 +77,15 @@ from emulator.scheduler.framework.interface import (
     Status,
     is_success,
 )
-from emulator.scheduler.framework.nominated import nominated_on
+from emulator.scheduler.framework.nominated import Counted, nominated_on
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import Diagnosis, FitError, NodeToStatus, PodInfo, SchedulingError
 from emulator.scheduler.plugins.listers import PDBS, ObjectLister, lister_for
 from emulator.scheduler.plugins.preemption_dry_run import (
     NodeOutcome,
+    VectorDryRun,
     VectorFallback,
-    select_victims_on_nodes,
+    Visit,
     vector_filters,
 )
 
@@ -265,6 +266,7 @@ class DefaultPreemption:
         self.listers = lister_for(listers, handle)
         self.extenders = tuple(extenders)
         self.rng = rng if rng is not None else random.Random(0)
+        self._vector = VectorDryRun(_importance_key, _START_KEY)  # the vectorised dry run, and what it keeps
 
     # -- PostFilter ---------------------------------------------------------------------------------------------
     def post_filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
@@ -352,65 +354,63 @@ class DefaultPreemption:
         """``DryRunPreemption``: candidates (PDB-respecting first), statuses of the others, errors.
 
         Nodes are visited from ``offset`` as upstream does, stopping once ``num_candidates`` are found and one
-        respects every PDB; their victims come from :func:`.preemption_dry_run.select_victims_on_nodes` (many
-        nodes at once) when the active filters allow, else from :meth:`select_victims_on_node` one by one.
+        respects every PDB; their victims come from :class:`.preemption_dry_run.VectorDryRun` (many nodes at
+        once) when the active filters allow, else from :meth:`select_victims_on_node` one by one.
         """
+        order = [*potential[offset:], *potential[:offset]]
+        filters = vector_filters(self.handle, state)
+        if filters is not None:
+            try:
+                return self._walk(snapshot, num_candidates, lambda statuses, visit: self._vector.run(
+                    filters, state, pod, snapshot, order, statuses=statuses, visit=visit, wanted=num_candidates,
+                    nominated=self._nominated(pod, snapshot),
+                    no_victims=Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS),
+                    split=(lambda pods: filter_pods_with_pdb_violation(pods, pdbs)) if pdbs else None))
+            except VectorFallback:
+                pass  # a filter answered an error: the per-node path reports it as upstream does
+
+        def per_node(statuses: NodeToStatus, visit: Visit) -> None:
+            for index in order:
+                if visit(index, self.select_victims_on_node(state, pod, snapshot, index, pdbs)):
+                    return
+
+        return self._walk(snapshot, num_candidates, per_node)
+
+    def _nominated(self, pod: PodInfo, snapshot: Snapshot) -> Mapping[int, Sequence[PodInfo]] | Counted:
+        """The nominated pods of equal or higher priority per node (other than ``pod``), as the framework's
+        columns when it keeps them."""
+        nominator = getattr(self.handle, "nominator", None)
+        columns = getattr(self.handle, "nominated_columns", None)
+        counted = columns.counted(nominator, pod, snapshot) if columns is not None else None
+        return counted if counted is not None else nominated_on(nominator, pod, snapshot)
+
+    @staticmethod
+    def _walk(snapshot: Snapshot, num_candidates: int, run: Callable[[NodeToStatus, Visit], None]
+              ) -> tuple[list[Candidate], NodeToStatus, list[str]]:
+        """Upstream's walk over the dry run's outcomes in visiting order: ``run(statuses, visit)`` hands each
+        node's outcome to ``visit``, which stops it once ``num_candidates`` are found and one respects every PDB."""
         non_violating: list[Candidate] = []
         violating: list[Candidate] = []
         statuses = NodeToStatus(snapshot)
         failures: list[str] = []
-        order = [potential[(offset + i) % len(potential)] for i in range(len(potential))]
-        for index, (victims, num_violations, outcome) in self._outcomes(state, pod, snapshot, order, pdbs=pdbs,
-                                                                         num_candidates=num_candidates):
+
+        def visit(index: int, outcome: NodeOutcome) -> bool:
+            victims, num_violations, status = outcome
             name = snapshot.node_names[index]
-            status = outcome
             if is_success(status) and victims:
                 candidate = Candidate(name, Victims(victims, num_violations))
                 (non_violating if num_violations == 0 else violating).append(candidate)
-                if non_violating and len(non_violating) + len(violating) >= num_candidates:
-                    break
-                continue
+                return bool(non_violating) and len(non_violating) + len(violating) >= num_candidates
             if is_success(status):
                 status = Status.error(f'expected at least one victim pod on node "{name}"')
             assert status is not None
             if status.code == Code.ERROR:
                 failures.append(status.message)
             statuses.set(index, status)
-        return non_violating + violating, statuses, failures
+            return False
 
-    def _outcomes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, order: Sequence[int], *,
-                  pdbs: Sequence[Mapping[str, Any]], num_candidates: int) -> Iterator[tuple[int, NodeOutcome]]:
-        """(node, ``select_victims_on_node``'s answer) in visiting order, computed lazily: the vectorised dry run
-        in chunks sized to find the candidates still wanted at the success rate seen so far, or node by node."""
-        filters = vector_filters(self.handle, state)
-        if filters is None:
-            for index in order:
-                yield index, self.select_victims_on_node(state, pod, snapshot, index, pdbs)
-            return
-        nominated = nominated_on(getattr(self.handle, "nominator", None), pod, snapshot)
-        no_victims = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS)
-        priority = pod.priority
-        pos = found = 0
-        while pos < len(order):
-            rate = max(found / pos, 0.05) if pos else 1.0
-            size = max(16, int((num_candidates - found) / rate) + 8)
-            nodes = order[pos:pos + size]
-            pos += len(nodes)
-            orders = []
-            for index in nodes:
-                lower = [p for p in snapshot.pods_on(index) if p.priority < priority]
-                if len(lower) > 1:
-                    lower.sort(key=_importance_key)
-                orders.append(filter_pods_with_pdb_violation(lower, pdbs) if pdbs and lower else ([], lower))
-            try:
-                outcomes: Iterable[NodeOutcome] = select_victims_on_nodes(
-                    filters, state, pod, snapshot, nodes=nodes, orders=orders, nominated=nominated,
-                    no_victims=no_victims, sort_key=_importance_key)
-            except VectorFallback:
-                outcomes = (self.select_victims_on_node(state, pod, snapshot, index, pdbs) for index in nodes)
-            for index, outcome in zip(nodes, outcomes, strict=False):
-                found += bool(outcome[0])
-                yield index, outcome
+        run(statuses, visit)
+        return non_violating + violating, statuses, failures
 
     def _extensions(self, state: CycleState) -> list[tuple[str, Any]]:
         if self.handle is None:

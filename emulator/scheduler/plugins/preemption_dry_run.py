@@ -15,46 +15,108 @@ pod is one of :data:`~emulator.scheduler.framework.overlay.VECTOR_SAFE_FILTERS`.
 pod count only, and are monotone in them, so the whole dry run becomes
 arithmetic on the snapshot's columns:
 
-1. For the nodes of a chunk (in the dry run's visiting order), subtract the
-   requests of their lower-priority pods from a copy of the requested
-   columns and add those of their nominated pods (upstream's first pass; for
-   monotone filters the second pass, without them, cannot fail when the first
-   passed), then run every Filter plugin's ``filter_all`` once over that
-   overlay: nodes that fail are no candidates, with that status.
-2. Then ``k = 0, 1, ...``: every surviving node gives back its ``k``-th
-   potential victim (the same order as upstream), one ``filter_all`` pass
-   decides for all of them, and the nodes where the pod no longer fits take
-   that pod back out: it is a victim.
+1. Over every node of the visiting order at once: subtract the summed
+   requests (and count) of its lower-priority pods from a copy of the
+   requested columns and add those of the nominated pods the preemptor's
+   Filter counts (upstream's first pass; for monotone filters the second
+   pass, without them, cannot fail when the first passed), then run every
+   Filter plugin's ``filter_all`` once over that overlay. Nodes without
+   lower-priority pods, and nodes that fail, are no candidates; their
+   statuses are recorded as groups, turned into ``Status`` objects only if
+   read. The per-node sums come from a :class:`PodIndex` table per preemptor
+   priority, kept across cycles and recomputed only for the nodes whose pods
+   changed, so this step costs a few array operations, not a pass over pods.
+2. Then, for the nodes that passed, in visiting order and in rounds of as
+   many nodes as candidates are wanted: ``k = 0, 1, ...`` every node gives
+   back its ``k``-th potential victim (the same order as upstream: each
+   node's pods by importance, cached until its pods change), one
+   ``filter_all`` pass decides for all of them, and the nodes where the pod
+   no longer fits take that pod back out: it is a victim.
 
 Per node the result -- victims, PDB violations, status -- is exactly what the
-per-node dry run gives; only the work is shared. The caller walks the
-results in visiting order with upstream's stopping rule, so nodes after the
-stop are computed but, as upstream never visits them, not reported.
+per-node dry run gives; only the work is shared. The caller's walk stops at
+upstream's rule; statuses are reported for the nodes visited before the stop,
+as upstream visits them.
 """
 
 from __future__ import annotations
 
+import bisect
+import functools
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from emulator.scheduler.framework.interface import Code, CycleState, Status
-from emulator.scheduler.framework.nominated import active_extensions
+from emulator.scheduler.framework.interface import Code, CycleState, Status, reject_where
+from emulator.scheduler.framework.nominated import Counted, active_extensions
 from emulator.scheduler.framework.overlay import (
     RequestOverlay,
     VectorFallback,
-    first_failure,
     passes,
     requests_of,
     vector_safe,
 )
 from emulator.scheduler.framework.snapshot import Snapshot
-from emulator.scheduler.framework.types import PodInfo
+from emulator.scheduler.framework.types import NodeToStatus, PodInfo, attribute_rejections
+from emulator.scheduler.plugins.pod_index import PodIndex
 
-__all__ = ["NodeOutcome", "VectorFallback", "select_victims_on_nodes", "vector_filters"]
+__all__ = ["GiveBack", "ImportanceIndex", "NodeOutcome", "VectorDryRun", "VectorFallback", "vector_filters"]
 
 NodeOutcome = tuple[list[PodInfo], int, Status | None]  # (victims, PDB violations, status), as select_victims_on_node
+Visit = Callable[[int, NodeOutcome], bool]  # the caller's walk: take one node's outcome, answer whether to stop
+
+
+@dataclass(frozen=True, slots=True)
+class GiveBack:
+    """One node's potential victims in the order the dry run gives them back: the ``violating`` PDB-violating
+    ones first, each group most important first; ``amounts`` (resource -> request per pod, same order) when known."""
+
+    pods: Sequence[PodInfo]
+    violating: int = 0
+    amounts: Mapping[str, np.ndarray] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class _Ranked:
+    pods: tuple[PodInfo, ...]  # the snapshot's tuple this was built from (checked by identity)
+    ordered: list[PodInfo]  # most important first
+    memos: list[dict[str, Any]]  # each one's memos: the sort key's memo gone means its start time changed
+    neg_priorities: list[int]  # -priority of each, ascending
+    amounts: dict[str, np.ndarray]  # resource -> request of each, in ``ordered`` order
+
+
+class ImportanceIndex:
+    """Per node, its pods most important first (``MoreImportantPod``) with their requests as arrays, kept across
+    scheduling cycles and rebuilt for a node only when its pods change (the snapshot gives a node a new tuple).
+
+    The pods of lower priority than a preemptor are a suffix of that order (importance sorts by priority first),
+    so a node's potential victims, and their requests, are slices.
+    """
+
+    def __init__(self, sort_key: Callable[[PodInfo], Any], memo_key: str) -> None:
+        self.sort_key = sort_key
+        self.memo_key = memo_key  # the memo ``sort_key`` leaves on every pod it ranks (their start time)
+        self._nodes: dict[int, _Ranked] = {}
+
+    def lower_than(self, snapshot: Snapshot, index: int, priority: int) -> GiveBack | None:
+        """Node ``index``'s pods of priority below ``priority``, most important first (None when it has none)."""
+        pods = snapshot.pods_on(index)
+        if not pods:
+            return None
+        ranked = self._nodes.get(index)
+        if ranked is None or ranked.pods is not pods or not all(self.memo_key in m for m in ranked.memos):
+            # (The cache updates a pod's status in place and drops its memos when its start time changed.)
+            ordered = sorted(pods, key=self.sort_key)
+            ranked = self._nodes[index] = _Ranked(pods, ordered, [p.memo_cache for p in ordered],
+                                                  [-p.priority for p in ordered], requests_of(ordered))
+        start = bisect.bisect_right(ranked.neg_priorities, -priority)
+        if start == len(ranked.ordered):
+            return None
+        if start == 0:
+            return GiveBack(ranked.ordered, 0, ranked.amounts)
+        return GiveBack(ranked.ordered[start:], 0, {name: column[start:] for name, column in ranked.amounts.items()})
 
 
 def vector_filters(handle: Any, state: CycleState) -> list[Any] | None:
@@ -69,58 +131,149 @@ def vector_filters(handle: Any, state: CycleState) -> list[Any] | None:
     return plugins
 
 
-def select_victims_on_nodes(filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot, *,
-                            nodes: Sequence[int], orders: Sequence[tuple[list[PodInfo], list[PodInfo]]],
-                            nominated: Mapping[int, Sequence[PodInfo]], no_victims: Status,
-                            sort_key: Callable[[PodInfo], Any]) -> list[NodeOutcome]:
-    """``SelectVictimsOnNode`` for each of ``nodes`` (snapshot indices), at once; see the module docstring.
+def _lower_sum(priority: int, resource: str, pods: Sequence[PodInfo]) -> int:
+    return sum(p.requests.get(resource, 0) for p in pods if p.priority < priority)
 
-    ``orders[t]`` is node ``nodes[t]``'s lower-priority pods split as upstream gives them back:
-    (PDB-violating, the rest), each most important first (``sort_key`` order). ``nominated`` holds, per node,
-    the nominated pods of equal or higher priority (other than ``pod``). Nodes without lower-priority pods get
-    ``no_victims``. Raises :class:`VectorFallback` when a filter answers an error.
-    """
-    outcomes: list[NodeOutcome] = [([], 0, no_victims)] * len(nodes)
-    work = [t for t in range(len(nodes)) if orders[t][0] or orders[t][1]]  # nodes with potential victims
-    if not work:
-        return outcomes
-    overlay = RequestOverlay(snapshot)
-    positions = np.asarray([nodes[t] for t in work], dtype=np.intp)
-    sequences = {t: orders[t][0] + orders[t][1] for t in work}  # the order pods are given back in
-    overlay.change(positions, [sequences[t] for t in work], -1)
-    with_nominated = [t for t in work if nodes[t] in nominated]
-    overlay.change([nodes[t] for t in with_nominated], [nominated[nodes[t]] for t in with_nominated], +1)
-    verdicts = overlay.verdicts(filters, state, pod)
-    fits = passes(verdicts, snapshot.num_nodes)[positions].tolist()
-    alive = []
-    for t, fit in zip(work, fits, strict=True):
-        if fit:
-            alive.append(t)
+
+def _lower_count(priority: int, pods: Sequence[PodInfo]) -> int:
+    return sum(1 for p in pods if p.priority < priority)
+
+
+class VectorDryRun:
+    """``DryRunPreemption`` for vector-safe filters (see the module docstring), with what it keeps across cycles:
+    per node, the summed requests of the pods below each preemptor priority seen (a :class:`PodIndex`, updated
+    for the nodes whose pods changed) and its pods by importance (:class:`ImportanceIndex`)."""
+
+    def __init__(self, sort_key: Callable[[PodInfo], Any], memo_key: str) -> None:
+        self.sort_key = sort_key
+        self.ranked = ImportanceIndex(sort_key, memo_key)
+        self.index = PodIndex()
+
+    def run(self, filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot,
+            order: Sequence[int], *, nominated: Mapping[int, Sequence[PodInfo]] | Counted, statuses: NodeToStatus,
+            no_victims: Status, split: Callable[[Sequence[PodInfo]], tuple[list[PodInfo], list[PodInfo]]] | None,
+            wanted: int, visit: Visit) -> None:
+        """Visit ``order``'s nodes in turn with their outcomes until ``visit`` answers stop.
+
+        Only the nodes where the pod fits with every lower-priority pod removed (and the nominated pods of
+        equal or higher priority added) get a give-back dry run and a call to ``visit``; the others visited
+        before the stop get their status in ``statuses`` (as groups: no Status objects until read). ``split``
+        divides a node's potential victims into PDB-violating and the rest (None: no PDBs). ``wanted``: how many
+        candidates ``visit`` takes before it stops when all respect the PDBs (the give-back runs in rounds of
+        that many nodes, so the nodes after the stop are rarely computed). Raises
+        :class:`VectorFallback` when a filter answers an error (before anything was visited).
+        """
+        priority = pod.priority
+        nodes = np.asarray(order, dtype=np.intp)
+        lower = {name: self.index.counts(snapshot, (_KEY, priority, name),
+                                         functools.partial(_lower_sum, priority, name))
+                 for name in snapshot.resource_names}
+        counts = self.index.counts(snapshot, (_KEY, priority), functools.partial(_lower_count, priority))
+        has_lower = counts[nodes] > 0
+        overlay = RequestOverlay(snapshot)
+        overlay.add(nodes, {name: column[nodes] for name, column in lower.items()}, counts[nodes], -1)
+        if isinstance(nominated, Counted):
+            nominated.add_to(overlay)
         else:
-            outcomes[t] = ([], 0, first_failure(verdicts, nodes[t]))
-    victims: dict[int, list[PodInfo]] = {t: [] for t in alive}
-    violations = dict.fromkeys(alive, 0)
-    lengths = {t: len(sequences[t]) for t in alive}
-    k = 0
-    while True:
-        step = [t for t in alive if lengths[t] > k]
-        if not step:
-            break
-        where = np.asarray([nodes[t] for t in step], dtype=np.intp)
-        given = [sequences[t][k] for t in step]
-        amounts = requests_of(given)
-        overlay.add(where, amounts, 1, +1)
-        fails = ~passes(overlay.verdicts(filters, state, pod), snapshot.num_nodes)[where]
-        if fails.any():
-            overlay.add(where[fails], {name: values[fails] for name, values in amounts.items()}, 1, -1)
-            for j in np.flatnonzero(fails).tolist():
-                t = step[j]
-                victims[t].append(given[j])
-                violations[t] += k < len(orders[t][0])
-        k += 1
-    for t in alive:
-        chosen = victims[t]
-        if orders[t][0] and orders[t][1]:
-            chosen.sort(key=sort_key)
-        outcomes[t] = (chosen, violations[t], Status(Code.SUCCESS))
-    return outcomes
+            overlay.change(list(nominated), list(nominated.values()), +1)
+        verdicts = overlay.verdicts(filters, state, pod)
+        fits = has_lower & passes(verdicts, snapshot.num_nodes)[nodes]
+        reachable = np.flatnonzero(fits)  # positions in ``order`` of the nodes worth a give-back run
+        stop = len(order)
+        done = 0
+        while done < len(reachable) and stop == len(order):
+            chunk = reachable[done:done + max(1, wanted)]
+            done += len(chunk)
+            chunk_nodes = nodes[chunk]
+            sequences = []
+            for index in chunk_nodes.tolist():
+                given = self.ranked.lower_than(snapshot, index, priority)
+                assert given is not None
+                if split is not None:
+                    violating, rest = split(given.pods)
+                    given = GiveBack(violating + rest, len(violating))
+                sequences.append(given)
+            for position, index, outcome in zip(chunk.tolist(), chunk_nodes.tolist(),
+                                                self._give_back(overlay, filters, state, pod, nodes=chunk_nodes,
+                                                                sequences=sequences), strict=True):
+                if visit(index, outcome):
+                    stop = position + 1
+                    break
+        seen = np.zeros(len(order), dtype=bool)
+        seen[:stop] = True
+        no_lower = nodes[seen & ~has_lower]
+        if len(no_lower):
+            mask = np.zeros(snapshot.num_nodes, dtype=bool)
+            mask[no_lower] = True
+            statuses.add_groups([(no_victims.plugin, no_lower,
+                                  reject_where(mask, no_victims.message, no_victims.code))])
+        rejected = nodes[seen & has_lower & ~fits]
+        if len(rejected):
+            statuses.add_groups(attribute_rejections(np.sort(rejected),
+                                                     [(n, v) for n, v in verdicts if not v.passes_all]))
+
+    def _give_back(self, overlay: RequestOverlay, filters: Sequence[Any], state: CycleState, pod: PodInfo, *,
+                   nodes: np.ndarray, sequences: Sequence[GiveBack]) -> list[NodeOutcome]:
+        """Give each node's potential victims back in order (``k = 0, 1, ...`` for all nodes at once), keeping
+        those the pod still fits with; the rest are the victims. ``overlay`` has them all removed."""
+        flat, amounts = _flatten(sequences)
+        lengths = np.fromiter((len(s.pods) for s in sequences), dtype=np.int64, count=len(sequences))
+        offsets = np.zeros(len(sequences), dtype=np.intp)
+        np.cumsum(lengths[:-1], out=offsets[1:])
+        failed_at: list[np.ndarray] = []  # per step: which nodes (positions in ``sequences``) kept out a pod
+        failed_pod: list[np.ndarray] = []  # and that pod (position in ``flat``)
+        alive = np.arange(len(sequences))
+        k = 0
+        while True:
+            alive = alive[lengths[alive] > k]
+            if not len(alive):
+                break
+            where = nodes[alive]
+            picked = offsets[alive] + k
+            step = {name: column[picked] for name, column in amounts.items()}
+            overlay.add(where, step, 1, +1)
+            fails = ~passes(overlay.verdicts(filters, state, pod), len(overlay.pod_counts))[where]
+            if fails.any():
+                overlay.add(where[fails], {name: values[fails] for name, values in step.items()}, 1, -1)
+                failed_at.append(alive[fails])
+                failed_pod.append(picked[fails])
+            k += 1
+        victims: list[list[PodInfo]] = [[] for _ in sequences]
+        violations = [0] * len(sequences)
+        if failed_at:
+            at = np.concatenate(failed_at)
+            pods = np.concatenate(failed_pod)
+            by_node = np.argsort(at, kind="stable")  # each node's victims in give-back order
+            at, pods = at[by_node], pods[by_node]
+            for w, j in zip(at.tolist(), pods.tolist(), strict=True):
+                victims[w].append(flat[j])
+            violating = np.fromiter((s.violating for s in sequences), dtype=np.int64, count=len(sequences))
+            if violating.any():
+                violations = np.bincount(at, weights=(pods - offsets[at]) < violating[at],
+                                         minlength=len(sequences)).astype(int).tolist()
+        success = Status(Code.SUCCESS)
+        out: list[NodeOutcome] = []
+        for s, chosen, violated in zip(sequences, victims, violations, strict=True):
+            if 0 < s.violating < len(s.pods):
+                chosen.sort(key=self.sort_key)
+            out.append((chosen, violated, success))
+        return out
+
+
+_KEY = "DefaultPreemption/lower"
+
+
+def _flatten(sequences: Sequence[GiveBack]) -> tuple[list[PodInfo], dict[str, np.ndarray]]:
+    """All pods of ``sequences`` in order, and resource -> each one's request (0 where it asks for none)."""
+    flat = [p for s in sequences for p in s.pods]
+    if any(s.amounts is None for s in sequences):
+        return flat, requests_of(flat)
+    names: set[str] = set().union(*(s.amounts for s in sequences))  # type: ignore[arg-type]
+    out = {}
+    for name in names:
+        parts = []
+        for s in sequences:
+            column = s.amounts.get(name)  # type: ignore[union-attr]
+            parts.append(column if column is not None else np.zeros(len(s.pods), dtype=np.int64))
+        out[name] = np.concatenate(parts)
+    return flat, out

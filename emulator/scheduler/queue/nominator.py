@@ -19,8 +19,12 @@ class Nominator:
     def __init__(self) -> None:
         self._by_node: dict[str, dict[str, PodInfo]] = {}
         self._node_of: dict[str, str] = {}
-        self._view: dict[str, tuple[PodInfo, ...]] | None = {}  # by_node()'s copy; None once stale
+        self._live: dict[str, tuple[PodInfo, ...]] = {}  # node -> its pods, kept up to date per change
+        self._view: dict[str, tuple[PodInfo, ...]] | None = {}  # by_node()'s copy of _live; None once stale
         self.foreign: set[str] = set()  # pods a competing replica owns (their nominations come from the informer)
+        self.version = 0  # one more per change of a node's nominated pods
+        self._log: list[str] = []  # the node of each change since version _log_base
+        self._log_base = 0
 
     def add(self, info: PodInfo, node: str | None, *, foreign: bool = False) -> None:
         """Nominate ``info`` to ``node`` (None: the node its status names); an empty node clears it.
@@ -29,7 +33,10 @@ class Nominator:
         self.delete(info.key)
         if not node:
             return
-        self._by_node.setdefault(node, {})[info.key] = info
+        pods = self._by_node.setdefault(node, {})
+        pods[info.key] = info
+        self._live[node] = tuple(pods.values())
+        self._changed(node)
         self._node_of[info.key] = node
         if foreign:
             self.foreign.add(info.key)
@@ -40,11 +47,15 @@ class Nominator:
         self.foreign.discard(key)
         if node is not None:
             self._view = None
+            self._changed(node)
             pods = self._by_node.get(node)
             if pods is not None:
                 pods.pop(key, None)
-                if not pods:
+                if pods:
+                    self._live[node] = tuple(pods.values())
+                else:
                     del self._by_node[node]
+                    self._live.pop(node, None)
 
     def update(self, info: PodInfo) -> None:
         # A pod keeps the nomination preemption gave it until its own status says otherwise.
@@ -52,10 +63,28 @@ class Nominator:
             self.add(info, None)
 
     def by_node(self) -> dict[str, tuple[PodInfo, ...]]:
-        """Node -> its nominated pods: a copy, rebuilt only after a change (every Filter reads it); do not modify."""
+        """Node -> its nominated pods: a copy, taken only after a change (every Filter reads it, without the queue's
+        lock); do not modify. Each change updates only its node's entry, so the copy is one C-level dict copy."""
         if self._view is None:
-            self._view = {node: tuple(pods.values()) for node, pods in self._by_node.items()}
+            self._view = dict(self._live)
         return self._view
+
+    _LOG_LIMIT = 4096
+
+    def _changed(self, node: str) -> None:
+        self._log.append(node)
+        self.version += 1
+        if len(self._log) > self._LOG_LIMIT:
+            half = len(self._log) // 2
+            del self._log[:half]
+            self._log_base += half
+
+    def changes_since(self, version: int) -> dict[str, tuple[PodInfo, ...]] | None:
+        """Node -> its nominated pods now (empty: none) for every node whose nominated pods changed since
+        ``version``; None when the log no longer reaches back that far (read :meth:`by_node` instead)."""
+        if not self._log_base <= version <= self.version:
+            return None
+        return {node: self._live.get(node, ()) for node in self._log[version - self._log_base:]}
 
     def pods_for_node(self, node: str) -> list[PodInfo]:
         return list(self._by_node.get(node, {}).values())

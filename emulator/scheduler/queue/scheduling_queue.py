@@ -470,6 +470,17 @@ class SchedulingQueue:
         with self._cond:
             return self._nominator.by_node()
 
+    def nominated_since(self, version: int) -> tuple[int, dict[str, tuple[PodInfo, ...]], bool]:
+        """(the nominator's version now, node -> its nominated pods, complete): the nodes whose nominated pods
+        changed since ``version`` (-1: never read) or, when ``complete``, every node with nominated pods --
+        for indexes over the nominations kept up to date per change (:class:`.nominated.NominatedColumns`)."""
+        with self._cond:
+            nominator = self._nominator
+            changed = nominator.changes_since(version) if version >= 0 else None
+            if changed is None:
+                return nominator.version, nominator.by_node(), True
+            return nominator.version, changed, False
+
     def nominated_pods_for_node(self, node: str) -> list[PodInfo]:
         with self._cond:
             return self._nominator.pods_for_node(node)

@@ -276,3 +276,27 @@ def test_comparer_skips_pending_pods_of_other_schedulers():
         cache.on_pod_add(p)
     diff = compare_with_store(cache, nodes, pods, pending=[], responsible=lambda p: False)
     assert not diff
+
+
+@pytest.mark.parametrize("change", [
+    {"metadata": {"deletionTimestamp": "2024-01-01T00:00:00Z"}},  # preemption: a victim terminating
+    {"status": {"conditions": [{"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}]}},
+    {"status": {"phase": "Running", "startTime": "2024-01-01T00:00:00Z"}},  # MoreImportantPod's start time
+], ids=["deletion-timestamp", "disruption-target", "start-time"])
+def test_a_status_update_shows_in_the_snapshot_without_moving_any_array(change):
+    # Upstream's NodeInfo holds the updated pod: PodEligibleToPreemptOthers and MoreImportantPod read these.
+    cache, _ = _cache()
+    bound = _pod("p", node="n0")
+    cache.on_pod_add(bound)
+    snap = cache.snapshot()
+    generation = snap.generation
+    assert snap.pods_on(0)[0].memo("start", lambda p: (p.pod.get("status") or {}).get("startTime")) is None
+    new = {**bound, **{part: {**(bound.get(part) or {}), **fields} for part, fields in change.items()}}
+    cache.on_pod_update(bound, new)
+    snap = cache.snapshot()
+    shown = snap.pods_on(0)[0]
+    for part, fields in change.items():
+        assert all(shown.pod[part][name] == value for name, value in fields.items())
+    assert shown.memo("start", lambda p: (p.pod.get("status") or {}).get("startTime")) == \
+        (new.get("status") or {}).get("startTime")
+    assert snap.generation == generation and _requested(cache, "n0") == 1000

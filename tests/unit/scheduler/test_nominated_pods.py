@@ -13,11 +13,14 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import numpy as np
 import pytest
 
 from emulator.clock import ManualClock
 from emulator.scheduler import in_tree_registry
 from emulator.scheduler.framework.interface import CycleState
+from emulator.scheduler.framework.nominated import NominatedColumns, nominated_on
+from emulator.scheduler.framework.overlay import RequestOverlay
 from emulator.scheduler.framework.runtime import Framework
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import FitError, PodInfo, ScheduleResult
@@ -178,3 +181,31 @@ def test_preemption_dry_run_counts_nominated_pods():
     chosen = state.get(dp.RESULT_KEY)
     assert chosen is not None and chosen.node_name == "n2"
     assert [v.name for v in chosen.victims] == ["v2"]
+
+
+@pytest.mark.parametrize("seed", range(12), ids=lambda s: f"seed-{s}")
+def test_nominated_columns_follow_the_nominator_change_by_change(seed):
+    # Filter's first pass reads the nominated pods' requests from columns kept up to date from the nominator's
+    # change log; after every change they must hold what addGENominatedPods' choice (nominated_on) sums to.
+    rng = random.Random(seed)
+    nodes = [sched_node(f"n{i}", cpu="8") for i in range(6)]
+    snapshot = Snapshot.build(nodes, [])
+    _, queue = framework(True)
+    columns = NominatedColumns()
+    pods = [PodInfo(a_pod(f"p{k}", rng.choice(["1", "2", "500m"]), rng.choice([0, 5, 10]))) for k in range(10)]
+    for _ in range(40):
+        p = rng.choice(pods)
+        if rng.random() < 0.25:
+            queue.delete_nominated_pod(p.key)
+        else:
+            queue.add_nominated_pod(p, rng.choice(nodes)["metadata"]["name"], foreign=rng.random() < 0.3)
+        incoming = rng.choice(pods)
+        counted = columns.counted(queue, incoming, snapshot)
+        assert counted is not None
+        overlay = RequestOverlay(snapshot)
+        counted.add_to(overlay)
+        expected = nominated_on(queue, incoming, snapshot)
+        want_cpu = [sum(q.requests.get("cpu", 0) for q in expected.get(i, ())) for i in range(len(nodes))]
+        assert overlay.requested["cpu"].tolist() == want_cpu
+        assert overlay.pod_counts.tolist() == [len(expected.get(i, ())) for i in range(len(nodes))]
+        assert np.flatnonzero(counted.mask).tolist() == sorted(expected)

@@ -16,6 +16,7 @@ import pytest
 
 from emulator.clock import ManualClock
 from emulator.scheduler import in_tree_registry
+from emulator.scheduler.cache import Cache
 from emulator.scheduler.framework.interface import CycleState
 from emulator.scheduler.framework.runtime import Framework
 from emulator.scheduler.framework.snapshot import Snapshot
@@ -126,3 +127,29 @@ def test_whole_preemption_chooses_the_same_node_and_victims(seed):
         outcomes.append((type(result).__name__, getattr(result, "message", None),
                          None if chosen is None else (chosen.node_name, [v.name for v in chosen.victims])))
     assert outcomes[0] == outcomes[1]
+
+
+@pytest.mark.parametrize(("started", "victim"), [
+    ({}, "young"),  # neither started: "now" for both, the snapshot's order decides (the later one goes)
+    ({"old": HOURS[8]}, "young"),  # the started one is more important (MoreImportantPod: earlier start)
+    ({"old": HOURS[8], "young": HOURS[7]}, "old"),  # "young" started first after all: "old" goes
+], ids=["none-started", "old-started", "young-started-earlier"])
+def test_victims_follow_start_times_the_cache_updates_in_place(started, victim):
+    # The cache swaps a pod's newest object into the snapshot's PodInfo without re-placing it; the dry run's
+    # per-node order (kept across cycles) must follow a start time that changed that way.
+    cache = Cache(clock=ManualClock())
+    cache.on_node_add(sched_node("n0", cpu="2", memory="8Gi"))
+    bodies = {name: req_pod(name, "1", "1Gi", node="n0", priority=0) for name in ("old", "young")}
+    for body in bodies.values():
+        cache.on_pod_add(body)
+    fw = framework(True, [], [], 0)
+    preemptor = req_pod("preemptor", "1", "1Gi", priority=100)
+    state = CycleState()
+    fw.schedule_one(preemptor, cache.snapshot(), state=state)
+    assert [v.name for v in state.get(dp.RESULT_KEY).victims] == ["young"]  # the first dry run: neither started
+    for name, start in started.items():
+        body = bodies[name]
+        cache.on_pod_update(body, {**body, "status": {"phase": "Running", "startTime": start}})
+    state = CycleState()
+    fw.schedule_one(preemptor, cache.snapshot(), state=state)
+    assert [v.name for v in state.get(dp.RESULT_KEY).victims] == [victim]

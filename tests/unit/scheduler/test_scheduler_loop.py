@@ -21,8 +21,8 @@ from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.scheduler import in_tree_registry
 from emulator.scheduler.config import parse_configuration
-from emulator.scheduler.framework.interface import Code, NominatingInfo, PostFilterResult, Status
-from emulator.scheduler.framework.types import PodInfo
+from emulator.scheduler.framework.interface import Code, CycleState, NominatingInfo, PostFilterResult, Status
+from emulator.scheduler.framework.types import FitError, PodInfo
 from emulator.scheduler.scheduler import Scheduler, SchedulerOptions, owner_replica
 from tests.builders import req_pod, sched_node
 from tests.waiting import wait_for
@@ -36,6 +36,7 @@ class FakeClient:
         self.events: list[Obj] = []
         self.deleted: list[str] = []
         self.refuse: dict[str, list[str]] = {}
+        self.refuse_delete: set[str] = set()  # pod names whose deletion fails with a 500
         self.binds = 0
         self.lock = threading.Lock()
 
@@ -85,6 +86,8 @@ class FakeClient:
 
     def delete(self, kind: Any, namespace: str | None, name: str, **options: Any) -> Obj:
         with self.lock:
+            if name in self.refuse_delete:
+                raise errors.StatusError(500, "InternalError", f"deleting {name} failed")
             self.deleted.append(name)
             return self.pods.pop(name)
 
@@ -379,3 +382,118 @@ def test_a_pod_running_preemption_does_not_preempt_again_until_its_victims_are_h
     sched.api.close()
     sched.api.run()  # carries out the queued writes, then returns (closed)
     assert "victim" in client.deleted and not sched.api.is_preempting("default/preemptor")
+
+
+def _preempts(sched: Scheduler, pod: Obj) -> list[str]:
+    """One scheduling cycle's failure path for ``pod`` on the scheduler's cache: the victims it would evict."""
+    info = PodInfo(pod)
+    fwk = sched.profile_for(pod)
+    assert fwk is not None
+    state = CycleState()
+    with sched.cache.cycle() as snapshot:
+        fit = fwk.schedule_pod(state, info, snapshot)
+        assert isinstance(fit, FitError)
+        _, victims = sched._post_filter(fwk, state, info, snapshot, fit)
+    return [v.name for v in victims]
+
+
+def _terminating(pod: Obj) -> Obj:
+    """``pod`` as the API writer's writes leave it: DisruptionTarget=True (PreemptionByScheduler), being deleted."""
+    condition = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler"}
+    return {**pod, "metadata": {**pod["metadata"], "deletionTimestamp": "2024-01-01T00:00:00Z"},
+            "status": {**(pod.get("status") or {}), "conditions": [condition]}}
+
+
+# What the scheduler's cache shows of the first preemption's victim when the preemptor is tried again, after the
+# API writer carried that preemption out; and whether the preemptor may preempt again (and whom).
+@pytest.mark.parametrize(("seen", "delete_fails", "again"), [
+    # The informer has not delivered the victim's deletion yet: preempting again would evict a second pod for
+    # room already being freed (the double preemption the benchmarks showed).
+    ("running", False, []),
+    # Terminating by preemption on the nominated node: upstream PodEligibleToPreemptOthers says wait.
+    ("terminating", False, []),
+    # Gone, and a lower-priority pod took the room meanwhile: nothing is awaited, the pod preempts that one.
+    ("gone-room-taken", False, ["squatter"]),
+    # The victim's deletion failed: it is not awaited (it would never go), the pod may preempt it again.
+    ("running", True, ["victim"]),
+], ids=["victim-not-yet-terminating-in-cache", "victim-terminating", "victim-gone-room-retaken",
+        "victim-deletion-failed"])
+def test_a_preemptor_waits_for_its_victims_to_be_seen_going_before_preempting_again(seen, delete_fails, again):
+    client = FakeClient()
+    sched = _scheduler(client)
+    sched.on_pod_add(client.add(req_pod("filler", "2", "1Gi", node="n1", priority=1000)))  # never a victim
+    victim = client.add(req_pod("victim", "2", "1Gi", node="n0", priority=0))
+    sched.on_pod_add(victim)
+    preemptor = _pending(client, "preemptor", cpu="2", priority=100)
+    assert _preempts(sched, preemptor) == ["victim"]  # the first preemption: n0's victim
+    if delete_fails:
+        client.refuse_delete.add("victim")
+    sched.api.preemption(PodInfo(preemptor), "n0", (PodInfo(victim),), "default-scheduler")
+    sched.api.close()
+    sched.api.run()  # the writes are done (and the queue closed); the informer has delivered none of them
+    assert not sched.api.is_preempting("default/preemptor")
+    nominated = {**preemptor, "status": {"nominatedNodeName": "n0"}}
+    if seen == "terminating":
+        sched.on_pod_update(victim, _terminating(victim))
+    elif seen == "gone-room-taken":
+        sched.on_pod_delete(_terminating(victim))
+        sched.on_pod_add(client.add(req_pod("squatter", "2", "1Gi", node="n0", priority=0)))
+    assert _preempts(sched, nominated) == again
+
+
+class _OrderedClient(FakeClient):
+    """Records the order of status writes and deletes: ("status", pod, nominatedNodeName) / ("delete", pod)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[tuple[str, ...]] = []
+
+    def update_status(self, kind: Any, body: Obj) -> Obj:
+        self.writes.append(("status", body["metadata"]["name"], body["status"].get("nominatedNodeName", "")))
+        return super().update_status(kind, body)
+
+    def delete(self, kind: Any, namespace: str | None, name: str, **options: Any) -> Obj:
+        self.writes.append(("delete", name))
+        return super().delete(kind, namespace, name, **options)
+
+
+# Writes queued before a pod's new nomination; the nomination must be written first (a competing replica learns of
+# it only then) and stay: an older failure of the same pod that clears its nomination is superseded.
+@pytest.mark.parametrize("older", ["own-failure-clearing-nomination", "another-pods-preemption"])
+def test_a_nomination_is_written_before_older_writes_and_is_not_undone_by_them(older):
+    client = _OrderedClient()
+    sched = _scheduler(client)
+    pod = PodInfo(_pending(client, "preemptor", cpu="2", priority=100))
+    if older == "own-failure-clearing-nomination":
+        sched.api.failure(pod, "default-scheduler", "Unschedulable", "no room", nominated=None, clear_nominated=True)
+    else:
+        other = PodInfo(_pending(client, "other", cpu="2", priority=100))
+        victim = client.add(req_pod("victim", "2", "1Gi", node="n1", priority=0))
+        sched.api.preemption(other, "n1", (PodInfo(victim),), "default-scheduler")
+    sched.api.failure(pod, "default-scheduler", "Unschedulable", "preempting", nominated="n0", clear_nominated=False)
+    sched.api.close()
+    sched.api.run()
+    assert client.writes[0] == ("status", "preemptor", "n0")
+    assert client.pods["preemptor"]["status"]["nominatedNodeName"] == "n0"
+    if older == "another-pods-preemption":
+        assert ("delete", "victim") in client.writes[1:]
+
+
+@pytest.mark.parametrize(("others_victim", "again"), [
+    # Another preemptor's victim on this pod's nominated node, evicted but not yet terminating in the cache:
+    # upstream's PodEligibleToPreemptOthers (a lower-priority pod terminating by preemption there) says wait.
+    ("awaited", []),
+    # Nobody is evicting it: the pod may preempt it.
+    ("not-awaited", ["v2"]),
+], ids=["another-preemptions-victim-on-nominated-node", "no-preemption-in-flight"])
+def test_a_nominated_pod_waits_for_other_preemptions_on_its_node(others_victim, again):
+    client = FakeClient()
+    sched = _scheduler(client)
+    sched.on_pod_add(client.add(req_pod("filler", "2", "1Gi", node="n1", priority=1000)))  # never a victim
+    sched.on_pod_add(client.add(req_pod("v2", "1", "1Gi", node="n0", priority=0)))  # v1, this pod's victim, is gone
+    other = PodInfo(_pending(client, "other", cpu="1", priority=100))
+    sched.queue.add_nominated_pod(other, "n0")  # nominated to n0 too: n0's free cpu is held for it
+    if others_victim == "awaited":
+        sched.api.preemption(other, "n0", (PodInfo(client.pods["v2"]),), "default-scheduler")
+    pod = {**_pending(client, "preemptor", cpu="1", priority=100), "status": {"nominatedNodeName": "n0"}}
+    assert _preempts(sched, pod) == again
