@@ -333,6 +333,37 @@ class ServerCore:
             return self._after_mark(kind, current, marked)
         raise errors.conflict(kind.plural, name, f"gave up after {_DELETE_ATTEMPTS} conflicting writes", kind.group)
 
+    def delete_many(self, kind: Kind, objs: list[Obj]) -> list[Obj | errors.StatusError]:
+        """Grace-0 deletes of objects the caller holds, each as ``delete(..., grace_period_seconds=0,
+        preconditions={"uid": uid})`` would do it, in one store round trip where it can.
+
+        For internal writers (a kubelet's final delete of the pods it terminated: upstream's status
+        manager deletes each with grace 0 and a uid precondition). Each object must be the one the
+        caller read (an informer's copy or a write's result). If deleting it now is what
+        :meth:`delete` would plan for it (no finalizers left), it is deleted conditionally on its
+        resourceVersion and uid, pipelined with the others; one that changed in between (409), or
+        that needs marking rather than deleting, goes through :meth:`delete` on its own, which plans
+        against the stored object. Returns, per object, the deleted object or its error.
+        """
+        done: dict[int, Obj | errors.StatusError] = {}
+        fast = [i for i, obj in enumerate(objs) if kind is not SERVICE
+                and self._deletion_plan(kind, obj, 0, None, None) is _DELETE_NOW]
+        for i, result in zip(fast, self.store.delete_many(kind, [objs[i] for i in fast]), strict=True):
+            if not isinstance(result, errors.StaleResourceVersion):
+                done[i] = result
+        out: list[Obj | errors.StatusError] = []
+        for i, obj in enumerate(objs):
+            result = done.get(i)
+            if result is None:
+                meta = obj["metadata"]
+                try:
+                    result = self.delete(kind, meta.get("namespace"), meta["name"], grace_period_seconds=0,
+                                         preconditions={"uid": meta.get("uid") or ""})
+                except errors.StatusError as e:
+                    result = e
+            out.append(result)
+        return out
+
     def _deletion_plan(self, kind: Kind, current: Obj, requested_grace: int | None, policy: str | None,
                        orphan_dependents: bool | None) -> Obj | object | None:
         """What deleting ``current`` means now: ``_DELETE_NOW``, the marked object to store, or None (no change)."""
