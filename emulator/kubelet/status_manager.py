@@ -147,6 +147,7 @@ class StatusManager:
             for rec, result in zip(chunk, results, strict=True):
                 rec.delete_after_write = False
                 if not isinstance(result, errors.StatusError):
+                    state.remember(result)
                     state.stats.deletions += 1
                 elif result.code not in (404, 409):
                     log.warning("kubelet shard %d: deleting pod %s/%s failed: %s", state.index, rec.ns, rec.name,
@@ -185,6 +186,7 @@ class StatusManager:
                     continue
                 self.outage = False
                 rec.obj = result
+                state.remember(result)
                 self.reconciler.acknowledged(rec, int(resource_version(result) or 0))
                 rec.final = None
                 state.stats.pod_status_writes += 1
