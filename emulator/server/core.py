@@ -93,8 +93,9 @@ class ServerCore:
         self.allocators = Allocators(store)
 
     # ---------------------------------------------------------------- create
-    def _prepare_create(self, kind: Kind, body: Any, lookup: admission.Lookup, dry_run: bool = False) -> Obj:
-        obj = _copy(body)
+    def _prepare_create(self, kind: Kind, body: Any, lookup: admission.Lookup, dry_run: bool = False, *,
+                        owned: bool = False) -> Obj:
+        obj = body if owned and isinstance(body, dict) else _copy(body)
         _check_type(kind, obj)
         defaults.default_metadata(kind, obj, self.clock.now())
         defaults.apply_defaults(kind, obj)
@@ -112,13 +113,17 @@ class ServerCore:
         obj = self._prepare_create(kind, body, admission.Lookup(self.store, clock=self.clock), dry_run)
         return obj if dry_run else self.store.create(kind, obj)
 
-    def create_many(self, kind: Kind, bodies: list[Any]) -> list[Obj | errors.StatusError]:
-        """Create a batch in one store round trip; admission reads are shared across the batch."""
+    def create_many(self, kind: Kind, bodies: list[Any], *, owned: bool = False) -> list[Obj | errors.StatusError]:
+        """Create a batch in one store round trip; admission reads are shared across the batch.
+
+        ``owned``: the caller built the bodies for this call (JSON-shaped dicts) and lets the
+        server default them in place instead of copying them first (an event recorder's flush).
+        """
         lookup = admission.Lookup(self.store, clock=self.clock)
         prepared: list[Obj | errors.StatusError] = []
         for body in bodies:
             try:
-                prepared.append(self._prepare_create(kind, body, lookup))
+                prepared.append(self._prepare_create(kind, body, lookup, owned=owned))
             except errors.StatusError as e:
                 prepared.append(e)
         ok = [p for p in prepared if not isinstance(p, errors.StatusError)]
