@@ -246,6 +246,7 @@ class StatusManager:
                     continue
                 self.outage = False
                 node.obj = result
+                state.remember(result)
                 node.dirty = False
                 node.last_report = now
                 state.stats.node_status_writes += 1

@@ -550,6 +550,7 @@ def test_the_shards_own_writes_reach_its_informers_undecoded_as_the_store_holds_
     assert hits >= 1  # the shard's Running + Ready status write
     informer = shard.factory.pod_shard_informer(core.store.shard_of("n-00000"))
     assert informer.indexer.get_by_key("default/p") == get_pod(core, "p")
+    assert shard.factory.informer_for(NODE).indexer.get_by_key("n-00000") == core.get(NODE, None, "n-00000")
     core.delete(POD, "default", "p")
     run_until(shard, clock, lambda: get_pod(core, "p") is None, 40)
     step(shard, clock)  # the deletion reaches the shard
