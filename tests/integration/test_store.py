@@ -337,6 +337,19 @@ def test_delete_many_is_delete_with_grace_0_and_uid_precondition(core: ServerCor
     assert core.get(POD, "default", "bystander")["metadata"]["name"] == "bystander"
 
 
+@pytest.mark.parametrize("owned", [False, True], ids=["copied", "owned"])
+def test_create_many_owned_bodies_are_defaulted_in_place_not_copied(core: ServerCore, owned: bool) -> None:
+    bodies = [{"metadata": {"name": f"cm-{i}", "namespace": "default"}, "data": {"k": str(i)}} for i in range(3)]
+    stored = core.create_many(CONFIGMAP, bodies, owned=owned)
+    for body, obj in zip(bodies, stored, strict=True):
+        assert not isinstance(obj, errors.StatusError)
+        assert obj == core.get(CONFIGMAP, "default", body["metadata"]["name"])
+        assert obj["metadata"]["uid"] and obj["kind"] == "ConfigMap"
+        # Owned: the body is the defaulted object (only the resourceVersion is the store's); else untouched.
+        assert (body["metadata"].get("uid") == obj["metadata"]["uid"]) is owned
+        assert "resourceVersion" not in body["metadata"]
+
+
 # --------------------------------------------------------------- admission
 def test_create_defaults(core: ServerCore) -> None:
     body = b.pod("p", containers=[b.container(lim_cpu="500m", lim_memory="1Gi")])
