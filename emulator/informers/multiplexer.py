@@ -28,6 +28,7 @@ import redis
 
 from emulator.api import errors
 from emulator.api.types import Obj
+from emulator.store import codec
 from emulator.store.store import Store, WatchEvent, check_window, decode_entries
 
 log = logging.getLogger(__name__)
@@ -41,6 +42,10 @@ OnError = Callable[[Exception], None]
 # it adds (a few ms against the scheduler's and kubelets' own periods) and cuts each process's per-event
 # CPU (docs/performance.md).
 LINGER_MS = 5.0
+
+# How many of this process's own writes (Multiplexer.remember) are kept for the reader to find in the
+# streams; a write whose entry no subscription reads is forgotten in insertion order past this many.
+OWN_WRITES = 8192
 
 # What a broken connection looks like through redis-py (a killed server, a reset socket).
 CONNECTION_ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError, OSError)
@@ -102,10 +107,12 @@ class Multiplexer:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._refs = 0
+        self._own: dict[int, Obj] = {}  # rv -> what this process wrote at that rv (remember)
         # Counters, read by tests and the benchmark.
         self.reads = 0  # XREAD round trips issued
         self.entries_read = 0  # stream entries returned by those reads (each decoded once)
         self.failures = 0  # subscriptions cancelled by a 410 or a connection loss
+        self.own_hits = 0  # entries not decoded: the process's own writes (remember)
 
     # -------------------------------------------------------------- lifecycle
     def start(self) -> None:
@@ -178,6 +185,43 @@ class Multiplexer:
             except Exception:  # a subscriber's bug must not kill the reader of every other informer
                 log.exception("watch multiplexer: on_error of %s failed", sub.name)
 
+    def remember(self, obj: Obj) -> None:
+        """``obj`` is what this process just wrote, exactly as the store holds it at its resourceVersion.
+
+        A write's watch event comes back to the writer's own informers; its entry's bytes are
+        ``obj``'s encoding, so the reader hands subscribers ``obj`` instead of decoding them again
+        (a kubelet shard's pod status writes and deletes are most of its pod stream). Only for
+        write results (the store's reply): anything else would put a different object in the
+        informers than the stream holds. Safe from any thread (single dict operations).
+        """
+        rv = int((obj.get("metadata") or {}).get("resourceVersion") or 0)
+        if not rv:
+            return
+        own = self._own
+        own[rv] = obj
+        while len(own) > OWN_WRITES:
+            try:
+                del own[next(iter(own))]  # the oldest: its entry was read long ago, or by nobody here
+            except (KeyError, RuntimeError, StopIteration):  # another thread changed it in between
+                break
+
+    def _decode(self, entries: list[tuple[bytes, dict[bytes, bytes]]]) -> tuple[list[WatchEvent], int]:
+        """The stream entries as events, each decoded once; the process's own writes are taken as remembered."""
+        own = self._own
+        if not own:
+            return decode_entries(entries, None)
+        out: list[WatchEvent] = []
+        last = 0
+        for entry_id, fields in entries:
+            last = int(entry_id.split(b"-", 1)[0])
+            obj = own.get(last)
+            if obj is None:
+                obj = codec.decode(fields[b"o"])
+            else:
+                self.own_hits += 1
+            out.append(WatchEvent(fields[b"t"].decode(), obj, last))
+        return out, last
+
     # ------------------------------------------------------------ the reader
     def _run(self) -> None:
         while True:
@@ -201,6 +245,7 @@ class Multiplexer:
         except CONNECTION_ERRORS as e:
             log.warning("watch multiplexer: read of %d streams failed (%s): every subscriber relists",
                         len(positions), e)
+            self._own.clear()  # a restarted Redis may have lost those writes, and reuse their versions
             self._fail([s for subs in plan.values() for s in subs], e)
             return 0
         except Exception as e:  # anything else (a protocol error) is as fatal for these watches
@@ -225,7 +270,7 @@ class Multiplexer:
                     continue
                 if events is None:
                     # Decode once for every subscriber of the stream.
-                    events, last = decode_entries(entries, None)
+                    events, last = self._decode(entries)
                     self.entries_read += len(entries)
                 self._deliver(sub, events, last)
         return max((len(entries) for entries in read.entries.values() if entries), default=0)

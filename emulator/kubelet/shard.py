@@ -204,6 +204,7 @@ class KubeletShard:
         if self._started:
             return
         self.factory = SharedInformerFactory(self.store, clock=self.clock, linger_ms=self._watch_linger_ms())
+        self.state.remember = self.factory.multiplexer.remember
         node_informer = self.factory.informer_for(NODE)
         self._streams["nodes"] = self.store.stream_key(NODE)
         self._registrations.append(node_informer.add_event_handler(_Handler(self, "node", "nodes")))

@@ -16,7 +16,7 @@ import hashlib
 import ipaddress
 import math
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from emulator.api.types import Obj
@@ -149,6 +149,10 @@ class ShardStats:
     last_reconcile_seconds: float = 0.0
 
 
+def _ignore(obj: Obj) -> None:
+    del obj
+
+
 @dataclass(eq=False)
 class ShardState:
     """The tables and collaborators every manager of one shard shares (built by the shard)."""
@@ -168,6 +172,9 @@ class ShardState:
     # only reads the reference, swapped whole).
     chaos: ChaosState = NO_CHAOS
     now: float = 0.0
+    # Told each pod the shard wrote, as the store now holds it: the shard's watch reader hands the
+    # write's event to the informers without decoding it (Multiplexer.remember; set by start()).
+    remember: Callable[[Obj], None] = _ignore
 
     @property
     def label(self) -> str:

@@ -123,19 +123,35 @@ class StatusManager:
             # The store is unreachable: the deletions wait with their pods (still dirty) for the next flush.
             state.dirty_pods.update(rec.uid for rec in deletes)
             return
-        for rec in deletes:
+        if deletes:
+            self._delete_pods(deletes)
+
+    def _delete_pods(self, deletes: list[PodRecord]) -> None:
+        """The final grace-0 deletes (uid precondition, as upstream's status manager), one round trip per batch.
+
+        Each pod is deleted as the kubelet last read or wrote it (``rec.obj``): conditional on that
+        resourceVersion too, and planned again against the stored pod if it changed in between
+        (:meth:`ServerCore.delete_many`), so a batch costs what one delete did.
+        """
+        state = self.state
+        batch = state.config.write_batch
+        for start in range(0, len(deletes), batch):
+            chunk = deletes[start:start + batch]
             try:
-                state.core.delete(POD, rec.ns, rec.name, grace_period_seconds=0, preconditions={"uid": rec.uid})
-                state.stats.deletions += 1
-                rec.delete_after_write = False
-            except errors.StatusError as e:
-                rec.delete_after_write = False
-                if e.code not in (404, 409):
-                    log.warning("kubelet shard %d: deleting pod %s/%s failed: %s", state.index, rec.ns, rec.name,
-                                e.message)
+                results = state.core.delete_many(POD, [rec.obj for rec in chunk])
             except STORE_ERRORS as e:
-                self._failed(f"deleting pod {rec.ns}/{rec.name}", e)
-                state.dirty_pods.add(rec.uid)  # delete_after_write stays: the next flush deletes it
+                self._failed(f"deleting {len(deletes) - start} pods", e)
+                for rec in deletes[start:]:
+                    state.dirty_pods.add(rec.uid)  # delete_after_write stays: the next flush deletes it
+                return
+            for rec, result in zip(chunk, results, strict=True):
+                rec.delete_after_write = False
+                if not isinstance(result, errors.StatusError):
+                    state.remember(result)
+                    state.stats.deletions += 1
+                elif result.code not in (404, 409):
+                    log.warning("kubelet shard %d: deleting pod %s/%s failed: %s", state.index, rec.ns, rec.name,
+                                result.message)
 
     def _write_pods(self, writes: list[tuple[PodRecord, Obj]], deletes: list[PodRecord]) -> bool:
         """Write the statuses in batches; True when the store was unreachable (the rest stays dirty)."""
@@ -170,6 +186,7 @@ class StatusManager:
                     continue
                 self.outage = False
                 rec.obj = result
+                state.remember(result)
                 self.reconciler.acknowledged(rec, int(resource_version(result) or 0))
                 rec.final = None
                 state.stats.pod_status_writes += 1
@@ -229,6 +246,7 @@ class StatusManager:
                     continue
                 self.outage = False
                 node.obj = result
+                state.remember(result)
                 node.dirty = False
                 node.last_report = now
                 state.stats.node_status_writes += 1

@@ -93,8 +93,9 @@ class ServerCore:
         self.allocators = Allocators(store)
 
     # ---------------------------------------------------------------- create
-    def _prepare_create(self, kind: Kind, body: Any, lookup: admission.Lookup, dry_run: bool = False) -> Obj:
-        obj = _copy(body)
+    def _prepare_create(self, kind: Kind, body: Any, lookup: admission.Lookup, dry_run: bool = False, *,
+                        owned: bool = False) -> Obj:
+        obj = body if owned and isinstance(body, dict) else _copy(body)
         _check_type(kind, obj)
         defaults.default_metadata(kind, obj, self.clock.now())
         defaults.apply_defaults(kind, obj)
@@ -112,13 +113,17 @@ class ServerCore:
         obj = self._prepare_create(kind, body, admission.Lookup(self.store, clock=self.clock), dry_run)
         return obj if dry_run else self.store.create(kind, obj)
 
-    def create_many(self, kind: Kind, bodies: list[Any]) -> list[Obj | errors.StatusError]:
-        """Create a batch in one store round trip; admission reads are shared across the batch."""
+    def create_many(self, kind: Kind, bodies: list[Any], *, owned: bool = False) -> list[Obj | errors.StatusError]:
+        """Create a batch in one store round trip; admission reads are shared across the batch.
+
+        ``owned``: the caller built the bodies for this call (JSON-shaped dicts) and lets the
+        server default them in place instead of copying them first (an event recorder's flush).
+        """
         lookup = admission.Lookup(self.store, clock=self.clock)
         prepared: list[Obj | errors.StatusError] = []
         for body in bodies:
             try:
-                prepared.append(self._prepare_create(kind, body, lookup))
+                prepared.append(self._prepare_create(kind, body, lookup, owned=owned))
             except errors.StatusError as e:
                 prepared.append(e)
         ok = [p for p in prepared if not isinstance(p, errors.StatusError)]
@@ -332,6 +337,37 @@ class ServerCore:
                 continue
             return self._after_mark(kind, current, marked)
         raise errors.conflict(kind.plural, name, f"gave up after {_DELETE_ATTEMPTS} conflicting writes", kind.group)
+
+    def delete_many(self, kind: Kind, objs: list[Obj]) -> list[Obj | errors.StatusError]:
+        """Grace-0 deletes of objects the caller holds, each as ``delete(..., grace_period_seconds=0,
+        preconditions={"uid": uid})`` would do it, in one store round trip where it can.
+
+        For internal writers (a kubelet's final delete of the pods it terminated: upstream's status
+        manager deletes each with grace 0 and a uid precondition). Each object must be the one the
+        caller read (an informer's copy or a write's result). If deleting it now is what
+        :meth:`delete` would plan for it (no finalizers left), it is deleted conditionally on its
+        resourceVersion and uid, pipelined with the others; one that changed in between (409), or
+        that needs marking rather than deleting, goes through :meth:`delete` on its own, which plans
+        against the stored object. Returns, per object, the deleted object or its error.
+        """
+        done: dict[int, Obj | errors.StatusError] = {}
+        fast = [i for i, obj in enumerate(objs) if kind is not SERVICE
+                and self._deletion_plan(kind, obj, 0, None, None) is _DELETE_NOW]
+        for i, result in zip(fast, self.store.delete_many(kind, [objs[i] for i in fast]), strict=True):
+            if not isinstance(result, errors.StaleResourceVersion):
+                done[i] = result
+        out: list[Obj | errors.StatusError] = []
+        for i, obj in enumerate(objs):
+            result = done.get(i)
+            if result is None:
+                meta = obj["metadata"]
+                try:
+                    result = self.delete(kind, meta.get("namespace"), meta["name"], grace_period_seconds=0,
+                                         preconditions={"uid": meta.get("uid") or ""})
+                except errors.StatusError as e:
+                    result = e
+            out.append(result)
+        return out
 
     def _deletion_plan(self, kind: Kind, current: Obj, requested_grace: int | None, policy: str | None,
                        orphan_dependents: bool | None) -> Obj | object | None:

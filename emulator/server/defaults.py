@@ -11,8 +11,8 @@ core hands them a private copy of the request body.
 from __future__ import annotations
 
 import base64
+import os
 import secrets
-import uuid
 from collections.abc import Callable
 from typing import Any
 
@@ -20,6 +20,18 @@ from emulator.api import errors
 from emulator.api.kinds import Kind
 from emulator.api.types import Obj
 from emulator.clock import rfc3339
+
+# RFC 4122 variant bits (10xx) over a random hex digit: the first digit of a v4 UUID's fourth group.
+_VARIANT_DIGIT = {d: "89ab"[int(d, 16) & 3] for d in "0123456789abcdef"}
+
+
+def new_uid() -> str:
+    """A random (version 4) UUID string, as ``str(uuid.uuid4())`` - upstream's ``uuid.NewUUID`` for
+    ``metadata.uid`` - formatted straight from the random bytes: a third of the cost, and every
+    object and Event created pays it."""
+    h = os.urandom(16).hex()
+    return f"{h[:8]}-{h[8:12]}-4{h[13:16]}-{_VARIANT_DIGIT[h[16]]}{h[17:20]}-{h[20:]}"
+
 
 # Upstream's name generator alphabet (no vowels, no confusable characters): names.SimpleNameGenerator.
 _GENERATE_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
@@ -32,7 +44,7 @@ def default_metadata(kind: Kind, obj: Obj, now: float) -> None:
         meta["namespace"] = "default"
     if not meta.get("name") and meta.get("generateName"):
         meta["name"] = meta["generateName"] + "".join(secrets.choice(_GENERATE_ALPHABET) for _ in range(5))
-    meta["uid"] = str(uuid.uuid4())
+    meta["uid"] = new_uid()
     meta["creationTimestamp"] = rfc3339(now)
     meta["generation"] = 1
     for server_owned in ("resourceVersion", "deletionTimestamp", "deletionGracePeriodSeconds", "selfLink"):

@@ -385,6 +385,23 @@ class Store:
                 if e.reason != "Conflict" or expected_rv:
                     raise
 
+    def delete_many(self, kind: Kind, objs: list[dict[str, Any]]) -> list[dict[str, Any] | errors.StatusError]:
+        """Delete many objects in one pipelined round trip, each conditional on its resourceVersion and uid.
+
+        Each object must be the stored one at its ``metadata.resourceVersion`` (an informer's copy
+        or a write's result): it is what the DELETED watch event carries. A stale one gets 409
+        (nothing written), a gone one 404; the rest are deleted, each independently.
+        """
+        calls = [self._commit_args(kind, "d", obj, resource_version(obj), uid=obj["metadata"].get("uid") or "")
+                 for obj in objs]
+        out: list[dict[str, Any] | errors.StatusError] = []
+        for obj, reply in zip(objs, self._commit_pipelined(kind, calls) if objs else [], strict=True):
+            try:
+                out.append(self._result(kind, obj, reply))
+            except errors.StatusError as e:
+                out.append(e)
+        return out
+
     def guaranteed_update(self, kind: Kind, namespace: str | None, name: str,
                           mutate: Callable[[dict[str, Any]], dict[str, Any] | None],
                           attempts: int = 64, *, bind: bool = False) -> dict[str, Any]:

@@ -511,6 +511,31 @@ def test_shared_multiplexer_lingers_the_shortest_time_its_holders_ask(
 
 
 # ------------------------------------------------------------------ shards
+def test_the_processs_own_writes_are_delivered_as_written_not_decoded(core: ServerCore,
+                                                                      request: pytest.FixtureRequest) -> None:
+    """Multiplexer.remember: a write's result is what its entry decodes to, so subscribers get it as is."""
+    mux = Multiplexer(core.store)
+    request.addfinalizer(mux.stop)
+    got: list[WatchEvent] = []
+    since = core.store.current_rv()
+    mux.subscribe(core.store.stream_key(CONFIGMAP), since, lambda events, _last: got.extend(events),
+                  lambda exc: None)
+    mine = [core.create(CONFIGMAP, {"metadata": {"name": f"own-{i}"}, "data": {"k": str(i)}}) for i in range(2)]
+    for obj in mine:
+        mux.remember(obj)
+    other = core.create(CONFIGMAP, {"metadata": {"name": "someone-elses"}})
+    gone = core.store.delete(CONFIGMAP, "default", "own-0")
+    mux.remember(gone)
+    mux.start()
+    wait_for(lambda: len(got) == 4, 10, "the four events")
+    assert [e.type for e in got] == ["ADDED", "ADDED", "ADDED", "DELETED"]
+    assert got[0].object is mine[0] and got[1].object is mine[1] and got[3].object is gone
+    assert got[2].object == other and got[2].object is not other  # decoded: not this process's write
+    assert mux.own_hits == 3
+    for event in got:  # what a reader that does not remember decodes
+        assert event.object == core.store.watch(CONFIGMAP, event.rv - 1).next_batch(timeout=1)[0].object
+
+
 def test_shard_informer_holds_exactly_its_shards_pods(core: ServerCore,
                                                       factories: list[SharedInformerFactory]) -> None:
     store = core.store

@@ -536,6 +536,29 @@ def test_graceful_deletion_waits_for_the_app_and_kills_at_the_grace_period(
     assert shard.pods() == {}
 
 
+def test_the_shards_own_writes_reach_its_informers_undecoded_as_the_store_holds_them(
+        env: tuple[ServerCore, ManualClock], shards: list[KubeletShard]) -> None:
+    """The status writes and the final delete come back through the watch as the objects written (not decoded)."""
+    core, clock = env
+    shard = start_shard(core, clock, shards, [{"name": "n", "count": 1}])
+    step(shard, clock)
+    assert shard.factory is not None
+    mux = shard.factory.multiplexer
+    core.create(POD, pod(core, "p", node="n-00000"))
+    run_until(shard, clock, lambda: is_ready(core, "p"), 20)
+    hits = mux.own_hits
+    assert hits >= 1  # the shard's Running + Ready status write
+    informer = shard.factory.pod_shard_informer(core.store.shard_of("n-00000"))
+    assert informer.indexer.get_by_key("default/p") == get_pod(core, "p")
+    assert shard.factory.informer_for(NODE).indexer.get_by_key("n-00000") == core.get(NODE, None, "n-00000")
+    core.delete(POD, "default", "p")
+    run_until(shard, clock, lambda: get_pod(core, "p") is None, 40)
+    step(shard, clock)  # the deletion reaches the shard
+    assert mux.own_hits >= hits + 2  # the final status and the grace-0 delete
+    assert informer.indexer.get_by_key("default/p") is None
+    assert shard.pods() == {}
+
+
 def test_usage_is_published_for_metrics_api(env: tuple[ServerCore, ManualClock], shards: list[KubeletShard]) -> None:
     core, clock = env
     shard = start_shard(core, clock, shards, [{"name": "n", "count": 1}], metrics_window=15)

@@ -275,6 +275,81 @@ def test_bound_pod_deletes_gracefully_unbound_at_once(core: ServerCore) -> None:
         core.get(POD, "default", "bound")
 
 
+def _finished(core: ServerCore, name: str) -> dict:
+    """A bound pod, deleted gracefully (marked), whose kubelet wrote its terminal status: what it deletes."""
+    core.create(POD, b.pod(name, node="n1"))
+    core.delete(POD, "default", name)
+    pod = core.get(POD, "default", name)
+    return core.update_status(POD, {**pod, "status": {**pod["status"], "phase": "Succeeded"}})
+
+
+def _changed_since(core: ServerCore, name: str) -> tuple[dict, str]:
+    held = _finished(core, name)
+    core.update_status(POD, {**held, "status": {**held["status"], "message": "written by someone else"}})
+    return held, "deleted"
+
+
+def _finalizer(core: ServerCore, name: str) -> tuple[dict, str]:
+    held = _finished(core, name)
+    held = core.update(POD, {**held, "metadata": {**held["metadata"], "finalizers": ["example.com/keep"]}})
+    return held, "marked"
+
+
+def _recreated(core: ServerCore, name: str) -> tuple[dict, str]:
+    held = _finished(core, name)
+    core.delete(POD, "default", name, grace_period_seconds=0)
+    core.create(POD, b.pod(name, node="n1"))
+    return held, "409"
+
+
+def _gone(core: ServerCore, name: str) -> tuple[dict, str]:
+    held = _finished(core, name)
+    core.delete(POD, "default", name, grace_period_seconds=0)
+    return held, "404"
+
+
+@pytest.mark.parametrize("setup", [
+    lambda core, name: (_finished(core, name), "deleted"),
+    _changed_since, _finalizer, _recreated, _gone,
+], ids=["held-is-current", "changed-since-held", "finalizer-holds-it", "recreated-same-name", "already-gone"])
+def test_delete_many_is_delete_with_grace_0_and_uid_precondition(core: ServerCore, setup) -> None:
+    """Each object ends as ``delete(grace_period_seconds=0, preconditions={uid})`` would leave it."""
+    core.create(POD, b.pod("bystander", node="n1"))
+    held, want = setup(core, "p")
+    plain = _finished(core, "plain")
+    results = core.delete_many(POD, [held, plain])
+    assert not isinstance(results[1], errors.StatusError)
+    with pytest.raises(errors.StatusError):
+        core.get(POD, "default", "plain")
+    result = results[0]
+    if want in ("404", "409"):
+        assert isinstance(result, errors.StatusError) and result.code == int(want)
+    elif want == "deleted":
+        assert not isinstance(result, errors.StatusError)
+        assert int(result["metadata"]["resourceVersion"]) > int(held["metadata"]["resourceVersion"])
+        with pytest.raises(errors.StatusError) as exc:
+            core.get(POD, "default", "p")
+        assert exc.value.code == 404
+    else:  # marked: the finalizer keeps it, with grace 0
+        stored = core.get(POD, "default", "p")
+        assert stored["metadata"]["deletionGracePeriodSeconds"] == 0
+        assert stored["metadata"]["finalizers"] == ["example.com/keep"]
+    assert core.get(POD, "default", "bystander")["metadata"]["name"] == "bystander"
+
+
+@pytest.mark.parametrize("owned", [False, True], ids=["copied", "owned"])
+def test_create_many_owned_bodies_are_defaulted_in_place_not_copied(core: ServerCore, owned: bool) -> None:
+    bodies = [{"metadata": {"name": f"cm-{i}", "namespace": "default"}, "data": {"k": str(i)}} for i in range(3)]
+    stored = core.create_many(CONFIGMAP, bodies, owned=owned)
+    for body, obj in zip(bodies, stored, strict=True):
+        assert not isinstance(obj, errors.StatusError)
+        assert obj == core.get(CONFIGMAP, "default", body["metadata"]["name"])
+        assert obj["metadata"]["uid"] and obj["kind"] == "ConfigMap"
+        # Owned: the body is the defaulted object (only the resourceVersion is the store's); else untouched.
+        assert (body["metadata"].get("uid") == obj["metadata"]["uid"]) is owned
+        assert "resourceVersion" not in body["metadata"]
+
+
 # --------------------------------------------------------------- admission
 def test_create_defaults(core: ServerCore) -> None:
     body = b.pod("p", containers=[b.container(lim_cpu="500m", lim_memory="1Gi")])
