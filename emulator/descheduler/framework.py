@@ -240,7 +240,20 @@ class ClusterSnapshot:
         spec = pod["spec"]
         if not spec.get("nodeSelector") and not (spec.get("affinity") or {}).get("nodeAffinity"):
             return True
-        return self.required_affinity(pod).matches(node["metadata"].get("labels") or {}, node["metadata"]["name"])
+        # Pods of one owner share their placement: the verdict is kept per (placement, node) for the pass.
+        by_pod = self._cache("placementKeys")
+        key = by_pod.get(id(pod))
+        if key is None:
+            required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution")
+            key = by_pod[id(pod)] = repr((spec.get("nodeSelector"), required))
+        name = node["metadata"]["name"]
+        verdicts = self._cache("placementVerdicts")
+        verdict = verdicts.get((key, name))
+        if verdict is None:
+            verdict = verdicts[(key, name)] = self.required_affinity(pod).matches(node["metadata"].get("labels") or {},
+                                                                                 name)
+        return verdict  # type: ignore[no-any-return]
 
     def _fit_facts(self, node: Obj) -> tuple[tuple[Taint, ...], bool, dict[str, int], dict[str, int]]:
         """(NoSchedule-relevant taints, unschedulable, allocatable, requested) of a node, once per pass."""
