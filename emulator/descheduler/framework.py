@@ -31,6 +31,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol, runtime_checkable
 
 from emulator.api.labels import LabelSelector
@@ -161,7 +162,10 @@ class ClusterSnapshot:
         # features, and each running pod's index keys -- so only the indexes spanning nodes are filled again.
         node_memo = _node_memo
         for node, pods in self.pods_by_node.items():
-            versions = tuple([p["metadata"].get("resourceVersion") for p in pods])
+            try:  # in C: this runs for every pod of the cluster
+                versions = tuple(map(_RV, map(_METADATA, pods)))
+            except KeyError:  # a pod without a resourceVersion (not from the store): never memoised
+                versions = tuple([p["metadata"].get("resourceVersion") for p in pods])
             ids = tuple(map(id, pods))
             memo = node_memo.get(node)
             if memo is None or memo[0] != ids or memo[1] != versions:
@@ -312,6 +316,7 @@ class ClusterSnapshot:
 
 
 _F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED = 1, 2, 4, 8
+_METADATA, _RV = itemgetter("metadata"), itemgetter("resourceVersion")
 _FEATURE_BITS = tuple(enumerate((_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED)))
 # What one walk needs to know of a pod, by uid: (resourceVersion, phase, requests, feature bits, first owner,
 # several owners, namespace, labels). A pod's facts cannot change under one resourceVersion, and the informer
