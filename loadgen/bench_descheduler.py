@@ -21,8 +21,9 @@ every interval.
 Reported: the snapshot build (grouping the informer's pods by node), each
 pass's wall time and process CPU time (steadier on a shared machine; the
 first pass computes every pod's requests, later ones reuse the (uid,
-resourceVersion) cache), per-plugin wall seconds of the last pass, and how
-many pods each plugin would evict.
+resourceVersion) cache, and each node whose pods are the same objects at the
+same versions reuses what the last pass derived for it), per-plugin wall
+seconds of the last pass, and how many pods each plugin would evict.
 """
 
 from __future__ import annotations

@@ -14,8 +14,11 @@
   during a pass, so it memoises what plugins ask again and again: one walk
   over the pods builds the running pods per node, what they request, a label
   index per namespace and small indexes of the pods with node affinity,
-  required anti-affinity, spread constraints, restarts or phase Failed; NodeFit
-  facts (taints, allocatable, parsed affinity) are computed once per node or pod.
+  required anti-affinity, spread constraints, restarts or phase Failed (a node
+  holding the same pod objects at the same resourceVersions as the last pass
+  reuses its part of that walk); NodeFit facts (taints, allocatable, parsed
+  affinity) are computed once per node or pod, and the required-placement
+  verdict once per (placement, node).
 * :class:`Handle` — the snapshot, the clock and the profile's
   :class:`ProfileEvictor` (the evictors' filters in front of the shared
   :class:`~emulator.descheduler.evictions.PodEvictor`; filter verdicts are
@@ -174,14 +177,15 @@ class ClusterSnapshot:
                     if len(node_memo) >= _NODE_MEMO_MAX:
                         node_memo.clear()
                     node_memo[node] = memo
-            _, _, running, total, node_failed, node_features, keys = memo
+            _, _, running, total, node_failed, node_features, firsts, several, namespaces, pod_labels = memo
             active[node] = running
             requested[node] = total
             if node_failed:
                 failed[node] = node_failed
             for k, feature_pods in node_features:
                 features[k][node] = feature_pods
-            for pod, first, several_owners, ns, label_items in keys:
+            for pod, first, several_owners, ns, label_items in zip(running, firsts, several, namespaces, pod_labels,
+                                                                   strict=True):
                 if first is not None:
                     if several_owners:
                         multi_owned.append(pod)
@@ -358,11 +362,14 @@ def _facts(pod: Obj) -> Facts:
 
 
 # What one node's pods give a pass, by node name: (pod ids, resourceVersions, running pods, their summed requests
-# with "pods", Failed pods, per feature bit index the running pods with it, per running pod its cross-node index
-# keys (pod, first owner, several owners, namespace, labels)). Valid while the node holds the same objects at the
-# same versions; the memo holds the objects, so their ids cannot be reused meanwhile.
+# with "pods", Failed pods, per feature bit index the running pods with it, then aligned with the running pods
+# their cross-node index keys: first owner, several owners, namespace, labels -- lists, not a tuple per pod: a
+# first pass over 100,000 pods would allocate enough objects to set off one more full garbage collection).
+# Valid while the node holds the same objects at the same versions; the memo holds the objects, so their ids
+# cannot be reused meanwhile.
 NodeFacts = tuple[tuple[int, ...], tuple[Any, ...], list[Obj], dict[str, int], list[Obj],
-                  list[tuple[int, list[Obj]]], list[tuple[Obj, str | None, bool, str, tuple[tuple[str, str], ...]]]]
+                  list[tuple[int, list[Obj]]], list[str | None], list[bool], list[str],
+                  list[tuple[tuple[str, str], ...]]]
 _node_memo: dict[str, NodeFacts] = {}
 _NODE_MEMO_MAX = 100_000
 
@@ -372,7 +379,10 @@ def _node_facts(pods: list[Obj], versions: tuple[Any, ...], ids: tuple[int, ...]
     total: dict[str, int] = {}
     failed: list[Obj] = []
     features: tuple[list[Obj], ...] = ([], [], [], [])  # by the _F_* bits, in order
-    keys = []
+    firsts: list[str | None] = []
+    several: list[bool] = []
+    namespaces: list[str] = []
+    pod_labels: list[tuple[tuple[str, str], ...]] = []
     cached_facts = _facts_cache.get
     for pod in pods:
         meta = pod["metadata"]
@@ -391,9 +401,13 @@ def _node_facts(pods: list[Obj], versions: tuple[Any, ...], ids: tuple[int, ...]
             for k, bit in _FEATURE_BITS:
                 if flags & bit:
                     features[k].append(pod)
-        keys.append((pod, first, several_owners, ns, label_items))
+        firsts.append(first)
+        several.append(several_owners)
+        namespaces.append(ns)
+        pod_labels.append(label_items)
     total["pods"] = len(running)
-    return (ids, versions, running, total, failed, [(k, f) for k, f in enumerate(features) if f], keys)
+    return (ids, versions, running, total, failed, [(k, f) for k, f in enumerate(features) if f], firsts, several,
+            namespaces, pod_labels)
 
 
 def _restarted(statuses: list[Obj] | None) -> bool:
