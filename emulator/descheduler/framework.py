@@ -14,8 +14,11 @@
   during a pass, so it memoises what plugins ask again and again: one walk
   over the pods builds the running pods per node, what they request, a label
   index per namespace and small indexes of the pods with node affinity,
-  required anti-affinity, spread constraints, restarts or phase Failed; NodeFit
-  facts (taints, allocatable, parsed affinity) are computed once per node or pod.
+  required anti-affinity, spread constraints, restarts or phase Failed (a node
+  holding the same pod objects at the same resourceVersions as the last pass
+  reuses its part of that walk); NodeFit facts (taints, allocatable, parsed
+  affinity) are computed once per node or pod, and the required-placement
+  verdict once per (placement, node).
 * :class:`Handle` — the snapshot, the clock and the profile's
   :class:`ProfileEvictor` (the evictors' filters in front of the shared
   :class:`~emulator.descheduler.evictions.PodEvictor`; filter verdicts are
@@ -31,6 +34,7 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import itemgetter
 from typing import Any, Protocol, runtime_checkable
 
 from emulator.api.labels import LabelSelector
@@ -155,30 +159,33 @@ class ClusterSnapshot:
         multi_owned: list[Obj] = []
         labels: dict[str, dict[Any, list[Obj]]] = {}
         requested: dict[str, dict[str, int]] = {}
-        bits = tuple(enumerate((_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED)))
-        cached_facts = _facts_cache.get
-        # The hot loop of a pass (100,000 pods): the facts cache looked up inline, names bound locally.
+        # The hot loop of a pass (100,000 pods): names bound locally. A node whose pods are the very objects of
+        # the last pass at the same resourceVersions (the informer hands the controller the same objects until
+        # they change) reuses what the last pass derived for it -- its running pods, their requests and
+        # features, and each running pod's index keys -- so only the indexes spanning nodes are filled again.
+        node_memo = _node_memo
         for node, pods in self.pods_by_node.items():
-            running: list[Obj] = []
-            add_running = running.append
-            total: dict[str, int] = {}
-            for pod in pods:
-                meta = pod["metadata"]
-                facts = cached_facts(meta.get("uid"))
-                if facts is None or facts[0] != meta.get("resourceVersion") or facts[0] is None:
-                    facts = _facts(pod)
-                _, phase, requests, flags, first, several_owners, ns, label_items = facts
-                if phase in ("Failed", "Succeeded"):
-                    if phase == "Failed":
-                        failed.setdefault(node, []).append(pod)
-                    continue
-                add_running(pod)
-                for name, amount in requests:
-                    total[name] = total.get(name, 0) + amount
-                if flags:
-                    for k, bit in bits:
-                        if flags & bit:
-                            features[k].setdefault(node, []).append(pod)
+            try:  # in C: this runs for every pod of the cluster
+                versions = tuple(map(_RV, map(_METADATA, pods)))
+            except KeyError:  # a pod without a resourceVersion (not from the store): never memoised
+                versions = tuple([p["metadata"].get("resourceVersion") for p in pods])
+            ids = tuple(map(id, pods))
+            memo = node_memo.get(node)
+            if memo is None or memo[0] != ids or memo[1] != versions:
+                memo = _node_facts(pods, versions, ids)
+                if None not in versions:
+                    if len(node_memo) >= _NODE_MEMO_MAX:
+                        node_memo.clear()
+                    node_memo[node] = memo
+            _, _, running, total, node_failed, node_features, firsts, several, namespaces, pod_labels = memo
+            active[node] = running
+            requested[node] = total
+            if node_failed:
+                failed[node] = node_failed
+            for k, feature_pods in node_features:
+                features[k][node] = feature_pods
+            for pod, first, several_owners, ns, label_items in zip(running, firsts, several, namespaces, pod_labels,
+                                                                   strict=True):
                 if first is not None:
                     if several_owners:
                         multi_owned.append(pod)
@@ -197,9 +204,6 @@ class ClusterSnapshot:
                         index[item] = [pod]
                     else:
                         bucket.append(pod)
-            total["pods"] = len(running)
-            active[node] = running
-            requested[node] = total
         node_aff, anti, spread, restarted = features
         indexes = self._caches["indexes"] = {
             "active": active, "nodeAffinity": node_aff, "podAntiAffinity": anti, "topologySpread": spread,
@@ -244,7 +248,20 @@ class ClusterSnapshot:
         spec = pod["spec"]
         if not spec.get("nodeSelector") and not (spec.get("affinity") or {}).get("nodeAffinity"):
             return True
-        return self.required_affinity(pod).matches(node["metadata"].get("labels") or {}, node["metadata"]["name"])
+        # Pods of one owner share their placement: the verdict is kept per (placement, node) for the pass.
+        by_pod = self._cache("placementKeys")
+        key = by_pod.get(id(pod))
+        if key is None:
+            required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+                "requiredDuringSchedulingIgnoredDuringExecution")
+            key = by_pod[id(pod)] = repr((spec.get("nodeSelector"), required))
+        name = node["metadata"]["name"]
+        verdicts = self._cache("placementVerdicts")
+        verdict = verdicts.get((key, name))
+        if verdict is None:
+            verdict = verdicts[(key, name)] = self.required_affinity(pod).matches(node["metadata"].get("labels") or {},
+                                                                                 name)
+        return verdict  # type: ignore[no-any-return]
 
     def _fit_facts(self, node: Obj) -> tuple[tuple[Taint, ...], bool, dict[str, int], dict[str, int]]:
         """(NoSchedule-relevant taints, unschedulable, allocatable, requested) of a node, once per pass."""
@@ -303,6 +320,8 @@ class ClusterSnapshot:
 
 
 _F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED = 1, 2, 4, 8
+_METADATA, _RV = itemgetter("metadata"), itemgetter("resourceVersion")
+_FEATURE_BITS = tuple(enumerate((_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED)))
 # What one walk needs to know of a pod, by uid: (resourceVersion, phase, requests, feature bits, first owner,
 # several owners, namespace, labels). A pod's facts cannot change under one resourceVersion, and the informer
 # hands the controller the same pods pass after pass, so most passes compute none.
@@ -340,6 +359,55 @@ def _facts(pod: Obj) -> Facts:
             _facts_cache.clear()
         _facts_cache[uid] = facts
     return facts
+
+
+# What one node's pods give a pass, by node name: (pod ids, resourceVersions, running pods, their summed requests
+# with "pods", Failed pods, per feature bit index the running pods with it, then aligned with the running pods
+# their cross-node index keys: first owner, several owners, namespace, labels -- lists, not a tuple per pod: a
+# first pass over 100,000 pods would allocate enough objects to set off one more full garbage collection).
+# Valid while the node holds the same objects at the same versions; the memo holds the objects, so their ids
+# cannot be reused meanwhile.
+NodeFacts = tuple[tuple[int, ...], tuple[Any, ...], list[Obj], dict[str, int], list[Obj],
+                  list[tuple[int, list[Obj]]], list[str | None], list[bool], list[str],
+                  list[tuple[tuple[str, str], ...]]]
+_node_memo: dict[str, NodeFacts] = {}
+_NODE_MEMO_MAX = 100_000
+
+
+def _node_facts(pods: list[Obj], versions: tuple[Any, ...], ids: tuple[int, ...]) -> NodeFacts:
+    running: list[Obj] = []
+    total: dict[str, int] = {}
+    failed: list[Obj] = []
+    features: tuple[list[Obj], ...] = ([], [], [], [])  # by the _F_* bits, in order
+    firsts: list[str | None] = []
+    several: list[bool] = []
+    namespaces: list[str] = []
+    pod_labels: list[tuple[tuple[str, str], ...]] = []
+    cached_facts = _facts_cache.get
+    for pod in pods:
+        meta = pod["metadata"]
+        facts = cached_facts(meta.get("uid"))
+        if facts is None or facts[0] != meta.get("resourceVersion") or facts[0] is None:
+            facts = _facts(pod)
+        _, phase, requests, flags, first, several_owners, ns, label_items = facts
+        if phase in ("Failed", "Succeeded"):
+            if phase == "Failed":
+                failed.append(pod)
+            continue
+        running.append(pod)
+        for name, amount in requests:
+            total[name] = total.get(name, 0) + amount
+        if flags:
+            for k, bit in _FEATURE_BITS:
+                if flags & bit:
+                    features[k].append(pod)
+        firsts.append(first)
+        several.append(several_owners)
+        namespaces.append(ns)
+        pod_labels.append(label_items)
+    total["pods"] = len(running)
+    return (ids, versions, running, total, failed, [(k, f) for k, f in enumerate(features) if f], firsts, several,
+            namespaces, pod_labels)
 
 
 def _restarted(statuses: list[Obj] | None) -> bool:

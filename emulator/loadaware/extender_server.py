@@ -28,13 +28,17 @@ Hot values: the fresh ``node_hot_value`` annotation or, if higher, the
 bindings this process saw through its pod informer in the hot-value windows
 (an extender is not told which node won), refreshed once per cluster second.
 
-Neither answer depends on the pod (DaemonSet pods aside), so for an unchanged
-node list and node cache the serialised answer is computed once per cluster
-second and reused: per pod the server parses the request and compares the
-node list, about a millisecond at 5,000 nodes.
+Neither answer depends on the pod (DaemonSet pods aside): per node cache and
+cluster second each cached node's part of either answer (its quoted name, its
+``FailedNodes`` entry, its ``HostPriority``) is serialised once, and an answer
+joins the parts of the requested names -- per pod the server parses the
+request and looks the names up, no dict or verdict per node.
 
-The server is the standard library's threading HTTP server with HTTP/1.1
-keep-alive (the scheduler's client keeps its connection); bodies are
+The server is a threading TCP server speaking just enough HTTP/1.1 for the
+protocol (POST with Content-Length or chunked bodies, keep-alive -- the
+scheduler's client keeps its connection -- and ``Connection: close``), read
+with buffered ``readline``: ``http.server`` parses every request's headers
+through the ``email`` package, which cost more than the answer. Bodies are
 (de)serialised with orjson. ``python -m emulator.loadaware.extender_server
 --redis-url ... --port 8890`` runs it against a cluster's store.
 """
@@ -43,10 +47,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socketserver
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -90,7 +95,7 @@ class LoadAwareExtender:
         self._list_ids = 0
         self._hot: tuple[int, dict[str, int]] | None = None
         self._generation = 0  # bumped when the node cache changes
-        self._answers: dict[tuple[str, bool], tuple[tuple[int, int, int], bytes]] = {}
+        self._frags: _Fragments | None = None
 
     # ------------------------------------------------------------------ node cache
     def set_node(self, name: str, annotations: Mapping[str, str] | None) -> None:
@@ -110,12 +115,7 @@ class LoadAwareExtender:
         """The annotation table, per requested name its row (-1: a node the cache does not know), and an id of
         the node list (the same for an equal list while the cache is unchanged)."""
         with self._lock:
-            table = self._table
-            if table is None:
-                order = list(self._annotations)
-                table = self._table = ({name: i for i, name in enumerate(order)},
-                                       NodeLoads.parse([self._annotations[n] for n in order]))
-                self._recent = []
+            table = self._current_table()
             for known, rows, list_id in self._recent:  # the scheduler sends the same few lists every cycle
                 if known == names:
                     return table[1], rows, list_id
@@ -124,6 +124,16 @@ class LoadAwareExtender:
             self._list_ids += 1
             self._recent = [(names, rows, self._list_ids), *self._recent[:3]]
             return table[1], rows, self._list_ids
+
+    def _current_table(self) -> tuple[dict[str, int], NodeLoads]:
+        """(name -> row, the parsed annotations) of the node cache; the caller holds the lock."""
+        table = self._table
+        if table is None:
+            order = list(self._annotations)
+            table = self._table = ({name: i for i, name in enumerate(order)},
+                                   NodeLoads.parse([self._annotations[n] for n in order]))
+            self._recent = []
+        return table
 
     @staticmethod
     def _loads_of(nodes: Sequence[Mapping[str, Any]]) -> tuple[list[str], NodeLoads]:
@@ -205,23 +215,83 @@ class LoadAwareExtender:
     def answer(self, verb: str, args: Any) -> bytes:
         """The serialised answer to one call of ``verb`` (``filter`` or ``prioritize``).
 
-        Neither verdict depends on the pod (except DaemonSet pods, never filtered): for the same node
-        list, node cache and cluster second the answer is the same, so it is computed once and reused --
-        a scheduler calls twice per pod with the same few thousand names.
+        Neither verdict depends on the pod (except DaemonSet pods, never filtered): per node cache and
+        cluster second, each cached node's part of either answer -- its quoted name, its ``FailedNodes``
+        entry, its ``HostPriority`` -- is serialised once (:meth:`_fragments`), and an answer joins the
+        parts of the requested names in C (no Python loop, no dict per node). A list naming a node the
+        cache does not know, or full Node objects, is answered the long way.
         """
-        compute = self.filter if verb == "filter" else self.prioritize
         names = _field(args, "NodeNames")
-        if names is None:
-            return orjson.dumps(compute(args))  # full Node objects: nothing to key a cache on
-        _, _, list_id = self._rows(names)  # JSON names are str already
-        key = (self._generation, list_id, int(self.now()))
-        slot = (verb, self._is_daemonset_pod(args))
-        cached = self._answers.get(slot)
-        if cached is not None and cached[0] == key:
-            return cached[1]
-        body = orjson.dumps(compute(args))
-        self._answers[slot] = (key, body)
-        return body
+        if isinstance(names, list):
+            frags = self._fragments()
+            try:
+                rows = list(map(frags.index.get, names))
+            except TypeError:  # an unhashable "name": the long way answers it
+                rows = [None]
+            if None not in rows:
+                if verb == "filter":
+                    body = self._filter_body(frags, names, rows, self._is_daemonset_pod(args))
+                    if body is not None:
+                        return body
+                else:
+                    return b"[" + b",".join(map(frags.priority.__getitem__, rows)) + b"]"
+        compute = self.filter if verb == "filter" else self.prioritize
+        return orjson.dumps(compute(args))
+
+    @staticmethod
+    def _filter_body(frags: _Fragments, names: list[Any], rows: list[Any], daemonset: bool) -> bytes | None:
+        """``ExtenderFilterResult`` for cached nodes; None when a failing node is named twice (a JSON object
+        cannot say it twice: the long way dedups)."""
+        failing = [] if daemonset else [r for r in rows if frags.failed[r] is not None]
+        if not failing:
+            return _FILTER_HEAD + orjson.dumps(names) + b',"FailedNodes":{' + _FILTER_TAIL
+        if len(set(failing)) != len(failing):
+            return None
+        failed = frags.failed
+        passed = [n for n, r in zip(names, rows, strict=True) if failed[r] is None]
+        return (_FILTER_HEAD + orjson.dumps(passed) + b',"FailedNodes":{' +
+                b",".join(map(failed.__getitem__, failing)) + _FILTER_TAIL)
+
+    def _fragments(self) -> _Fragments:
+        """Every cached node's serialised verdicts for this node cache and cluster second (see :meth:`answer`)."""
+        now = self.now()
+        key = (self._generation, int(now))
+        frags = self._frags
+        if frags is not None and frags.key == key:
+            return frags
+        with self._lock:
+            generation = self._generation
+            index, loads = self._current_table()
+        names = list(index)  # in row order
+        quoted = list(map(orjson.dumps, names))
+        reason_of = np.full(len(names), -1)
+        reasons: list[bytes] = []
+        for metric, over in self.policy.overloaded(loads, now):
+            first = over & (reason_of < 0)
+            reason_of[first] = len(reasons)
+            reasons.append(orjson.dumps(overload_reason(metric)))
+        failed: list[bytes | None] = [None] * len(names)
+        for i in np.flatnonzero(reason_of >= 0).tolist():
+            failed[i] = quoted[i] + b":" + reasons[reason_of[i]]
+        scores = (self.policy.scores(loads, now, self._local_hot(names, now)) * MAX_EXTENDER_PRIORITY // 100)
+        priority = [b'{"Host":%s,"Score":%d}' % pair for pair in zip(quoted, scores.tolist(), strict=True)]
+        frags = _Fragments((generation, int(now)), index, failed, priority)
+        self._frags = frags
+        return frags
+
+
+@dataclass(frozen=True)
+class _Fragments:
+    """Per cached node (by row): its ``FailedNodes`` entry (None: it passes) and its ``HostPriority``."""
+
+    key: tuple[int, int]
+    index: dict[str, int]
+    failed: list[bytes | None]
+    priority: list[bytes]
+
+
+_FILTER_HEAD = b'{"Nodes":null,"NodeNames":'
+_FILTER_TAIL = b'},"FailedAndUnresolvableNodes":{},"Error":""}'
 
 
 class ExtenderServer:
@@ -235,39 +305,46 @@ class ExtenderServer:
             f"{self.prefix}/filter": lambda args: extender.answer("filter", args),
             f"{self.prefix}/prioritize": lambda args: extender.answer("prioritize", args)}
 
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive: the scheduler calls twice per pod
-            disable_nagle_algorithm = True  # TCP_NODELAY: no delayed-ACK stall between header and body writes
+        class Handler(socketserver.StreamRequestHandler):
+            disable_nagle_algorithm = True  # TCP_NODELAY: each answer goes out in one write, at once
 
-            def do_POST(self) -> None:
-                route = routes.get(self.path)
-                length = int(self.headers.get("Content-Length") or 0)
-                body = self.rfile.read(length)
-                if route is None:
-                    self._reply(404, b'{"Error":"no such verb"}')
-                    return
-                try:
-                    answer = route(orjson.loads(body))
-                except Exception as e:  # a bad request must not kill the server: tell the scheduler
-                    log.exception("load-aware extender: %s failed", self.path)
-                    self._reply(500, orjson.dumps({"Error": str(e)}))
-                    return
-                self._reply(200, answer)
+            def handle(self) -> None:
+                # HTTP/1.1 with keep-alive, read with buffered readline (BaseHTTPRequestHandler parses every
+                # request's headers through the email package: more CPU than the answer itself).
+                while True:
+                    request = _read_request(self.rfile)
+                    if request is None:
+                        return
+                    method, path, keep_alive, body, error = request
+                    if error:
+                        self._reply(400, orjson.dumps({"Error": error}), keep_alive=False)
+                        return
+                    route = routes.get(path)
+                    if method != "POST":
+                        self._reply(405, b'{"Error":"only POST is served"}', keep_alive=keep_alive)
+                    elif route is None:
+                        self._reply(404, b'{"Error":"no such verb"}', keep_alive=keep_alive)
+                    else:
+                        try:
+                            answer = route(orjson.loads(body))
+                        except Exception as e:  # a bad request must not kill the server: tell the scheduler
+                            log.exception("load-aware extender: %s failed", path)
+                            self._reply(500, orjson.dumps({"Error": str(e)}), keep_alive=keep_alive)
+                        else:
+                            self._reply(200, answer, keep_alive=keep_alive)
+                    if not keep_alive:
+                        return
 
-            def _reply(self, code: int, body: bytes) -> None:
-                self.send_response(code)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                # Headers and body in one write (end_headers would flush the headers alone first).
-                self._headers_buffer.append(b"\r\n")
-                self._headers_buffer.append(body)
-                self.wfile.write(b"".join(self._headers_buffer))
-                self._headers_buffer = []
+            def _reply(self, code: int, body: bytes, *, keep_alive: bool) -> None:
+                close = "" if keep_alive else "Connection: close\r\n"
+                head = (f"HTTP/1.1 {code} {_REASONS.get(code, 'Error')}\r\nContent-Type: application/json\r\n"
+                        f"Content-Length: {len(body)}\r\n{close}\r\n")
+                self.wfile.write(head.encode("latin-1") + body)  # headers and body in one write
 
-            def log_message(self, format: str, *args: Any) -> None:
-                log.debug("load-aware extender: " + format, *args)
-
-        self._server = ThreadingHTTPServer((host, port), Handler)
+        self._server = socketserver.ThreadingTCPServer((host, port), Handler, bind_and_activate=False)
+        self._server.allow_reuse_address = True
+        self._server.server_bind()
+        self._server.server_activate()
         self._server.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -286,6 +363,54 @@ class ExtenderServer:
         self._server.server_close()
         if self._thread is not None:
             self._thread.join(5)
+
+
+_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}
+_MAX_LINE = 65536
+_MAX_HEADERS = 100
+
+
+def _read_request(rfile: Any) -> tuple[str, str, bool, bytes, str] | None:
+    """One request off a kept-alive connection: (method, path, keep alive, body, error); None at its end."""
+    line = rfile.readline(_MAX_LINE + 1)
+    while line in (b"\r\n", b"\n"):  # an empty line before a request is to be ignored (RFC 9112 2.2)
+        line = rfile.readline(_MAX_LINE + 1)
+    if not line:
+        return None
+    parts = line.decode("latin-1").split()
+    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
+        return "", "", False, b"", f"malformed request line {line[:100]!r}"
+    method, path, version = parts
+    headers: dict[str, str] = {}
+    for _ in range(_MAX_HEADERS + 1):
+        header = rfile.readline(_MAX_LINE + 1)
+        if header in (b"\r\n", b"\n", b""):
+            break
+        name, _, value = header.decode("latin-1").partition(":")
+        headers[name.strip().lower()] = value.strip()
+    else:
+        return method, path, False, b"", "too many headers"
+    connection = headers.get("connection", "").lower()
+    keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        chunks = []
+        while True:
+            size_line = rfile.readline(_MAX_LINE + 1)
+            try:
+                size = int(size_line.split(b";", 1)[0].strip() or b"x", 16)
+            except ValueError:
+                return method, path, False, b"", "malformed chunk size"
+            if size == 0:
+                while rfile.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):  # trailers
+                    pass
+                return method, path, keep_alive, b"".join(chunks), ""
+            chunks.append(rfile.read(size))
+            rfile.readline(_MAX_LINE + 1)  # the CRLF after the chunk
+    try:
+        length = int(headers.get("content-length") or 0)
+    except ValueError:
+        return method, path, False, b"", "malformed Content-Length"
+    return method, path, keep_alive, rfile.read(length) if length > 0 else b"", ""
 
 
 def attach(extender: LoadAwareExtender, informers: Any, now: Callable[[], float] | None = None) -> None:

@@ -27,6 +27,8 @@ import copy
 import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from itertools import repeat
+from operator import itemgetter
 from typing import Any, Protocol
 
 import numpy as np
@@ -185,6 +187,19 @@ def _field(obj: Any, name: str) -> Any:
     return None
 
 
+_HOST = itemgetter("Host")
+_SCORE = itemgetter("Score")
+
+
+def _str_map(raw: Any) -> dict[str, str]:
+    """A ``FailedNodesMap`` as str -> str (a copy; checked, not converted, in the usual all-str case)."""
+    if not raw:
+        return {}
+    if all(map(str.__instancecheck__, raw)) and all(map(str.__instancecheck__, raw.values())):
+        return dict(raw)
+    return {str(k): str(v) for k, v in raw.items()}
+
+
 def _pod_json(pod: PodInfo) -> Any:
     return pod.pod
 
@@ -294,7 +309,8 @@ class HTTPExtender:
         returned_names = _field(result, "NodeNames")
         returned_nodes = _field(result, "Nodes")
         if self.config.node_cache_capable and returned_names is not None:
-            passed = [str(n) for n in returned_names]
+            passed = list(returned_names) if all(map(str.__instancecheck__, returned_names)) else \
+                [str(n) for n in returned_names]
         elif returned_nodes is not None:
             passed = [str(((item or {}).get("metadata") or {}).get("name") or "")
                       for item in _field(returned_nodes, "items") or ()]
@@ -302,8 +318,8 @@ class HTTPExtender:
             name = next(n for n in passed if n not in known)
             raise ExtenderError(f'extender "{self.name}" claims a filtered node "{name}" which is not found '
                                 "in the input node list")
-        failed = {str(k): str(v) for k, v in (_field(result, "FailedNodes") or {}).items()}
-        unresolvable = {str(k): str(v) for k, v in (_field(result, "FailedAndUnresolvableNodes") or {}).items()}
+        failed = _str_map(_field(result, "FailedNodes"))
+        unresolvable = _str_map(_field(result, "FailedAndUnresolvableNodes"))
         out = (passed, failed, unresolvable)
         self._memo["filter"] = (list(names), body, out)
         return out
@@ -321,9 +337,16 @@ class HTTPExtender:
         if remembered is not None:
             return remembered, self.config.weight
         result = self._decode(self.config.prioritize_verb, body)
-        try:  # the usual answer: Go's field names, integer scores
-            scores = {str(entry["Host"]): int(entry["Score"]) for entry in result}
-        except (KeyError, TypeError, ValueError):
+        scores = None
+        try:  # the usual answer: Go's field names, str hosts and integer scores (checked without a loop in Python)
+            hosts = list(map(_HOST, result))
+            values = list(map(_SCORE, result))
+            if all(map(str.__instancecheck__, hosts)) and all(map(int.__instancecheck__, values)) and \
+                    not any(map(bool.__instancecheck__, values)):
+                scores = dict(zip(hosts, values, strict=True))
+        except (KeyError, TypeError):
+            pass
+        if scores is None:
             scores = self._scores(result)
         self._memo["prioritize"] = (list(names), body, scores)
         return scores, self.config.weight
@@ -395,7 +418,7 @@ class ExtenderPlugin:
         self.filtered_out_reason = f"node(s) were filtered out by extender {extender.name}"
         # The last filter result (the extender's remembered answer, by identity) with the names it keeps and the
         # failures by name; the last prioritize result and the scores array built from it.
-        self._verdict_memo: tuple[Any, tuple[set[str], dict[str, tuple[Code, str]]]] | None = None
+        self._verdict_memo: tuple[Any, list[tuple[Code, str, list[str]]]] | None = None
         self._scores_memo: tuple[Any, np.ndarray] | None = None
 
     # -- Filter -------------------------------------------------------------------------------------------------
@@ -438,38 +461,62 @@ class ExtenderPlugin:
             return None
         all_names = snapshot.node_names
         order = np.sort(nodes).tolist()
-        names = [all_names[i] for i in order]
+        names = list(map(all_names.__getitem__, order))
         try:
             result = self.extender.filter(pod, lambda: [snapshot.node(i) for i in order], names)
         except ExtenderError as exc:
             return None if self.extender.is_ignorable() else Status.error(exc)
         memo = self._verdict_memo
         if memo is not None and memo[0] is result:
-            keep_names, failures = memo[1]
+            groups = memo[1]
         else:
-            passed, failed, unresolvable = result
-            failures = {n: (Code.UNSCHEDULABLE, msg) for n, msg in failed.items()}
-            failures.update((n, (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg)) for n, msg in unresolvable.items())
-            keep_names = set(passed).difference(failures)
-            self._verdict_memo = (result, (keep_names, failures))
-        indices = nodes.tolist()
-        keep = np.fromiter((all_names[i] in keep_names for i in indices), dtype=bool, count=len(indices))
+            groups = self._groups(result)
+            self._verdict_memo = (result, groups)
+        # Names back to snapshot indices through the names just sent (an answer may only name those), in C.
+        position = dict(zip(names, order, strict=True))
+        passed = result[0]
+        num = snapshot.num_nodes
+        keep_all = np.zeros(num, dtype=bool)
+        keep_all[np.fromiter(map(position.__getitem__, passed), dtype=np.intp, count=len(passed))] = True
+        group_all = np.zeros(num, dtype=np.intp)  # group 0: "filtered out" (absent from the answer)
+        for g, (_, _, failing) in enumerate(groups):
+            if failing:  # a failing node the request did not name is no node of ours: ignored
+                index = np.fromiter(map(position.get, failing, repeat(-1)), dtype=np.intp, count=len(failing))
+                index = index[index >= 0]
+                keep_all[index] = False
+                group_all[index] = g
         nodes = np.asarray(nodes, dtype=np.intp)
+        keep = keep_all[nodes]
         if keep.all():
             return nodes, nodes[:0], None
         rejected = nodes[~keep]
-        dropped = (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.filtered_out_reason)
-        groups: dict[tuple[Code, str], list[int]] = {}
-        for i in rejected.tolist():
-            groups.setdefault(failures.get(all_names[i], dropped), []).append(i)
-        mask = np.ones(snapshot.num_nodes, dtype=bool)
+        group = group_all[rejected]
+        mask = np.ones(num, dtype=bool)
         mask[rejected] = False
         reasons = []
-        for (code, reason), indices in groups.items():
-            hit = np.zeros(snapshot.num_nodes, dtype=bool)
-            hit[indices] = True
+        for g in dict.fromkeys(group.tolist()):  # one Rejection per reason, in the order rejected nodes show them
+            code, reason, _ = groups[g]
+            hit = np.zeros(num, dtype=bool)
+            hit[rejected[group == g]] = True
             reasons.append(Rejection(reason, hit, code))
         return nodes[keep], rejected, FilterVerdict(mask, tuple(reasons))
+
+    def _groups(self, result: tuple[list[str], dict[str, str], dict[str, str]]) -> list[tuple[Code, str, list[str]]]:
+        """A filter result's reasons: (code, message, the names failing with it); group 0 is "filtered out"
+        (a node missing from the answer). A name in both failure maps is unresolvable (its group comes later)."""
+        _, failed, unresolvable = result
+        groups: list[tuple[Code, str, list[str]]] = [
+            (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, self.filtered_out_reason, [])]
+        for code, failures in ((Code.UNSCHEDULABLE, failed), (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, unresolvable)):
+            by_message: dict[str, list[str]] = {}
+            for name, message in failures.items():
+                names = by_message.get(message)
+                if names is None:
+                    by_message[message] = [name]
+                else:
+                    names.append(name)
+            groups.extend((code, message, names) for message, names in by_message.items())
+        return groups
 
     # -- Score --------------------------------------------------------------------------------------------------
     def _scores(self, pod: PodInfo, names: Sequence[str],
@@ -484,7 +531,7 @@ class ExtenderPlugin:
         if memo is not None and memo[0] is scores:
             return memo[1].copy()  # the same answer for the same names (NormalizeScore clips in place)
         scale = MAX_NODE_SCORE // MAX_EXTENDER_PRIORITY
-        out = np.fromiter((scores.get(name, 0) for name in names), dtype=np.int64, count=len(names)) * scale
+        out = np.fromiter(map(scores.get, names, repeat(0, len(names))), dtype=np.int64, count=len(names)) * scale
         self._scores_memo = (scores, out)
         return out.copy()
 
@@ -493,8 +540,7 @@ class ExtenderPlugin:
 
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
         indices = nodes.tolist()
-        all_names = snapshot.node_names
-        names = [all_names[i] for i in indices]
+        names = list(map(snapshot.node_names.__getitem__, indices))
         return self._scores(pod, names, lambda: [snapshot.node(i) for i in indices])
 
     def normalize_score(self, state: CycleState, pod: PodInfo, scores: np.ndarray) -> Status | None:
