@@ -16,7 +16,6 @@ wall instant), the same way the API server process receives it.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import socket
@@ -47,13 +46,11 @@ class ControllerManagerActor:
                  stream_cap: int = 200_000, node_shards: int = 16, clock_speed: float = 1.0,
                  clock_start: float | None = None, clock_wall: float | None = None,
                  serve_metrics: bool = False) -> None:
-        # A process full of informer caches: keep full collections rare (see emulator/informers/shared_informer.py).
-        gc.set_threshold(50_000, 20, 1000)
         clock = _cluster_clock(clock_speed, clock_start, clock_wall)
         self.store = Store.connect(redis_url, StoreConfig(prefix=prefix, stream_cap=stream_cap,
                                                           node_shards=node_shards))
         self.core = ServerCore(self.store, clock)
-        self.manager = ControllerManager(self.core, ManagerConfig.from_dict(config or {}))
+        self.manager = ControllerManager(self.core, ManagerConfig.from_dict(config or {}), tune_gc=True)
         self.serve_metrics = serve_metrics
         self.metrics: Any = None
 

@@ -32,7 +32,6 @@ as the informers' docs recommend.
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import threading
@@ -43,6 +42,7 @@ from typing import Any
 
 import ray
 
+from emulator import gctune
 from emulator import metrics as metrics_plumbing
 from emulator.clock import SystemClock
 from emulator.kubelet.nodes import pool_nodes
@@ -82,7 +82,7 @@ class KubeletShardActor:
     """Ray actor (wrapped by :data:`KubeletShardRemote`); see the module docstring."""
 
     def __init__(self, spec: ShardSpec) -> None:
-        gc.set_threshold(50_000, 20, 1000)
+        gctune.tune_for_caches()
         self.spec = spec
         self.incarnation = uuid.uuid4().hex[:12]
         self.started_wall = time.time()

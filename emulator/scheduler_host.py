@@ -27,7 +27,6 @@ CPython's garbage-collector thresholds (see
 
 from __future__ import annotations
 
-import gc
 import logging
 import os
 import threading
@@ -36,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from emulator import gctune
 from emulator.clock import SystemClock
 from emulator.extender_http import HTTPTransport
 from emulator.informers import SharedInformerFactory
@@ -119,7 +119,7 @@ class SchedulerHost:
         """Connect, build the schedulers, sync the informers, start scheduling; raises if the sync times out."""
         s = self.settings
         if s.tune_gc:
-            gc.set_threshold(50_000, 20, 1000)
+            gctune.tune_for_caches()
         config = self.configuration()
         self.store = Store.connect(s.redis_url, StoreConfig(prefix=s.prefix))
         clock = SystemClock(s.clock_speed, s.clock_start)
@@ -143,7 +143,7 @@ class SchedulerHost:
                 raise TimeoutError(f"scheduler handlers did not sync within {sync_timeout:g} s")
             time.sleep(0.01)  # handler registrations report sync by polling, as client-go's do
         if s.tune_gc:
-            gc.freeze()  # the synced caches are long-lived: keep them out of every future collection
+            gctune.freeze_synced_caches()  # the synced caches are long-lived
         for sched in self.schedulers:
             sched.start()
         if s.serve_metrics:

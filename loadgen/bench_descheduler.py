@@ -1,7 +1,7 @@
 """Descheduler benchmark: one descheduling pass over a large cluster.
 
     .venv/bin/python -m loadgen.bench_descheduler [--nodes 5000] [--pods 100000] [--passes 3] [--plugins A,B]
-        [--manager-gc] [--json out.json]
+        [--python-gc] [--json out.json]
 
 Builds a heterogeneous cluster as the pod informer would hold it (every pod
 with a uid and resourceVersion): nodes of 8-64 cores in three zones, 2 %
@@ -18,15 +18,18 @@ mode (the evictor counts, posts nothing: this measures the descheduler, not
 the store), ``--passes`` times on the same caches, as the controller does
 every interval.
 
-``--manager-gc`` runs with the controller manager's collector thresholds
-(``gc.set_threshold(50_000, 20, 1000)``) instead of Python's defaults; with
-the defaults a warm pass that sets off a full collection over the 100,000
-cached pods pays ~0.5-1 s for it. Reported: the snapshot build (grouping the informer's pods by node), each
-pass's wall time and process CPU time (steadier on a shared machine; the
-first pass computes every pod's requests, later ones reuse the (uid,
-resourceVersion) cache, and each node whose pods are the same objects at the
-same versions reuses what the last pass derived for it), per-plugin wall
-seconds of the last pass, and how many pods each plugin would evict.
+The garbage collector is set as in the controller manager's own process, which
+hosts the descheduler (:mod:`emulator.gctune`): raised thresholds, and the
+caches frozen out of the collector's walk once built, as the manager does once
+its informers have synced. ``--python-gc`` keeps CPython's defaults instead:
+then a warm pass that sets off a full collection over the 100,000 cached pods
+pays ~0.5-1 s for it (about every second pass). Reported: the snapshot build
+(grouping the informer's pods by node), each pass's wall time and process CPU
+time (steadier on a shared machine; the first pass computes every pod's
+requests, later ones reuse the (uid, resourceVersion) cache, and each node
+whose pods are the same objects at the same versions reuses what the last pass
+derived for it), per-plugin wall seconds of the last pass, and how many pods
+each plugin would evict.
 """
 
 from __future__ import annotations
@@ -40,6 +43,7 @@ import time
 from collections import Counter
 from typing import Any
 
+from emulator import gctune
 from emulator.clock import ManualClock, rfc3339
 from emulator.descheduler.api import load_policy
 from emulator.descheduler.descheduler import Descheduler
@@ -145,15 +149,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--plugins", help="comma-separated plugins to keep from the policy (default: all of them), "
                                      "e.g. LowNodeUtilization for the utilization classification alone")
-    p.add_argument("--manager-gc", action="store_true",
-                   help="the controller manager's collector thresholds instead of Python's defaults")
+    p.add_argument("--python-gc", action="store_true",
+                   help="CPython's collector defaults instead of the controller manager process's settings")
     p.add_argument("--json", help="write the results to this file")
     args = p.parse_args(argv)
-    if args.manager_gc:
-        # The controller manager's process keeps full collections rare (emulator/controllers/process.py,
-        # actors/controllers.py). Measured here it did not make passes faster: CPU per warm pass rose to
-        # 1.6-2.5 s against 1.3-2.3 s with the defaults.
-        gc.set_threshold(50_000, 20, 1000)
+    if not args.python_gc:
+        gctune.tune_for_caches()
     rng = random.Random(args.seed)
     nodes = make_nodes(args.nodes, rng)
     pods = make_pods(args.pods, nodes, rng)
@@ -164,6 +165,8 @@ def main(argv: list[str] | None = None) -> int:
         for point in policy["profiles"][0]["plugins"].values():
             point["enabled"] = [name for name in point["enabled"] if name in keep]
     descheduler = Descheduler(load_policy(policy), clock, dry_run=True)
+    if not args.python_gc:
+        gctune.freeze_synced_caches()  # the nodes and pods are the informers' synced caches
 
     started = time.perf_counter()
     snapshot = ClusterSnapshot.build(nodes, pods)

@@ -16,7 +16,7 @@ and reports:
   ``--latency-rates``; each handler records ``now - sent`` (a wall-clock
   stamp in an annotation), p50/p99/max over every informer's every event.
   The highest rate runs twice: with CPython's default garbage-collector
-  thresholds and with ``gc.set_threshold(50_000, 20, 1000)`` in the informer
+  thresholds and with the informer processes' own (:func:`emulator.gctune.tune_for_caches`) in the informer
   process - the long tail at high rates is gen-2 collections walking every
   cached pod, and the second run shows what tuning the collector buys.
 * **list cost**: with the pods of the throughput run bound to
@@ -30,7 +30,6 @@ Numbers are for the machine it runs on.
 from __future__ import annotations
 
 import argparse
-import gc
 import json
 import multiprocessing
 import sys
@@ -38,6 +37,7 @@ import threading
 import time
 from typing import Any
 
+from emulator import gctune
 from emulator.api.kinds import NAMESPACE, POD
 from emulator.informers import Multiplexer, ResourceEventHandlerFuncs, SharedInformer
 from emulator.informers.delta_fifo import DeltaFIFO
@@ -131,15 +131,12 @@ def bench_fanout(url: str, informers: int, events: int, nodes: int) -> dict[str,
             "entriesPerXread": round(entries / max(reads, 1), 1)}
 
 
-# Fewer young collections and far fewer full ones: an informer process holds many long-lived
-# objects (every cached pod) that each full collection walks.
-TUNED_GC = (50_000, 20, 1000)
 
 
 def _latency_child(url: str, informers: int, n: int, queues: tuple[Any, Any], gc_tuned: bool) -> None:
     ready, out = queues
     if gc_tuned:
-        gc.set_threshold(*TUNED_GC)
+        gctune.tune_for_caches()
     store = Store.connect(url)
     mux = Multiplexer(store)
     counters = [_Counter(n) for _ in range(informers)]

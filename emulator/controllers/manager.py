@@ -44,6 +44,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from emulator import gctune
 from emulator.clock import Clock
 from emulator.controllers.leaderelection import LeaderElectionConfig, LeaderElector, default_identity
 from emulator.controllers.runtime import ControllerContext, EventRecorder, Runnable
@@ -150,7 +151,13 @@ class ManagerConfig:
 class ControllerManager:
     """Runs the enabled controllers while holding the Lease; see the module docstring."""
 
-    def __init__(self, core: ServerCore, config: ManagerConfig | None = None, *, clock: Clock | None = None) -> None:
+    def __init__(self, core: ServerCore, config: ManagerConfig | None = None, *, clock: Clock | None = None,
+                 tune_gc: bool = False) -> None:
+        # tune_gc: this process is the manager's own (emulator/gctune.py): raise the collector's thresholds now
+        # and freeze the caches each time they have synced.
+        self.tune_gc = tune_gc
+        if tune_gc:
+            gctune.tune_for_caches()
         self.core = core
         self.config = config or ManagerConfig()
         self.clock = clock or core.clock
@@ -284,6 +291,8 @@ class ControllerManager:
                 log.error("controller manager %s: caches did not sync in %.0f s; not starting controllers",
                           self.identity, self.config.cache_sync_timeout)
                 return
+        if self.tune_gc:
+            gctune.freeze_synced_caches()
         with self._lock:
             if cancelled.is_set():
                 return

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import json
 import os
 import select
@@ -75,8 +74,6 @@ def run(settings: ManagerProcessSettings, ready_fd: int | None) -> int:
     from emulator.store.store import Store, StoreConfig
 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    # A process full of informer caches: keep full collections rare (see emulator/informers/shared_informer.py).
-    gc.set_threshold(50_000, 20, 1000)
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
@@ -86,7 +83,7 @@ def run(settings: ManagerProcessSettings, ready_fd: int | None) -> int:
     store = Store.connect(settings.redis_url, StoreConfig(prefix=settings.prefix, stream_cap=settings.stream_cap,
                                                           node_shards=settings.node_shards))
     manager = ControllerManager(ServerCore(store, SystemClock(settings.clock_speed, start=start)),
-                                ManagerConfig.from_dict(settings.manager)).start()
+                                ManagerConfig.from_dict(settings.manager), tune_gc=True).start()
     metrics = None
     if settings.serve_metrics:
         from emulator.metrics import serve_and_register
