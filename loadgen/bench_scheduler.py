@@ -79,6 +79,7 @@ import itertools
 import json
 import multiprocessing
 import os
+import signal
 import statistics
 import sys
 import tempfile
@@ -441,6 +442,55 @@ class RaySchedulers:
 RUNNERS = {"process": ProcessSchedulers, "thread": ThreadSchedulers, "ray": RaySchedulers}
 
 
+class Tracer:
+    """Where the schedulers wait, over the measured phase: every ``interval`` s each scheduler's queue sizes
+    (activeQ / backoffQ / unschedulable), attempts, preemptions, preemption holds and API writer timings, as JSON
+    lines (``--trace FILE``); and, with ``--profile DIR``, py-spy raw profiles of each scheduler process (one
+    with ``--gil``: what holds the GIL; one with ``--idle``: where each thread waits)."""
+
+    def __init__(self, runner: Any, path: str | None, profile_dir: str | None, seconds: float,
+                 interval: float = 0.5) -> None:
+        self.runner = runner
+        self.path = path
+        self.interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True) if path else None
+        self._spies: list[Any] = []
+        if profile_dir and isinstance(runner, ProcessSchedulers):
+            import subprocess
+
+            spy = str(Path(sys.executable).with_name("py-spy"))
+            Path(profile_dir).mkdir(parents=True, exist_ok=True)
+            for i, proc in enumerate(runner.procs):
+                for flavour, flags in (("gil", ["--gil"]), ("idle", ["--idle"])):
+                    out = Path(profile_dir) / f"n{len(runner.procs)}-s{i}-{flavour}.txt"
+                    self._spies.append(subprocess.Popen(
+                        [spy, "record", "-p", str(proc.pid), *flags, "-f", "raw", "-r", "50", "-d", str(int(seconds)),
+                         "-o", str(out)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        self.start = time.perf_counter()
+        if self._thread is not None:
+            self._thread.start()
+
+    def _run(self) -> None:
+        assert self.path is not None
+        with open(self.path, "a") as out:
+            while not self._stop.wait(self.interval):
+                stats, _ = self.runner.stats()
+                out.write(json.dumps({"t": round(time.perf_counter() - self.start, 2), "schedulers": [
+                    {k: s.get(k) for k in ("name", "attempts", "scheduled", "preemptions", "held_preempting",
+                                           "held_victims", "busy_seconds", "queue", "api_writer")}
+                    for s in stats]}) + "\n")
+                out.flush()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(10)
+        for spy in self._spies:
+            spy.send_signal(signal.SIGINT)  # py-spy writes what it has on Ctrl-C
+            spy.wait(30)
+
+
 # -- the workload ---------------------------------------------------------------------------------------------
 
 
@@ -519,6 +569,7 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         redis_cpu0 = _redis_cpu(store)
         bench_cpu0 = time.process_time()
         churn = Churn(url, workload.churn, workload.churn_interval) if workload.churn is not None else None
+        tracer = Tracer(runner, args.trace, args.profile, args.timeout) if args.trace or args.profile else None
         try:
             start = time.perf_counter()
             _create(core, bodies)
@@ -529,6 +580,8 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
             else:
                 end = _wait_bound(store, args.init_pods + args.pods, args.timeout, samples)
         finally:
+            if tracer is not None:
+                tracer.stop()
             churned = churn.created if churn is not None else 0
             if churn is not None:
                 churn.stop()
@@ -610,6 +663,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare every cache with the store afterwards")
     parser.add_argument("--redis-url", help="use this Redis (it is flushed!) instead of an embedded one")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--trace", help="append each scheduler's queue sizes, holds and API writer timings every "
+                                        "0.5 s of the measured phase to this file (JSON lines)")
+    parser.add_argument("--profile", help="py-spy (--gil and --idle, raw) each scheduler process over the measured "
+                                          "phase into this directory (--mode process)")
     args = parser.parse_args(argv)
     workload = WORKLOADS[args.workload]
     args.nodes = workload.nodes if args.nodes is None else args.nodes

@@ -398,7 +398,8 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
             s = self.stats
             out = {"attempts": s.attempts, "scheduled": s.scheduled, "unschedulable": s.unschedulable,
                    "errors": s.errors, "conflicts": s.conflicts, "forgotten": s.forgotten, "dropped": s.dropped,
-                   "preemptions": s.preemptions, "busy_seconds": s.busy_seconds, "bind_seconds": s.bind_seconds}
+                   "preemptions": s.preemptions, "held_preempting": s.held_preempting,
+                   "held_victims": s.held_victims, "busy_seconds": s.busy_seconds, "bind_seconds": s.bind_seconds}
             recent = sorted(s.recent_attempts)
         for q in (50, 90, 99):  # of the latest (up to 50,000) scheduled attempts; None before any
             out[f"attempt_p{q}_ms"] = (round(recent[min(len(recent) - 1, len(recent) * q // 100)] * 1000, 2)
@@ -406,6 +407,8 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
         if self.started_at is not None:
             out["uptime_seconds"] = time.perf_counter() - self.started_at
         out["process_cpu_seconds"] = time.process_time()  # the whole process's, shared with its other threads
+        out["queue"] = self.queue.counts()
+        out["api_writer"] = self.api.timings()
         out["effectiveness"] = {name: e.summary() for name, e in self.effectiveness.items()}
         return out
 
