@@ -360,6 +360,11 @@ class SchedulingQueue:
                 if qp is None and self.pop_from_backoff and len(self._backoff):
                     qp = self._backoff.pop_early()
                     if qp is not None:
+                        self._run_pre_enqueue(qp)  # it skips activeQ, not PreEnqueue
+                        if qp.gated:
+                            self._unschedulable.add(qp)
+                            self._count(GATED, POP_FROM_BACKOFF_Q)
+                            continue
                         self._count(ACTIVE, POP_FROM_BACKOFF_Q)
                 if qp is not None:
                     qp.attempts += 1

@@ -359,17 +359,23 @@ def test_backoff_counts_consecutive_errors_else_rejections(outcomes, count):
     ({"errored": "E", "rejected": "R"}, (), True, "rejected"),
     ({"rejected": "R"}, ("new",), True, "new"),
     ({"rejected": "R"}, (), False, None),
+    ({"refused": "R", "rejected": "R"}, (), True, "rejected"),  # PreEnqueue still runs: refused is gated
 ], ids=["rejected-pod-popped-early", "error-backoff-waited-out", "rejected-pod-past-an-error-one",
-        "active-pod-first", "turned-off"])
+        "active-pod-first", "turned-off", "pre-enqueue-refuses-the-first"])
 def test_pop_takes_a_backing_off_pod_when_active_is_empty(backing_off, active, enabled, popped):
     clock = ManualClock()
-    q = _queue(clock, pop_from_backoff=enabled)
+    refused: set[str] = set()  # a PreEnqueue plugin refusing these pods from their second attempt on
+    q = SchedulingQueue(clock=clock, name="q-pop-backoff", pop_from_backoff=enabled, pre_enqueue=lambda p: (
+        Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "refused").with_plugin("Refuser")
+        if p["metadata"]["name"] in refused else None))
     for name, outcome in backing_off.items():
         q.add(_pod(name))
         _attempt(q, outcome)
         clock.advance(0.001)  # the later pod's backoff ends later
+    refused.update(name for name in backing_off if name.startswith("refused"))
     assert q.counts()[BACKOFF] == len(backing_off)
     for name in active:
         q.add(_pod(name))
     qp = q.pop(timeout=0)
     assert (qp.pod_info.name if qp is not None else None) == popped
+    assert q.counts()[GATED] == len(refused)
