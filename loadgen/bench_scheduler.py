@@ -96,6 +96,7 @@ from emulator.scheduler_host import HostSettings, SchedulerHost
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store, StoreConfig
+from loadgen.scheduler_trace import Tracer
 
 PREFIX = "kemu:"
 NAMESPACE = "default"
@@ -519,6 +520,7 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
         redis_cpu0 = _redis_cpu(store)
         bench_cpu0 = time.process_time()
         churn = Churn(url, workload.churn, workload.churn_interval) if workload.churn is not None else None
+        tracer = Tracer(runner, args.trace, args.profile, args.timeout) if args.trace or args.profile else None
         try:
             start = time.perf_counter()
             _create(core, bodies)
@@ -529,6 +531,8 @@ def run_once(url: str, n: int, args: argparse.Namespace) -> dict[str, Any]:
             else:
                 end = _wait_bound(store, args.init_pods + args.pods, args.timeout, samples)
         finally:
+            if tracer is not None:
+                tracer.stop()
             churned = churn.created if churn is not None else 0
             if churn is not None:
                 churn.stop()
@@ -610,6 +614,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", action="store_true", help="compare every cache with the store afterwards")
     parser.add_argument("--redis-url", help="use this Redis (it is flushed!) instead of an embedded one")
     parser.add_argument("--json", help="also write the results to this file")
+    parser.add_argument("--trace", help="append each scheduler's queue sizes, holds and API writer timings every "
+                                        "0.5 s of the measured phase to this file (JSON lines)")
+    parser.add_argument("--profile", help="py-spy (--gil and --idle, raw) each scheduler process over the measured "
+                                          "phase into this directory (--mode process)")
     args = parser.parse_args(argv)
     workload = WORKLOADS[args.workload]
     args.nodes = workload.nodes if args.nodes is None else args.nodes

@@ -20,6 +20,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 from emulator.api.errors import StatusError
@@ -39,6 +40,10 @@ _MAX_EVENT_MESSAGE = 1024  # upstream truncates event notes at 1 KiB
 _EVENT_BATCH = 256
 _EVENT_FLUSH_SECONDS = 0.05
 _MAX_AWAITED = 4096  # events wait at most this long for company: one store round trip per batch
+# Preemptions carried out at once (upstream runs each async preemption in a goroutine of its own): their writes are
+# store round trips, which overlap; one at a time, a preemption's writes waited for the scheduling thread's GIL
+# after every round trip and the writer fell behind the preemptions the loop decided.
+PREEMPTION_WORKERS = 4
 
 
 class ApiWriter:
@@ -65,6 +70,9 @@ class ApiWriter:
         # Preemptor -> (node, victims asked to go whose going the scheduler's cache has not shown yet).
         self._awaiting: dict[str, tuple[str, frozenset[str]]] = {}
         self._preempting_lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None  # carries out preemptions (see PREEMPTION_WORKERS)
+        # What the thread spent: kind -> [writes, seconds]; "preempt_queued": seconds preemptions waited in line.
+        self._timings: dict[str, list[float]] = {}
 
     # ------------------------------------------------------------------ what the other threads hand over
     def event(self, event: dict[str, Any]) -> None:
@@ -92,7 +100,7 @@ class ApiWriter:
             if len(self._awaiting) >= _MAX_AWAITED:  # preemptors deleted before retrying never drop theirs
                 self._awaiting.clear()  # (forgetting only makes a preemptor wait less)
             self._awaiting[preemptor.key] = (node, keys)
-        self._q.put(("preempt", (preemptor, node, victims, profile)))
+        self._q.put(("preempt", (preemptor, node, victims, profile, time.perf_counter())))
 
     def is_preempting(self, key: str) -> bool:
         """Whether pod ``key``'s preemption is still being carried out (upstream async preemption's
@@ -117,13 +125,30 @@ class ApiWriter:
         with self._preempting_lock:
             self._awaiting.pop(key, None)
 
+    def timings(self) -> dict[str, list[float]]:
+        """kind -> [count, seconds] of what the thread did (``preempt_queued``: preemptions' time in line,
+        ``preempt_execute``: carrying them out on the workers)."""
+        with self._preempting_lock:
+            return {k: list(v) for k, v in self._timings.items()}
+
+    def _timed(self, kind: str, seconds: float) -> None:
+        with self._preempting_lock:  # the writer thread and the preemption workers
+            entry = self._timings.get(kind)
+            if entry is None:
+                entry = self._timings[kind] = [0, 0.0]
+            entry[0] += 1
+            entry[1] += seconds
+
     def close(self) -> None:
         """Make :meth:`run` flush what it holds and return."""
         self._q.put(None)
 
     def idle(self) -> bool:
-        """Nothing waiting to be written (a batch being written may still be in progress)."""
-        return self._q.empty()
+        """Nothing waiting to be written and no preemption being carried out (a batch of events being written
+        may still be in progress)."""
+        with self._preempting_lock:
+            preempting = bool(self._preempting)
+        return self._q.empty() and not preempting
 
     # ------------------------------------------------------------------ the thread
     def run(self) -> None:
@@ -138,11 +163,22 @@ class ApiWriter:
             except queue_mod.Empty:
                 item = ("flush", None)
             if item is None:
+                if self._pool is not None:  # preemptions under way finish; their events come back on the queue
+                    self._pool.shutdown(wait=True)
+                    self._pool = None
+                    while True:
+                        try:
+                            rest = self._q.get_nowait()
+                        except queue_mod.Empty:
+                            break
+                        if rest is not None and rest[0] == "events":
+                            events.extend(rest[1])
                 if events:
                     self._flush_events(events)
                 return
             kind, payload = item
             had = len(events)
+            began = time.perf_counter()
             try:
                 while self._urgent:
                     info, profile, reason, message, nominated, clear = self._urgent.popleft()
@@ -150,19 +186,22 @@ class ApiWriter:
                                                       clear_nominated=clear))
                 if kind == "event":
                     events.append(payload)
+                elif kind == "events":
+                    events.extend(payload)
                 elif kind == "failed":
                     seq, (info, profile, reason, message, nominated, clear) = payload
                     if self._nominated_seq.get(info.key, -1) < seq:  # else a later nomination is written already
                         events.extend(self._write_failure(info, profile, reason, message, nominated=nominated,
                                                           clear_nominated=clear))
                 elif kind == "preempt":
-                    try:
-                        events.extend(self._execute_preemption(*payload))
-                    finally:
-                        with self._preempting_lock:
-                            self._preempting.discard(payload[0].key)
+                    # After the nominations written above: its victims go only once its nomination is written.
+                    self._timed("preempt_queued", began - payload[-1])
+                    if self._pool is None:
+                        self._pool = ThreadPoolExecutor(PREEMPTION_WORKERS, thread_name_prefix=f"{self.name}-preempt")
+                    self._pool.submit(self._preempt, payload[:-1])
             except Exception:
                 log.exception("%s: API write %s failed", self.name, kind)
+            self._timed(kind, time.perf_counter() - began)
             if self._q.empty():
                 self._nominated_seq.clear()  # nothing older is queued any more
             if events and not had:
@@ -172,12 +211,30 @@ class ApiWriter:
                 self._flush_events(events)
                 events = []
 
+    def _preempt(self, payload: tuple[PodInfo, str, Sequence[Any], str]) -> None:
+        """On a preemption worker: carry one preemption out, hand its events to the writer thread."""
+        began = time.perf_counter()
+        events: list[dict[str, Any]] = []
+        try:
+            events = self._execute_preemption(*payload)
+        except Exception:
+            log.exception("%s: preemption by %s failed", self.name, payload[0].key)
+        finally:
+            if events:
+                self._q.put(("events", events))
+            with self._preempting_lock:
+                self._preempting.discard(payload[0].key)
+            self._timed("preempt_execute", time.perf_counter() - began)
+
     def _flush_events(self, events: list[dict[str, Any]]) -> None:
+        began = time.perf_counter()
         try:
             results = self.client.create_many(EVENT, events)
         except Exception:
             log.exception("%s: writing %d events failed", self.name, len(events))
             return
+        finally:
+            self._timed("events_flush", time.perf_counter() - began)
         for res in results:
             if isinstance(res, StatusError) and res.code != 409:
                 log.debug("%s: event not written: %s", self.name, res)

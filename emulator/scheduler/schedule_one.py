@@ -50,6 +50,10 @@ class SchedulerStats:
     forgotten: int = 0
     dropped: int = 0
     preemptions: int = 0
+    # PostFilter skipped because the pod's earlier preemption is still being carried out / its victims (or
+    # another preemption's on its nominated node) are not shown going in the cache yet.
+    held_preempting: int = 0
+    held_victims: int = 0
     busy_seconds: float = 0.0
     bind_seconds: float = 0.0
     attempt_seconds: list[float] = field(default_factory=list)
@@ -143,7 +147,14 @@ class SchedulingCycle:
         """Run PostFilter (preemption) on a FitError: (where to nominate the pod, which pods to evict)."""
         if not fwk.has_post_filter_plugins() or type(fit).__name__ == "NoNodesAvailable":
             return None, ()
-        if self.api.is_preempting(info.key) or self._victims_running(info, snapshot):
+        held = "preempting" if self.api.is_preempting(info.key) else \
+            "victims" if self._victims_running(info, snapshot) else ""
+        if held:
+            with self._stats_lock:
+                if held == "preempting":
+                    self.stats.held_preempting += 1
+                else:
+                    self.stats.held_victims += 1
             # Its victims are still being evicted (the API writer lags under load), or evicted but not yet
             # terminating in our cache (the pod informer lags behind the writes): as upstream's async preemption,
             # a pod running preemption does not preempt again; it waits for its victims to go.

@@ -177,7 +177,10 @@ class SchedulerOptions:
     cycles record per-plugin durations; ``seed`` seeds tie-breaking;
     ``keep_samples`` keeps every attempt's latency (for benchmarks);
     ``bind_linger`` (wall seconds) is how long a bind thread waits after the
-    first pod for more to bind in the same round trip.
+    first pod for more to bind in the same round trip; ``pop_from_backoff``
+    is upstream's SchedulerPopFromBackoffQ feature gate (on by default since
+    1.33: with activeQ empty, a pod backing off after a rejection is tried at
+    once).
     """
 
     name: str = "kemu-scheduler"
@@ -191,6 +194,7 @@ class SchedulerOptions:
     seed: int | None = None
     keep_samples: bool = False
     bind_linger: float = 0.005
+    pop_from_backoff: bool = True
 
     def __post_init__(self) -> None:
         if self.replicas < 1 or not 0 <= self.replica < self.replicas:
@@ -237,7 +241,7 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
             pre_enqueue=self._pre_enqueue, pod_initial_backoff=self.config.pod_initial_backoff_seconds,
             pod_max_backoff=self.config.pod_max_backoff_seconds,
             pod_max_in_unschedulable=self.options.pod_max_in_unschedulable,
-            plugin_events=self._plugin_events(), name=self.name)
+            plugin_events=self._plugin_events(), name=self.name, pop_from_backoff=self.options.pop_from_backoff)
         for fwk in self.frameworks.values():
             fwk.nominator = self.queue  # Filter reserves room for the queue's nominated pods (upstream PodNominator)
         self.cache = Cache(clock=self.clock, assumed_ttl=self.options.assumed_pod_ttl, on_expired=self._expired)
@@ -398,7 +402,8 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
             s = self.stats
             out = {"attempts": s.attempts, "scheduled": s.scheduled, "unschedulable": s.unschedulable,
                    "errors": s.errors, "conflicts": s.conflicts, "forgotten": s.forgotten, "dropped": s.dropped,
-                   "preemptions": s.preemptions, "busy_seconds": s.busy_seconds, "bind_seconds": s.bind_seconds}
+                   "preemptions": s.preemptions, "held_preempting": s.held_preempting,
+                   "held_victims": s.held_victims, "busy_seconds": s.busy_seconds, "bind_seconds": s.bind_seconds}
             recent = sorted(s.recent_attempts)
         for q in (50, 90, 99):  # of the latest (up to 50,000) scheduled attempts; None before any
             out[f"attempt_p{q}_ms"] = (round(recent[min(len(recent) - 1, len(recent) * q // 100)] * 1000, 2)
@@ -406,6 +411,8 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
         if self.started_at is not None:
             out["uptime_seconds"] = time.perf_counter() - self.started_at
         out["process_cpu_seconds"] = time.process_time()  # the whole process's, shared with its other threads
+        out["queue"] = self.queue.counts()
+        out["api_writer"] = self.api.timings()
         out["effectiveness"] = {name: e.summary() for name, e in self.effectiveness.items()}
         return out
 

@@ -45,11 +45,11 @@ def cluster(redis_url: str) -> Iterator[tuple[ServerCore, ManualClock, Any]]:
     factory: SharedInformerFactory | None = None
     scheduler: Scheduler | None = None
 
-    def start() -> Scheduler:
+    def start(**options: Any) -> Scheduler:
         nonlocal factory, scheduler
         factory = SharedInformerFactory(informer_store, clock=clock)
         scheduler = Scheduler(core, registry=in_tree_registry(), clock=clock,
-                              options=SchedulerOptions(seed=0, bind_workers=1)).attach(factory)
+                              options=SchedulerOptions(seed=0, bind_workers=1, **options)).attach(factory)
         factory.start()
         assert all(factory.wait_for_cache_sync(30).values())
         wait_for(scheduler.has_synced, 30, "the scheduler's handlers to sync")
@@ -85,7 +85,9 @@ def test_freed_room_goes_to_the_nominated_pod_not_a_later_lower_priority_one(clu
     core.create(NODE, sched_node("n", cpu="4", labels={"kubernetes.io/hostname": "n"}))
     for i in range(4):  # n is full: four 1-cpu low-priority pods
         core.create(POD, a_pod(f"low-{i}", "1", "low", node="n"))
-    scheduler = start()
+    # Pods wait their backoffs out (upstream's SchedulerPopFromBackoffQ off): the later, lower-priority pod is then
+    # the first to see the freed room, which is what this test is about.
+    scheduler = start(pop_from_backoff=False)
     wake = store_writes(core, POD)
 
     # t=0: the 2-cpu high-priority pod preempts two low-priority pods on n and is nominated there.

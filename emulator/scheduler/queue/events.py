@@ -27,6 +27,7 @@ __all__ = [
     "NODE_LABEL_CHANGE",
     "NODE_TAINT_CHANGE",
     "PLUGIN_EVENTS",
+    "POP_FROM_BACKOFF_Q",
     "SCHEDULE_ATTEMPT_FAILURE",
     "UNSCHEDULABLE_TIMEOUT",
     "UNSCHEDULED_POD_ADD",
@@ -53,6 +54,7 @@ UNSCHEDULED_POD_UPDATE = "UnscheduledPodUpdate"
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
 FORCE_ACTIVATE = "ForceActivate"
+POP_FROM_BACKOFF_Q = "PopFromBackoffQ"  # upstream framework.PopFromBackoffQ: popped early, activeQ being empty
 UNSCHEDULABLE_TIMEOUT = "UnschedulableTimeout"
 # Events that move every unschedulable pod, whatever rejected it.
 WILDCARD_EVENTS = frozenset({FORCE_ACTIVATE, UNSCHEDULABLE_TIMEOUT})

@@ -21,7 +21,12 @@ Python. The parts live beside it as upstream splits them:
   (``moveRequestCycle`` >= its cycle), in which case it goes to backoffQ; a pod
   that failed for another reason (an error, a lost bind race) always goes to
   backoffQ. Completed backoffs move to activeQ whenever the queue is popped
-  or flushed.
+  or flushed. When activeQ is empty, pop takes the pod whose backoff ends
+  first from backoffQ early (upstream's ``SchedulerPopFromBackoffQ``, beta and
+  on by default since 1.33: an idle scheduling cycle is better spent than
+  waited out), unless it is backing off after an error rather than a
+  rejection (upstream's podErrorBackoffQ); ``pop_from_backoff=False`` turns
+  this off.
 * **Cluster events** move unschedulable pods back: each in-tree plugin
   declares which events can make a pod it rejected schedulable
   (:data:`~emulator.scheduler.queue.events.PLUGIN_EVENTS`), and
@@ -65,6 +70,7 @@ from emulator.scheduler.queue.events import (
     BACKOFF_COMPLETE,
     FORCE_ACTIVATE,
     PLUGIN_EVENTS,
+    POP_FROM_BACKOFF_Q,
     SCHEDULE_ATTEMPT_FAILURE,
     UNSCHEDULABLE_TIMEOUT,
     UNSCHEDULED_POD_ADD,
@@ -121,8 +127,9 @@ class SchedulingQueue:
                  pod_max_backoff: float = DEFAULT_POD_MAX_BACKOFF,
                  pod_max_in_unschedulable: float = DEFAULT_POD_MAX_IN_UNSCHEDULABLE,
                  plugin_events: Mapping[str, Iterable[str]] | None = None, name: str = "kemu-scheduler",
-                 poll_interval: float = 0.05) -> None:
+                 poll_interval: float = 0.05, pop_from_backoff: bool = True) -> None:
         self.clock = clock or SystemClock()
+        self.pop_from_backoff = pop_from_backoff
         self.name = name
         self._pre_enqueue = pre_enqueue
         self.pod_max_in_unschedulable = pod_max_in_unschedulable
@@ -350,6 +357,15 @@ class SchedulingQueue:
             while not self._closed:
                 self._flush_backoff_locked(self.clock.now())
                 qp = self._active.pop()
+                if qp is None and self.pop_from_backoff and len(self._backoff):
+                    qp = self._backoff.pop_early()
+                    if qp is not None:
+                        self._run_pre_enqueue(qp)  # it skips activeQ, not PreEnqueue
+                        if qp.gated:
+                            self._unschedulable.add(qp)
+                            self._count(GATED, POP_FROM_BACKOFF_Q)
+                            continue
+                        self._count(ACTIVE, POP_FROM_BACKOFF_Q)
                 if qp is not None:
                     qp.attempts += 1
                     self._cycle += 1

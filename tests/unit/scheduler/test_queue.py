@@ -312,3 +312,70 @@ def test_gating_status_names_the_plugin():
     where = q.get("default/g")
     assert where is not None and where[0] == GATED and where[1].gating_plugin == "SchedulingGates"
     assert Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE).code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+
+
+def _attempt(q: SchedulingQueue, outcome: str) -> None:
+    """Pop the pod and fail it: ``R`` rejected by NodeResourcesFit (an event arrived meanwhile, so it goes to
+    backoffQ rather than the unschedulable pool), ``E`` an error (a lost bind race, say)."""
+    qp = q.pop(timeout=0)
+    assert qp is not None
+    qp.unschedulable_plugins = {"NodeResourcesFit"} if outcome == "R" else set()
+    if outcome == "R":
+        q.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE)
+    assert q.add_unschedulable_if_not_present(qp, q.scheduling_cycle) == BACKOFF
+
+
+# upstream backoff_queue.go getBackoffTime: the count is the pod's consecutive errors if its last attempt was an
+# error, else the times plugins rejected it; calculateBackoffDuration: 1 s * 2^(count-1), capped at 10 s.
+@pytest.mark.parametrize(("outcomes", "count"), [
+    ("R", 1), ("RR", 2), ("RRR", 3), ("RRRRR", 5),
+    ("E", 1), ("EE", 2),
+    ("RRRE", 1),  # an error after rejections: one consecutive error
+    ("RREE", 2),
+    ("EER", 1),  # a rejection after errors: the errors are no longer consecutive, one rejection counts
+    ("RER", 2),
+], ids=str)
+def test_backoff_counts_consecutive_errors_else_rejections(outcomes, count):
+    clock = ManualClock()
+    q = _queue(clock)
+    q.add(_pod("p"))
+    for i, outcome in enumerate(outcomes):
+        if i:
+            clock.advance(60)  # the backoff so far waited out
+            assert q.flush_backoff_completed() == 1
+        _attempt(q, outcome)
+    backoff = min(1.0 * 2 ** (count - 1), 10.0)
+    clock.advance(backoff - 0.01)
+    assert q.flush_backoff_completed() == 0
+    clock.advance(0.02)
+    assert q.flush_backoff_completed() == 1
+
+
+# upstream SchedulerPopFromBackoffQ: with activeQ empty, pop takes the pod whose backoff ends first from backoffQ
+# at once -- not one backing off after an error (podErrorBackoffQ), and never ahead of a pod in activeQ.
+@pytest.mark.parametrize(("backing_off", "active", "enabled", "popped"), [
+    ({"rejected": "R"}, (), True, "rejected"),
+    ({"errored": "E"}, (), True, None),
+    ({"errored": "E", "rejected": "R"}, (), True, "rejected"),
+    ({"rejected": "R"}, ("new",), True, "new"),
+    ({"rejected": "R"}, (), False, None),
+    ({"refused": "R", "rejected": "R"}, (), True, "rejected"),  # PreEnqueue still runs: refused is gated
+], ids=["rejected-pod-popped-early", "error-backoff-waited-out", "rejected-pod-past-an-error-one",
+        "active-pod-first", "turned-off", "pre-enqueue-refuses-the-first"])
+def test_pop_takes_a_backing_off_pod_when_active_is_empty(backing_off, active, enabled, popped):
+    clock = ManualClock()
+    refused: set[str] = set()  # a PreEnqueue plugin refusing these pods from their second attempt on
+    q = SchedulingQueue(clock=clock, name="q-pop-backoff", pop_from_backoff=enabled, pre_enqueue=lambda p: (
+        Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, "refused").with_plugin("Refuser")
+        if p["metadata"]["name"] in refused else None))
+    for name, outcome in backing_off.items():
+        q.add(_pod(name))
+        _attempt(q, outcome)
+        clock.advance(0.001)  # the later pod's backoff ends later
+    refused.update(name for name in backing_off if name.startswith("refused"))
+    assert q.counts()[BACKOFF] == len(backing_off)
+    for name in active:
+        q.add(_pod(name))
+    qp = q.pop(timeout=0)
+    assert (qp.pod_info.name if qp is not None else None) == popped
+    assert q.counts()[GATED] == len(refused)

@@ -20,6 +20,7 @@ from emulator.api.kinds import EVENT, POD
 from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.scheduler import in_tree_registry
+from emulator.scheduler.api_writer import PREEMPTION_WORKERS
 from emulator.scheduler.config import parse_configuration
 from emulator.scheduler.framework.interface import Code, CycleState, NominatingInfo, PostFilterResult, Status
 from emulator.scheduler.framework.types import FitError, PodInfo
@@ -497,3 +498,62 @@ def test_a_nominated_pod_waits_for_other_preemptions_on_its_node(others_victim, 
         sched.api.preemption(other, "n0", (PodInfo(client.pods["v2"]),), "default-scheduler")
     pod = {**_pending(client, "preemptor", cpu="1", priority=100), "status": {"nominatedNodeName": "n0"}}
     assert _preempts(sched, pod) == again
+
+
+# Preemptions queued at once, fewer or more than the API writer's workers carry out together: every victim is
+# deleted, each only after its own preemptor's nomination is written (upstream writes the nomination before
+# PrepareCandidate's deletions), each gets its Preempted event, and no preemptor is left "running preemption".
+@pytest.mark.parametrize("preemptors", [1, PREEMPTION_WORKERS + 2], ids=["one", "more-than-the-workers"])
+def test_preemptions_carried_out_together_delete_each_victim_after_its_preemptors_nomination(preemptors):
+    client = _OrderedClient()
+    sched = _scheduler(client)
+    for i in range(preemptors):
+        pod = PodInfo(_pending(client, f"preemptor-{i}", cpu="2", priority=100))
+        victims = [PodInfo(client.add(req_pod(f"victim-{i}-{k}", "1", "1Gi", node="n0", priority=0)))
+                   for k in range(2)]
+        sched.api.failure(pod, "default-scheduler", "Unschedulable", "preempting", nominated="n0",
+                          clear_nominated=False)
+        sched.api.preemption(pod, "n0", victims, "default-scheduler")
+    sched.api.close()
+    sched.api.run()  # the workers finish before run returns
+    for i in range(preemptors):
+        nominated = client.writes.index(("status", f"preemptor-{i}", "n0"))
+        for k in range(2):
+            assert client.writes.index(("delete", f"victim-{i}-{k}")) > nominated
+        assert not sched.api.is_preempting(f"default/preemptor-{i}")
+    assert sorted(e["involvedObject"]["name"] for e in client.events if e["reason"] == "Preempted") == sorted(
+        f"victim-{i}-{k}" for i in range(preemptors) for k in range(2))
+    assert sched.api.idle()
+
+
+class _BlockingDeletes(FakeClient):
+    """Deletes wait until ``release`` is set; ``deleting`` is set once one has started."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.deleting = threading.Event()
+        self.release = threading.Event()
+
+    def delete(self, kind: Any, namespace: str | None, name: str, **options: Any) -> Obj:
+        self.deleting.set()
+        assert self.release.wait(10)
+        return super().delete(kind, namespace, name, **options)
+
+
+def test_the_api_writer_is_not_idle_while_a_preemption_is_being_carried_out():
+    client = _BlockingDeletes()
+    sched = _scheduler(client)
+    pod = PodInfo(_pending(client, "preemptor", cpu="2", priority=100))
+    victim = PodInfo(client.add(req_pod("victim", "2", "1Gi", node="n0", priority=0)))
+    writer = threading.Thread(target=sched.api.run, daemon=True)
+    writer.start()
+    try:
+        sched.api.preemption(pod, "n0", (victim,), "default-scheduler")
+        assert client.deleting.wait(10)  # on a worker now, the writer's queue empty
+        assert not sched.api.idle() and sched.api.is_preempting("default/preemptor")
+    finally:
+        client.release.set()
+    wait_for(sched.api.idle, 10, "the preemption carried out")
+    assert client.deleted == ["victim"] and not sched.api.is_preempting("default/preemptor")
+    sched.api.close()
+    writer.join(10)
