@@ -99,6 +99,10 @@ class BindingCycle:
     _unreserve_and_forget: Callable[[TimedFramework, CycleState, Any, str], None]
     _forgotten: Callable[[str], None]
     _child: Callable[..., Any]
+    # Hands a bound pod, as the store returned it, to the process's watch reader so that the bind's own
+    # watch event is not decoded again (Multiplexer.remember; set by Scheduler.attach when the client
+    # writes to the store its informers read).
+    _remember_write: Callable[[Any], None] = staticmethod(lambda obj: None)  # type: ignore[assignment]
 
     # ------------------------------------------------------------------ from the scheduling cycle
     def _submit(self, task: BindTask) -> None:
@@ -222,6 +226,7 @@ class BindingCycle:
                 if isinstance(result, StatusError):
                     self._bind_outcome(task, Status(Code.ERROR, result.message, plugin="DefaultBinder"), result)
                 else:
+                    self._remember_write(result)
                     self._bind_outcome(task, None, None)
         with self._stats_lock:
             self.stats.bind_seconds += time.perf_counter() - bind_start

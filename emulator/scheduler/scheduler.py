@@ -286,6 +286,12 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
         """Register this scheduler's handlers on the pod and node informers of ``informers`` (and the plugins'
         listers on the informers of the other kinds they read)."""
         self.listers.bind(informers)
+        mux = getattr(informers, "multiplexer", None)
+        store = getattr(informers, "store", None)
+        if mux is not None and store is not None and getattr(self.client, "store", None) is store:
+            # The client writes to the very store the informers read (ServerCore), so a bind's result is
+            # what its watch event decodes to: the reader takes it instead of decoding the entry.
+            self._remember_write = mux.remember
         self._registrations.append(informers.informer_for(NODE).add_event_handler(self.node_handler))
         self._registrations.append(informers.informer_for(POD).add_event_handler(self.pod_handler))
         return self

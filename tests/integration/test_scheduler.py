@@ -279,3 +279,31 @@ def test_kemu_entry_point_runs_schedulers_as_ray_actors(redis_url, tmp_path, loc
         _create_nodes(core, 2, 5)
         _assert_exact_fit(_fill_exactly(core, 2, 5, timeout=60), 2, 5)
         assert [s["name"] for s in cluster.schedulers.health()] == ["kemu-scheduler-0"]
+
+
+def test_binds_reach_the_schedulers_informers_undecoded_as_the_store_holds_them(core, hosts):
+    """The scheduler's binds come back through its watch as the objects the store returned (not decoded).
+
+    A bind's entry can reach the watch reader before the bind's reply reaches the bind thread (then it is
+    decoded, as before), so pods are bound one at a time until one bind has come back undecoded.
+    """
+    core.create(NODE, sched_node("n1", cpu="8", memory="16Gi"))
+    host = hosts()
+    assert host.factory is not None
+    mux = host.factory.multiplexer
+    informer = host.factory.informer_for(POD)
+    hits = mux.own_hits
+    names: list[str] = []
+
+    def bind_one_more() -> bool:
+        name = f"p{len(names)}"
+        names.append(name)
+        core.create(POD, req_pod(name, "100m", "128Mi"))
+        wait_for(lambda: ((informer.indexer.get_by_key(f"default/{name}") or {}).get("spec") or {}).get("nodeName")
+                 == "n1", 20, f"{name}'s bind to reach the scheduler's informer")
+        return mux.own_hits > hits
+
+    wait_for(lambda: bind_one_more() or len(names) >= 20, 60, "a bind to come back undecoded")
+    assert mux.own_hits > hits
+    for name in names:
+        assert informer.indexer.get_by_key(f"default/{name}") == core.get(POD, "default", name)

@@ -78,11 +78,15 @@ class ImageLocality:
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
         total = self._total_nodes(state)
         sums = np.zeros(len(nodes), dtype=np.int64)
+        present = False
         for image in pod.images:
             name = normalized_image_name(image)
             having, size = snapshot.image(name)
             if len(having):
+                present = True
                 sums += snapshot.image_mask(name)[nodes] * scaled_image_score(size, len(having), total)
+        if not present:
+            return sums  # no node has any of the images: every sum is 0, below minThreshold, so every score is 0
         max_threshold = MAX_CONTAINER_THRESHOLD * len(pod.images)
         clamped = np.where(sums < MIN_THRESHOLD, MIN_THRESHOLD, np.where(sums > max_threshold, max_threshold, sums))
         return go_div(MAX_NODE_SCORE * (clamped - MIN_THRESHOLD), max_threshold - MIN_THRESHOLD)

@@ -180,8 +180,15 @@ def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
     weights = [r.weight for r in resources]
     one = _weighted_mean_one(weights, lambda req, alloc: 0 if req > alloc else (alloc - req) * MAX_NODE_SCORE // alloc)
     column = np.asarray(weights, dtype=np.int64)[:, None]
+    weight_sum = sum(weights)
 
     def many(requested: np.ndarray, allocatable: np.ndarray) -> np.ndarray:
+        if weight_sum > 0 and allocatable.all():
+            # Every resource counts on every node (the usual case): the weighted mean's divisor is the
+            # weights' sum, and no division needs guarding. The same integers as the general form below.
+            score = (allocatable - requested) * MAX_NODE_SCORE // allocatable
+            score[requested > allocatable] = 0
+            return (score * column).sum(axis=0) // weight_sum  # type: ignore[no-any-return]
         valid = allocatable != 0
         score = np.where(requested > allocatable, 0,
                          (allocatable - requested) * MAX_NODE_SCORE // np.where(valid, allocatable, 1))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from emulator.scheduler.framework.interface import Code
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import PodInfo
 from emulator.scheduler.plugins import node_resources_fit
+from emulator.scheduler.plugins.resource_allocation import least_allocated_scorer, parse_resources
 from tests.builders import pod, req_pod, res_container, sched_node
 from tests.unit.scheduler.util import run_filter, run_score
 
@@ -122,6 +124,28 @@ def test_least_allocated(bound, want, totals, weights):
     _, [score] = run_score(node_resources_fit.new(args), req_pod("p", *want), _score_snapshot(bound))
     cpu, mem = totals
     assert score == weighted([(least(cpu, 4000), weights[0]), (least(mem, 10000), weights[1])])
+
+
+# Nodes as (cpu, memory) (allocatable, requested) columns for the vectorised LeastAllocated scorer: every
+# resource counted on every node (its shortcut), one over-committed, and a node without memory (the general form).
+LEAST_MANY_CASES = {
+    "all-counted": [((4000, 10000), (0, 0)), ((4000, 10000), (1000, 2500)), ((8000, 3), (7999, 1))],
+    "over-committed": [((4000, 10000), (4500, 100)), ((4000, 10000), (4000, 10000))],
+    "no-memory": [((4000, 0), (1000, 50)), ((4000, 10000), (1000, 5000))],
+}
+
+
+@pytest.mark.parametrize("nodes", list(LEAST_MANY_CASES.values()), ids=list(LEAST_MANY_CASES))
+@pytest.mark.parametrize("weights", [(1, 1), (3, 1)], ids=["w1-1", "w3-1"])
+def test_least_allocated_over_many_nodes_matches_the_formula(nodes, weights):
+    scorer = least_allocated_scorer(parse_resources([{"name": "cpu", "weight": weights[0]},
+                                                     {"name": "memory", "weight": weights[1]}]))
+    allocatable = np.array([[a[0] for a, _ in nodes], [a[1] for a, _ in nodes]], dtype=np.int64)
+    requested = np.array([[r[0] for _, r in nodes], [r[1] for _, r in nodes]], dtype=np.int64)
+    # A resource the node does not have (allocatable 0) is left out of its weighted mean.
+    expected = [weighted([(least(r, a), w) for r, a, w in zip(req, alloc, weights, strict=True) if a])
+                for alloc, req in nodes]
+    assert scorer.many(requested, allocatable).tolist() == expected
 
 
 @pytest.mark.parametrize(("bound", "want", "totals"), SCORE_CASES, ids=SCORE_IDS)
