@@ -358,13 +358,7 @@ class Store:
             if not expected:
                 raise errors.internal("store update needs the expected resourceVersion")
             calls.append(self._commit_args(kind, "u", obj, expected, bind=bind))
-        out: list[dict[str, Any] | errors.StatusError] = []
-        for obj, reply in zip(objs, self._commit_pipelined(kind, calls) if objs else [], strict=True):
-            try:
-                out.append(self._result(kind, obj, reply))
-            except errors.StatusError as e:
-                out.append(e)
-        return out
+        return self._pipelined_results(kind, objs, calls)
 
     def delete(self, kind: Kind, namespace: str | None, name: str, *, expected_rv: str = "",
                uid: str = "") -> dict[str, Any]:
@@ -394,6 +388,11 @@ class Store:
         """
         calls = [self._commit_args(kind, "d", obj, resource_version(obj), uid=obj["metadata"].get("uid") or "")
                  for obj in objs]
+        return self._pipelined_results(kind, objs, calls)
+
+    def _pipelined_results(self, kind: Kind, objs: list[dict[str, Any]],
+                           calls: list[tuple[list[str], list[Any]]]) -> list[dict[str, Any] | errors.StatusError]:
+        """Commit ``calls`` (one per object) in one pipelined round trip: each object's result, or its error."""
         out: list[dict[str, Any] | errors.StatusError] = []
         for obj, reply in zip(objs, self._commit_pipelined(kind, calls) if objs else [], strict=True):
             try:
