@@ -1,4 +1,4 @@
-"""The HTTP transport for scheduler extenders (:mod:`emulator.scheduler.extender`), over the standard library.
+"""The HTTP transport for scheduler extenders (:mod:`emulator.scheduler.extender`): h11 over kept-alive sockets.
 
 It lives outside ``emulator.scheduler`` on purpose: the scheduling framework
 is pure (an import-linter contract keeps HTTP clients out of it), so whoever
@@ -11,19 +11,20 @@ transport here and hands it to ``HTTPExtender``::
     extender = HTTPExtender(ExtenderConfig.from_dict(cfg), HTTPTransport())
 
 An extender is called twice every scheduling cycle, so the client's own cost
-per call matters. This is a small HTTP/1.1 client over one keep-alive socket
-per thread and host: the request line, headers and body go out in one
-``sendall``; the answer is read with a few ``recv`` calls and only the
-headers the protocol needs are looked at (``Content-Length``,
-``Transfer-Encoding: chunked``, ``Connection``) -- ``http.client`` builds
-header objects through the ``email`` package on every answer, which cost
-more than the rest of an extender call. An HTTP/1.0 answer, or one saying
-``Connection: close``, closes the socket afterwards; an answer with neither a
-length nor chunks is read to the end of the stream. A kept-alive connection
-the server has closed meanwhile is reopened once, as pooled clients do. TLS:
-``verify`` (a CA bundle path, an ``ssl.SSLContext`` or False) and ``cert``
-(a client certificate file, or a (certificate, key) pair) -- the parts of
-upstream's ``tlsConfig`` kemu supports.
+per call matters. HTTP/1.1 framing and parsing are h11's (python-hyper's
+sans-I/O protocol library: Content-Length, chunked, 1xx answers, HTTP/1.0,
+``Connection: close``, a body read to the end of the stream); the socket I/O
+is kemu's: one keep-alive socket per thread and host with ``TCP_NODELAY``,
+each request (line, headers and body) out in one ``sendall``, the h11
+connection state reused from one request to the next (``start_next_cycle``).
+``http.client`` built header objects through the ``email`` package on every
+answer, which cost more than the rest of an extender call. When h11 says the
+connection cannot be reused (HTTP/1.0, ``Connection: close``, no length) the
+socket is closed after the answer; a kept-alive connection the server has
+closed meanwhile is reopened once, as pooled clients do. TLS: ``verify`` (a
+CA bundle path, an ``ssl.SSLContext`` or False) and ``cert`` (a client
+certificate file, or a (certificate, key) pair) -- the parts of upstream's
+``tlsConfig`` kemu supports.
 """
 
 from __future__ import annotations
@@ -34,11 +35,14 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+import h11
+
 __all__ = ["HTTPTransport"]
 
 # A reused connection the server closed shows up as one of these on the next request (or as no answer at all).
 _STALE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 _MAX_HEAD = 65536  # bytes of status line and headers we accept
+_CONTENT_TYPE = (b"Content-Type", b"application/json")
 
 
 class _Closed(Exception):
@@ -46,107 +50,64 @@ class _Closed(Exception):
 
 
 class _Connection:
-    """One socket to one host, and the bytes already received beyond the last answer."""
+    """One socket to one host and h11's state of the HTTP/1.1 connection over it."""
 
     def __init__(self, scheme: str, netloc: str, context: ssl.SSLContext | None) -> None:
         parts = urlsplit(f"//{netloc}")
         self.host = parts.hostname or "localhost"
         self.port = parts.port or (443 if scheme == "https" else 80)
-        self.netloc = netloc
+        self.host_header = (b"Host", netloc.encode("ascii"))
         self.context = context
         self.sock: socket.socket | None = None
-        self.buffer = b""
+        self.http: h11.Connection | None = None
 
-    def open(self, timeout: float) -> socket.socket:
+    def open(self, timeout: float) -> tuple[socket.socket, h11.Connection]:
         sock = socket.create_connection((self.host, self.port), timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.context is not None:
             sock = self.context.wrap_socket(sock, server_hostname=self.host)
-        self.sock, self.buffer = sock, b""
-        return sock
+        self.sock = sock
+        self.http = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
+        return sock, self.http
 
     def close(self) -> None:
         if self.sock is not None:
             try:
                 self.sock.close()
             finally:
-                self.sock, self.buffer = None, b""
+                self.sock = self.http = None
 
-    def _recv(self, sock: socket.socket) -> bytes:
-        data = sock.recv(262144)
-        if not data:
-            raise ConnectionResetError("the extender closed the connection mid-answer")
-        return data
-
-    def exchange(self, sock: socket.socket, request: bytes) -> tuple[int, bytes]:
+    def exchange(self, sock: socket.socket, http: h11.Connection, target: bytes, body: bytes) -> tuple[int, bytes]:
         """Send one request, read one answer: (status, body)."""
-        sock.sendall(request)
-        data = self.buffer
-        self.buffer = b""
-        while True:  # 1xx answers (100 Continue) precede the real one
-            head_end = data.find(b"\r\n\r\n")
-            while head_end < 0:
-                chunk = sock.recv(262144)
-                if not chunk:
-                    if not data:
-                        raise _Closed()
-                    raise ConnectionResetError("the extender closed the connection mid-answer")
-                data += chunk
-                if len(data) > _MAX_HEAD and data.find(b"\r\n\r\n") < 0:
-                    raise ValueError("the extender's answer headers are too long")
-                head_end = data.find(b"\r\n\r\n")
-            lines = data[:head_end].decode("latin-1").split("\r\n")
-            data = data[head_end + 4:]
-            version, _, rest = lines[0].partition(" ")
-            try:
-                status = int(rest[:3])
-            except ValueError:
-                raise ValueError(f"malformed status line from the extender: {lines[0]!r}") from None
-            if 100 <= status < 200:
-                continue
-            break
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        connection = headers.get("connection", "").lower()
-        close = connection == "close" or (version == "HTTP/1.0" and connection != "keep-alive")
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            body, data = self._chunked(sock, data)
-        elif "content-length" in headers:
-            length = int(headers["content-length"])
-            while len(data) < length:
-                data += self._recv(sock)
-            body, data = data[:length], data[length:]
-        else:  # no length: the body runs to the end of the stream
-            parts = [data]
-            while chunk := sock.recv(262144):
-                parts.append(chunk)
-            body, data, close = b"".join(parts), b"", True
-        if close:
-            self.close()
-        else:
-            self.buffer = data
-        return status, body
-
-    def _chunked(self, sock: socket.socket, data: bytes) -> tuple[bytes, bytes]:
-        parts: list[bytes] = []
+        head = http.send(h11.Request(method=b"POST", target=target, headers=[
+            self.host_header, _CONTENT_TYPE, (b"Content-Length", b"%d" % len(body))]))
+        http.send(h11.Data(data=body))
+        http.send(h11.EndOfMessage())  # b"": Content-Length framing has no trailer
+        sock.sendall(head + body)
+        status, parts, received, ended = 0, [], False, False
         while True:
-            while (end := data.find(b"\r\n")) < 0:
-                data += self._recv(sock)
-            size = int(data[:end].split(b";", 1)[0].strip() or b"0", 16)
-            data = data[end + 2:]
-            if size == 0:  # the last chunk; then optional trailers up to an empty line
-                while (end := data.find(b"\r\n")) != 0:
-                    if end < 0:
-                        data += self._recv(sock)
-                    else:
-                        data = data[end + 2:]
-                return b"".join(parts), data[2:]
-            while len(data) < size + 2:
-                data += self._recv(sock)
-            parts.append(data[:size])
-            data = data[size + 2:]
+            event = http.next_event()
+            kind = type(event)
+            if kind is h11.Data:
+                parts.append(event.data)  # type: ignore[union-attr]
+            elif event is h11.NEED_DATA:
+                data = sock.recv(262144)
+                if not data:
+                    if not received:
+                        raise _Closed()
+                    ended = True  # the end of the stream, which ends a body without a length
+                received = True
+                http.receive_data(data)
+            elif kind is h11.Response:
+                status = event.status_code  # type: ignore[union-attr]
+            elif kind is h11.EndOfMessage:
+                break
+            # h11.InformationalResponse (100 Continue) precedes the real answer: nothing to do
+        if http.our_state is h11.DONE and http.their_state is h11.DONE and not ended:
+            http.start_next_cycle()
+        else:  # HTTP/1.0 or Connection: close (h11 says MUST_CLOSE), or a body read to the end of the stream
+            self.close()
+        return status, b"".join(parts)
 
 
 class HTTPTransport:
@@ -191,19 +152,17 @@ class HTTPTransport:
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {url!r}")
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
+        target = ((parts.path or "/") + (f"?{parts.query}" if parts.query else "")).encode("ascii")
         conn = self._connection(parts.scheme, parts.netloc)
-        request = (f"POST {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
-                   f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
         for attempt in range(2):
-            sock = conn.sock
+            sock, http = conn.sock, conn.http
             reused = sock is not None
             try:
-                if sock is None:
-                    sock = conn.open(timeout)
+                if sock is None or http is None:
+                    sock, http = conn.open(timeout)
                 else:
                     sock.settimeout(timeout)
-                return conn.exchange(sock, request)
+                return conn.exchange(sock, http, target, body)
             except (_Closed, *_STALE) as exc:
                 conn.close()
                 if attempt or not reused:

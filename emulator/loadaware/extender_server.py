@@ -34,12 +34,13 @@ cluster second each cached node's part of either answer (its quoted name, its
 joins the parts of the requested names -- per pod the server parses the
 request and looks the names up, no dict or verdict per node.
 
-The server is a threading TCP server speaking just enough HTTP/1.1 for the
-protocol (POST with Content-Length or chunked bodies, keep-alive -- the
-scheduler's client keeps its connection -- and ``Connection: close``), read
-with buffered ``readline``: ``http.server`` parses every request's headers
-through the ``email`` package, which cost more than the answer. Bodies are
-(de)serialised with orjson. ``python -m emulator.loadaware.extender_server
+The server is a threading TCP server; h11 (python-hyper's sans-I/O HTTP/1.1)
+reads the requests and frames the answers (POST with Content-Length or
+chunked bodies, keep-alive -- the scheduler's client keeps its connection --
+and ``Connection: close``); each answer goes out in one ``sendall``.
+``http.server`` parsed every request's headers through the ``email``
+package, which cost more than the answer. Bodies are (de)serialised with
+orjson. ``python -m emulator.loadaware.extender_server
 --redis-url ... --port 8890`` runs it against a cluster's store.
 """
 
@@ -47,6 +48,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import socket
 import socketserver
 import threading
 import time
@@ -54,6 +56,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import h11
 import numpy as np
 import orjson
 
@@ -301,45 +304,43 @@ class ExtenderServer:
                  prefix: str = "/load-aware") -> None:
         self.extender = extender
         self.prefix = prefix.rstrip("/")
-        routes: dict[str, Callable[[Any], bytes]] = {
-            f"{self.prefix}/filter": lambda args: extender.answer("filter", args),
-            f"{self.prefix}/prioritize": lambda args: extender.answer("prioritize", args)}
+        routes: dict[bytes, Callable[[Any], bytes]] = {
+            f"{self.prefix}/filter".encode(): lambda args: extender.answer("filter", args),
+            f"{self.prefix}/prioritize".encode(): lambda args: extender.answer("prioritize", args)}
 
-        class Handler(socketserver.StreamRequestHandler):
-            disable_nagle_algorithm = True  # TCP_NODELAY: each answer goes out in one write, at once
-
+        class Handler(socketserver.BaseRequestHandler):
             def handle(self) -> None:
-                # HTTP/1.1 with keep-alive, read with buffered readline (BaseHTTPRequestHandler parses every
-                # request's headers through the email package: more CPU than the answer itself).
-                while True:
-                    request = _read_request(self.rfile)
+                sock: socket.socket = self.request
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each answer goes out at once
+                http = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
+                while True:  # one request after another on a kept-alive connection
+                    try:
+                        request = _read_request(sock, http)
+                    except h11.RemoteProtocolError as e:
+                        if http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
+                            sock.sendall(_answer(http, e.error_status_hint, orjson.dumps({"Error": str(e)}),
+                                                 close=True))
+                        return
+                    except OSError:  # the client went away
+                        return
                     if request is None:
                         return
-                    method, path, keep_alive, body, error = request
-                    if error:
-                        self._reply(400, orjson.dumps({"Error": error}), keep_alive=False)
-                        return
+                    method, path, body = request
                     route = routes.get(path)
-                    if method != "POST":
-                        self._reply(405, b'{"Error":"only POST is served"}', keep_alive=keep_alive)
+                    if method != b"POST":
+                        code, answer = 405, b'{"Error":"only POST is served"}'
                     elif route is None:
-                        self._reply(404, b'{"Error":"no such verb"}', keep_alive=keep_alive)
+                        code, answer = 404, b'{"Error":"no such verb"}'
                     else:
                         try:
-                            answer = route(orjson.loads(body))
+                            code, answer = 200, route(orjson.loads(body))
                         except Exception as e:  # a bad request must not kill the server: tell the scheduler
-                            log.exception("load-aware extender: %s failed", path)
-                            self._reply(500, orjson.dumps({"Error": str(e)}), keep_alive=keep_alive)
-                        else:
-                            self._reply(200, answer, keep_alive=keep_alive)
-                    if not keep_alive:
+                            log.exception("load-aware extender: %s failed", path.decode("latin-1"))
+                            code, answer = 500, orjson.dumps({"Error": str(e)})
+                    sock.sendall(_answer(http, code, answer))
+                    if http.our_state is not h11.DONE:  # MUST_CLOSE: HTTP/1.0 or Connection: close
                         return
-
-            def _reply(self, code: int, body: bytes, *, keep_alive: bool) -> None:
-                close = "" if keep_alive else "Connection: close\r\n"
-                head = (f"HTTP/1.1 {code} {_REASONS.get(code, 'Error')}\r\nContent-Type: application/json\r\n"
-                        f"Content-Length: {len(body)}\r\n{close}\r\n")
-                self.wfile.write(head.encode("latin-1") + body)  # headers and body in one write
+                    http.start_next_cycle()
 
         self._server = socketserver.ThreadingTCPServer((host, port), Handler, bind_and_activate=False)
         self._server.allow_reuse_address = True
@@ -365,52 +366,44 @@ class ExtenderServer:
             self._thread.join(5)
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed", 500: "Internal Server Error"}
-_MAX_LINE = 65536
-_MAX_HEADERS = 100
+_REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method Not Allowed",
+            431: b"Request Header Fields Too Large", 500: b"Internal Server Error"}
+_MAX_HEAD = 65536  # bytes of request line and headers we accept
+_CONTENT_TYPE = (b"Content-Type", b"application/json")
+_CLOSE = (b"Connection", b"close")
 
 
-def _read_request(rfile: Any) -> tuple[str, str, bool, bytes, str] | None:
-    """One request off a kept-alive connection: (method, path, keep alive, body, error); None at its end."""
-    line = rfile.readline(_MAX_LINE + 1)
-    while line in (b"\r\n", b"\n"):  # an empty line before a request is to be ignored (RFC 9112 2.2)
-        line = rfile.readline(_MAX_LINE + 1)
-    if not line:
-        return None
-    parts = line.decode("latin-1").split()
-    if len(parts) != 3 or not parts[2].startswith("HTTP/"):
-        return "", "", False, b"", f"malformed request line {line[:100]!r}"
-    method, path, version = parts
-    headers: dict[str, str] = {}
-    for _ in range(_MAX_HEADERS + 1):
-        header = rfile.readline(_MAX_LINE + 1)
-        if header in (b"\r\n", b"\n", b""):
-            break
-        name, _, value = header.decode("latin-1").partition(":")
-        headers[name.strip().lower()] = value.strip()
-    else:
-        return method, path, False, b"", "too many headers"
-    connection = headers.get("connection", "").lower()
-    keep_alive = connection != "close" if version == "HTTP/1.1" else connection == "keep-alive"
-    if "chunked" in headers.get("transfer-encoding", "").lower():
-        chunks = []
-        while True:
-            size_line = rfile.readline(_MAX_LINE + 1)
-            try:
-                size = int(size_line.split(b";", 1)[0].strip() or b"x", 16)
-            except ValueError:
-                return method, path, False, b"", "malformed chunk size"
-            if size == 0:
-                while rfile.readline(_MAX_LINE + 1) not in (b"\r\n", b"\n", b""):  # trailers
-                    pass
-                return method, path, keep_alive, b"".join(chunks), ""
-            chunks.append(rfile.read(size))
-            rfile.readline(_MAX_LINE + 1)  # the CRLF after the chunk
-    try:
-        length = int(headers.get("content-length") or 0)
-    except ValueError:
-        return method, path, False, b"", "malformed Content-Length"
-    return method, path, keep_alive, rfile.read(length) if length > 0 else b"", ""
+def _read_request(sock: socket.socket, http: h11.Connection) -> tuple[bytes, bytes, bytes] | None:
+    """The next request on the connection: (method, target, body); None when the client closed it."""
+    method = target = b""
+    parts: list[bytes] = []
+    while True:
+        event = http.next_event()
+        kind = type(event)
+        if kind is h11.Data:
+            parts.append(event.data)  # type: ignore[union-attr]
+        elif event is h11.NEED_DATA:
+            if http.they_are_waiting_for_100_continue:
+                sock.sendall(http.send(h11.InformationalResponse(status_code=100)))
+            http.receive_data(sock.recv(262144))  # b"": the client closed its side
+        elif kind is h11.Request:
+            method, target = event.method, event.target  # type: ignore[union-attr]
+        elif kind is h11.EndOfMessage:
+            return method, target, b"".join(parts)
+        elif kind is h11.ConnectionClosed:
+            return None
+
+
+def _answer(http: h11.Connection, code: int, body: bytes, *, close: bool = False) -> bytes:
+    """Status line, headers and body of one JSON answer, to go out in one write. h11 adds
+    ``Connection: close`` when the request asked for it or was HTTP/1.0."""
+    headers = [_CONTENT_TYPE, (b"Content-Length", b"%d" % len(body))]
+    if close:
+        headers.append(_CLOSE)
+    head = http.send(h11.Response(status_code=code, headers=headers, reason=_REASONS.get(code, b"Error")))
+    http.send(h11.Data(data=body))
+    http.send(h11.EndOfMessage())
+    return head + body
 
 
 def attach(extender: LoadAwareExtender, informers: Any, now: Callable[[], float] | None = None) -> None:
