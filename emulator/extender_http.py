@@ -42,6 +42,7 @@ __all__ = ["HTTPTransport"]
 # A reused connection the server closed shows up as one of these on the next request (or as no answer at all).
 _STALE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 _MAX_HEAD = 65536  # bytes of status line and headers we accept
+_RECV = 262144  # bytes per recv: an answer for 500 nodes comes in one
 _CONTENT_TYPE = (b"Content-Type", b"application/json")
 
 
@@ -56,17 +57,19 @@ class _Connection:
         parts = urlsplit(f"//{netloc}")
         self.host = parts.hostname or "localhost"
         self.port = parts.port or (443 if scheme == "https" else 80)
+        self.scheme, self.netloc = scheme, netloc
         self.host_header = (b"Host", netloc.encode("ascii"))
         self.context = context
         self.sock: socket.socket | None = None
         self.http: h11.Connection | None = None
+        self.timeout = 0.0
 
     def open(self, timeout: float) -> tuple[socket.socket, h11.Connection]:
         sock = socket.create_connection((self.host, self.port), timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.context is not None:
             sock = self.context.wrap_socket(sock, server_hostname=self.host)
-        self.sock = sock
+        self.sock, self.timeout = sock, timeout
         self.http = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
         return sock, self.http
 
@@ -84,19 +87,20 @@ class _Connection:
         http.send(h11.Data(data=body))
         http.send(h11.EndOfMessage())  # b"": Content-Length framing has no trailer
         sock.sendall(head + body)
-        status, parts, received, ended = 0, [], False, False
+        # Nothing of the answer can have come yet: read before asking h11 for an event (it would say NEED_DATA).
+        data = sock.recv(_RECV)
+        if not data:
+            raise _Closed()
+        http.receive_data(data)
+        status, parts, ended = 0, [], False
         while True:
             event = http.next_event()
             kind = type(event)
             if kind is h11.Data:
                 parts.append(event.data)  # type: ignore[union-attr]
             elif event is h11.NEED_DATA:
-                data = sock.recv(262144)
-                if not data:
-                    if not received:
-                        raise _Closed()
-                    ended = True  # the end of the stream, which ends a body without a length
-                received = True
+                data = sock.recv(_RECV)
+                ended = not data  # the end of the stream, which ends a body without a length
                 http.receive_data(data)
             elif kind is h11.Response:
                 status = event.status_code  # type: ignore[union-attr]
@@ -136,32 +140,39 @@ class HTTPTransport:
             self._ssl = ctx
         return self._ssl
 
-    def _connection(self, scheme: str, netloc: str) -> _Connection:
-        connections: dict[tuple[str, str], _Connection] | None = getattr(self._local, "conns", None)
+    def _connection(self, url: str) -> tuple[_Connection, bytes]:
+        """This thread's connection to the URL's host, and the request target; kept per thread and URL (an
+        extender has a URL per verb)."""
+        connections: dict[str, tuple[_Connection, bytes]] | None = getattr(self._local, "conns", None)
         if connections is None:
             connections = self._local.conns = {}
-        conn = connections.get((scheme, netloc))
-        if conn is None:
-            conn = _Connection(scheme, netloc, self._context() if scheme == "https" else None)
-            connections[(scheme, netloc)] = conn
-            with self._lock:
-                self._opened.append(conn)
-        return conn
-
-    def post(self, url: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+        found = connections.get(url)
+        if found is not None:
+            return found
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {url!r}")
         target = ((parts.path or "/") + (f"?{parts.query}" if parts.query else "")).encode("ascii")
-        conn = self._connection(parts.scheme, parts.netloc)
+        conn = next((c for c, _ in connections.values() if (c.scheme, c.netloc) == (parts.scheme, parts.netloc)),
+                    None)
+        if conn is None:
+            conn = _Connection(parts.scheme, parts.netloc, self._context() if parts.scheme == "https" else None)
+            with self._lock:
+                self._opened.append(conn)
+        connections[url] = (conn, target)
+        return conn, target
+
+    def post(self, url: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+        conn, target = self._connection(url)
         for attempt in range(2):
             sock, http = conn.sock, conn.http
             reused = sock is not None
             try:
                 if sock is None or http is None:
                     sock, http = conn.open(timeout)
-                else:
+                elif conn.timeout != timeout:  # settimeout is a system call: only when it changes
                     sock.settimeout(timeout)
+                    conn.timeout = timeout
                 return conn.exchange(sock, http, target, body)
             except (_Closed, *_STALE) as exc:
                 conn.close()
