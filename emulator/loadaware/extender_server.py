@@ -47,6 +47,7 @@ orjson. ``python -m emulator.loadaware.extender_server
 from __future__ import annotations
 
 import argparse
+import contextlib
 import logging
 import socket
 import socketserver
@@ -316,10 +317,11 @@ class ExtenderServer:
                 while True:  # one request after another on a kept-alive connection
                     try:
                         request = _read_request(sock, http)
-                    except h11.RemoteProtocolError as e:
+                    except h11.RemoteProtocolError as e:  # not HTTP/1.1 h11 can read: 400 (431: too long), close
                         if http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                            sock.sendall(_answer(http, e.error_status_hint, orjson.dumps({"Error": str(e)}),
-                                                 close=True))
+                            with contextlib.suppress(OSError):
+                                sock.sendall(_answer(http, e.error_status_hint, orjson.dumps({"Error": str(e)}),
+                                                     close=True))
                         return
                     except OSError:  # the client went away
                         return
