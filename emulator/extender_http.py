@@ -1,4 +1,4 @@
-"""The HTTP transport for scheduler extenders (:mod:`emulator.scheduler.extender`): h11 over kept-alive sockets.
+"""The HTTP transport for scheduler extenders (:mod:`emulator.scheduler.extender`): httptools over kept-alive sockets.
 
 It lives outside ``emulator.scheduler`` on purpose: the scheduling framework
 is pure (an import-linter contract keeps HTTP clients out of it), so whoever
@@ -11,20 +11,23 @@ transport here and hands it to ``HTTPExtender``::
     extender = HTTPExtender(ExtenderConfig.from_dict(cfg), HTTPTransport())
 
 An extender is called twice every scheduling cycle, so the client's own cost
-per call matters. HTTP/1.1 framing and parsing are h11's (python-hyper's
-sans-I/O protocol library: Content-Length, chunked, 1xx answers, HTTP/1.0,
-``Connection: close``, a body read to the end of the stream); the socket I/O
-is kemu's: one keep-alive socket per thread and host with ``TCP_NODELAY``,
-each request (line, headers and body) out in one ``sendall``, the h11
-connection state reused from one request to the next (``start_next_cycle``).
+per call matters. Answers are parsed by httptools (the bindings of llhttp,
+Node.js's C HTTP/1.1 parser, kept by the uvloop/uvicorn maintainers):
+Content-Length, chunked, 1xx answers, HTTP/1.0, ``Connection: close``, and
+whether the connection may be reused (``should_keep_alive``); kemu collects
+the status and body from its callbacks and ends a body that has no length at
+the end of the stream (llhttp waits for it). Writing the request is a few
+header lines and stays kemu's, as does the socket I/O: one keep-alive socket
+per thread and host with ``TCP_NODELAY``, each request (line, headers and
+body) out in one ``sendall``, the parser reused from one answer to the next.
 ``http.client`` built header objects through the ``email`` package on every
-answer, which cost more than the rest of an extender call. When h11 says the
-connection cannot be reused (HTTP/1.0, ``Connection: close``, no length) the
-socket is closed after the answer; a kept-alive connection the server has
-closed meanwhile is reopened once, as pooled clients do. TLS: ``verify`` (a
-CA bundle path, an ``ssl.SSLContext`` or False) and ``cert`` (a client
-certificate file, or a (certificate, key) pair) -- the parts of upstream's
-``tlsConfig`` kemu supports.
+answer, and h11's pure-Python state machine cost ~0.1 ms a call. When the
+parser says the connection cannot be reused the socket is closed after the
+answer; a kept-alive connection the server has closed meanwhile is reopened
+once, as pooled clients do. TLS: ``verify`` (a CA bundle path, an
+``ssl.SSLContext`` or False) and ``cert`` (a client certificate file, or a
+(certificate, key) pair) -- the parts of upstream's ``tlsConfig`` kemu
+supports.
 """
 
 from __future__ import annotations
@@ -35,7 +38,7 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
-import h11
+import httptools
 
 __all__ = ["HTTPTransport"]
 
@@ -43,75 +46,101 @@ __all__ = ["HTTPTransport"]
 _STALE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 _MAX_HEAD = 65536  # bytes of status line and headers we accept
 _RECV = 262144  # bytes per recv: an answer for 500 nodes comes in one
-_CONTENT_TYPE = (b"Content-Type", b"application/json")
+_FRAMING = (b"content-length", b"transfer-encoding")
 
 
 class _Closed(Exception):
     """The server closed the connection before any byte of the answer."""
 
 
+class _Answer:
+    """httptools' callbacks for one connection's answers: the status and body of the one being read."""
+
+    __slots__ = ("done", "framed", "head", "keep_alive", "parser", "parts", "status")
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.reset()
+
+    def reset(self) -> None:
+        self.status = 0
+        self.parts: list[bytes] = []
+        self.head = True  # still in the status line and headers
+        self.framed = False  # Content-Length or Transfer-Encoding said where the body ends
+        self.done = self.keep_alive = False
+
+    def on_header(self, name: bytes, _value: bytes) -> None:
+        if name.lower() in _FRAMING:
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.head = False
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status < 200:  # 100 Continue (or another 1xx) precedes the real answer
+            self.reset()
+            return
+        self.status, self.done, self.keep_alive = status, True, self.parser.should_keep_alive()
+
+
 class _Connection:
-    """One socket to one host and h11's state of the HTTP/1.1 connection over it."""
+    """One socket to one host and the parser of the answers that come over it."""
 
     def __init__(self, scheme: str, netloc: str, context: ssl.SSLContext | None) -> None:
         parts = urlsplit(f"//{netloc}")
         self.host = parts.hostname or "localhost"
         self.port = parts.port or (443 if scheme == "https" else 80)
         self.scheme, self.netloc = scheme, netloc
-        self.host_header = (b"Host", netloc.encode("ascii"))
+        self.head = b"Host: " + netloc.encode("ascii") + b"\r\nContent-Type: application/json\r\nContent-Length: "
         self.context = context
         self.sock: socket.socket | None = None
-        self.http: h11.Connection | None = None
+        self.answer: _Answer | None = None
         self.timeout = 0.0
 
-    def open(self, timeout: float) -> tuple[socket.socket, h11.Connection]:
+    def open(self, timeout: float) -> tuple[socket.socket, _Answer]:
         sock = socket.create_connection((self.host, self.port), timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.context is not None:
             sock = self.context.wrap_socket(sock, server_hostname=self.host)
         self.sock, self.timeout = sock, timeout
-        self.http = h11.Connection(h11.CLIENT, max_incomplete_event_size=_MAX_HEAD)
-        return sock, self.http
+        self.answer = _Answer()
+        return sock, self.answer
 
     def close(self) -> None:
         if self.sock is not None:
             try:
                 self.sock.close()
             finally:
-                self.sock = self.http = None
+                self.sock = self.answer = None
 
-    def exchange(self, sock: socket.socket, http: h11.Connection, target: bytes, body: bytes) -> tuple[int, bytes]:
+    def exchange(self, sock: socket.socket, answer: _Answer, target: bytes, body: bytes) -> tuple[int, bytes]:
         """Send one request, read one answer: (status, body)."""
-        head = http.send(h11.Request(method=b"POST", target=target, headers=[
-            self.host_header, _CONTENT_TYPE, (b"Content-Length", b"%d" % len(body))]))
-        http.send(h11.Data(data=body))
-        http.send(h11.EndOfMessage())  # b"": Content-Length framing has no trailer
-        sock.sendall(head + body)
-        # Nothing of the answer can have come yet: read before asking h11 for an event (it would say NEED_DATA).
+        sock.sendall(b"POST %s HTTP/1.1\r\n%s%d\r\n\r\n%s" % (target, self.head, len(body), body))
+        answer.reset()
         data = sock.recv(_RECV)
         if not data:
             raise _Closed()
-        http.receive_data(data)
-        status, parts, ended = 0, [], False
+        read = 0
         while True:
-            event = http.next_event()
-            kind = type(event)
-            if kind is h11.Data:
-                parts.append(event.data)  # type: ignore[union-attr]
-            elif event is h11.NEED_DATA:
-                data = sock.recv(_RECV)
-                ended = not data  # the end of the stream, which ends a body without a length
-                http.receive_data(data)
-            elif kind is h11.Response:
-                status = event.status_code  # type: ignore[union-attr]
-            elif kind is h11.EndOfMessage:
+            answer.parser.feed_data(data)
+            if answer.done:
                 break
-            # h11.InformationalResponse (100 Continue) precedes the real answer: nothing to do
-        if http.our_state is h11.DONE and http.their_state is h11.DONE and not ended:
-            http.start_next_cycle()
-        else:  # HTTP/1.0 or Connection: close (h11 says MUST_CLOSE), or a body read to the end of the stream
+            read += len(data)
+            if answer.head and read > _MAX_HEAD:
+                raise ValueError(f"the extender's answer has more than {_MAX_HEAD} bytes of status line and headers")
+            data = sock.recv(_RECV)
+            if not data:  # the end of the stream ends a body without a length (llhttp would wait for more)
+                if answer.head or answer.framed:
+                    raise ConnectionError("the extender closed the connection in the middle of its answer")
+                answer.status, answer.keep_alive = answer.parser.get_status_code(), False
+                break
+        if not answer.keep_alive:  # HTTP/1.0, Connection: close, or a body read to the end of the stream
             self.close()
-        return status, b"".join(parts)
+        return answer.status, b"".join(answer.parts)
 
 
 class HTTPTransport:
@@ -165,15 +194,15 @@ class HTTPTransport:
     def post(self, url: str, body: bytes, timeout: float) -> tuple[int, bytes]:
         conn, target = self._connection(url)
         for attempt in range(2):
-            sock, http = conn.sock, conn.http
+            sock, answer = conn.sock, conn.answer
             reused = sock is not None
             try:
-                if sock is None or http is None:
-                    sock, http = conn.open(timeout)
+                if sock is None or answer is None:
+                    sock, answer = conn.open(timeout)
                 elif conn.timeout != timeout:  # settimeout is a system call: only when it changes
                     sock.settimeout(timeout)
                     conn.timeout = timeout
-                return conn.exchange(sock, http, target, body)
+                return conn.exchange(sock, answer, target, body)
             except (_Closed, *_STALE) as exc:
                 conn.close()
                 if attempt or not reused:

@@ -34,12 +34,15 @@ cluster second each cached node's part of either answer (its quoted name, its
 joins the parts of the requested names -- per pod the server parses the
 request and looks the names up, no dict or verdict per node.
 
-The server is a threading TCP server; h11 (python-hyper's sans-I/O HTTP/1.1)
-reads the requests and frames the answers (POST with Content-Length or
-chunked bodies, keep-alive -- the scheduler's client keeps its connection --
-and ``Connection: close``); each answer goes out in one ``sendall``.
-``http.server`` parsed every request's headers through the ``email``
-package, which cost more than the answer. Bodies are (de)serialised with
+The server is a threading TCP server; httptools (the bindings of llhttp,
+Node.js's C HTTP/1.1 parser) reads the requests fed from kemu's socket reads
+(POST with Content-Length or chunked bodies, ``Expect: 100-continue``,
+pipelined requests, keep-alive -- the scheduler's client keeps its
+connection -- as ``should_keep_alive`` says, so ``Connection: close`` and
+HTTP/1.0 end it); an answer is a status line and three headers kemu writes,
+out in one ``sendall``. ``http.server`` parsed every request's headers
+through the ``email`` package, which cost more than the answer, and h11's
+pure-Python state machine ~0.1 ms a request. Bodies are (de)serialised with
 orjson. ``python -m emulator.loadaware.extender_server
 --redis-url ... --port 8890`` runs it against a cluster's store.
 """
@@ -57,7 +60,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import h11
+import httptools
 import numpy as np
 import orjson
 
@@ -313,21 +316,19 @@ class ExtenderServer:
             def handle(self) -> None:
                 sock: socket.socket = self.request
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # each answer goes out at once
-                http = h11.Connection(h11.SERVER, max_incomplete_event_size=_MAX_HEAD)
+                requests = _Requests()
                 while True:  # one request after another on a kept-alive connection
                     try:
-                        request = _read_request(sock, http)
-                    except h11.RemoteProtocolError as e:  # not HTTP/1.1 h11 can read: 400 (431: too long), close
-                        if http.our_state in (h11.IDLE, h11.SEND_RESPONSE):
-                            with contextlib.suppress(OSError):
-                                sock.sendall(_answer(http, e.error_status_hint, orjson.dumps({"Error": str(e)}),
-                                                     close=True))
+                        request = requests.next(sock)
+                    except _BadRequest as e:  # not HTTP/1.1 llhttp can read: 400 (431: too long), close
+                        with contextlib.suppress(OSError):  # the client may have gone already
+                            sock.sendall(_answer(e.code, orjson.dumps({"Error": e.reason}), keep_alive=False))
                         return
                     except OSError:  # the client went away
                         return
                     if request is None:
                         return
-                    method, path, body = request
+                    method, path, body, keep_alive = request
                     route = routes.get(path)
                     if method != b"POST":
                         code, answer = 405, b'{"Error":"only POST is served"}'
@@ -339,10 +340,9 @@ class ExtenderServer:
                         except Exception as e:  # a bad request must not kill the server: tell the scheduler
                             log.exception("load-aware extender: %s failed", path.decode("latin-1"))
                             code, answer = 500, orjson.dumps({"Error": str(e)})
-                    sock.sendall(_answer(http, code, answer))
-                    if http.our_state is not h11.DONE:  # MUST_CLOSE: HTTP/1.0 or Connection: close
+                    sock.sendall(_answer(code, answer, keep_alive=keep_alive))
+                    if not keep_alive:  # HTTP/1.0 or Connection: close
                         return
-                    http.start_next_cycle()
 
         self._server = socketserver.ThreadingTCPServer((host, port), Handler, bind_and_activate=False)
         self._server.allow_reuse_address = True
@@ -372,43 +372,88 @@ _REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found", 405: b"Method No
             431: b"Request Header Fields Too Large", 500: b"Internal Server Error"}
 _MAX_HEAD = 65536  # bytes of request line and headers we accept
 _RECV = 262144  # bytes per recv: a request naming 5,000 nodes comes in one
-_CONTENT_TYPE = (b"Content-Type", b"application/json")
-_CLOSE = (b"Connection", b"close")
+_CONTINUE = b"HTTP/1.1 100 Continue\r\n\r\n"
+
+_IDLE, _HEAD, _BODY = 0, 1, 2  # where the request being read is
 
 
-def _read_request(sock: socket.socket, http: h11.Connection) -> tuple[bytes, bytes, bytes] | None:
-    """The next request on the connection: (method, target, body); None when the client closed it."""
-    method = target = b""
-    parts: list[bytes] = []
-    if not http.trailing_data[0]:  # nothing buffered: read before asking h11, which could only say NEED_DATA
-        http.receive_data(sock.recv(_RECV))
-    while True:
-        event = http.next_event()
-        kind = type(event)
-        if kind is h11.Data:
-            parts.append(event.data)  # type: ignore[union-attr]
-        elif event is h11.NEED_DATA:
-            if http.they_are_waiting_for_100_continue:
-                sock.sendall(http.send(h11.InformationalResponse(status_code=100)))
-            http.receive_data(sock.recv(_RECV))  # b"": the client closed its side
-        elif kind is h11.Request:
-            method, target = event.method, event.target  # type: ignore[union-attr]
-        elif kind is h11.EndOfMessage:
-            return method, target, b"".join(parts)
-        elif kind is h11.ConnectionClosed:
-            return None
+class _BadRequest(Exception):
+    def __init__(self, code: int, reason: str) -> None:
+        super().__init__(reason)
+        self.code, self.reason = code, reason
 
 
-def _answer(http: h11.Connection, code: int, body: bytes, *, close: bool = False) -> bytes:
-    """Status line, headers and body of one JSON answer, to go out in one write. h11 adds
-    ``Connection: close`` when the request asked for it or was HTTP/1.0."""
-    headers = [_CONTENT_TYPE, (b"Content-Length", b"%d" % len(body))]
-    if close:
-        headers.append(_CLOSE)
-    head = http.send(h11.Response(status_code=code, headers=headers, reason=_REASONS.get(code, b"Error")))
-    http.send(h11.Data(data=body))
-    http.send(h11.EndOfMessage())
-    return head + body
+class _Requests:
+    """httptools' callbacks for one connection: the requests read off it and not answered yet, in order
+    (a client may pipeline them), and the one being read."""
+
+    __slots__ = ("error", "expect", "head", "parser", "parts", "ready", "state", "url")
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpRequestParser(self)
+        self.ready: list[tuple[bytes, bytes, bytes, bool]] = []  # (method, target, body, keep alive)
+        self.state = _IDLE
+        self.url = b""
+        self.parts: list[bytes] = []
+        self.expect = False  # Expect: 100-continue, not answered yet
+        self.head = 0  # bytes read while the request line and headers were not complete
+        self.error: _BadRequest | None = None
+
+    def on_message_begin(self) -> None:
+        self.state, self.url, self.parts, self.expect, self.head = _HEAD, b"", [], False, 0
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if name.lower() == b"expect" and value.lower() == b"100-continue":
+            self.expect = True
+
+    def on_headers_complete(self) -> None:
+        self.state = _BODY
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        parser = self.parser
+        self.ready.append((parser.get_method(), self.url, b"".join(self.parts), parser.should_keep_alive()))
+        self.state = _IDLE
+
+    def next(self, sock: socket.socket) -> tuple[bytes, bytes, bytes, bool] | None:
+        """The next request on the connection: (method, target, body, keep alive); None when the client
+        closed it. Raises :class:`_BadRequest` at a request llhttp cannot read, once those before it are
+        answered."""
+        while not self.ready:
+            if self.error is not None:
+                raise self.error
+            data = sock.recv(_RECV)
+            if not data:  # the client closed its side (in the middle of a request or not)
+                return None
+            try:
+                self.parser.feed_data(data)
+            except httptools.HttpParserUpgrade:  # what follows the request is not HTTP: answer it, then close
+                if self.ready:
+                    method, target, body, _ = self.ready[-1]
+                    self.ready[-1] = (method, target, body, False)
+                else:
+                    self.error = _BadRequest(400, "protocol upgrades are not served")
+            except httptools.HttpParserError as e:
+                self.error = _BadRequest(400, f"malformed request: {e}")
+            if self.state == _HEAD:
+                self.head += len(data)
+            if self.state == _HEAD and self.head > _MAX_HEAD:
+                self.error = _BadRequest(431, f"more than {_MAX_HEAD} bytes of request line and headers")
+            elif self.state == _BODY and self.expect and self.error is None:
+                self.expect = False
+                sock.sendall(_CONTINUE)  # the client waits for it before it sends the body
+        return self.ready.pop(0)
+
+
+def _answer(code: int, body: bytes, *, keep_alive: bool) -> bytes:
+    """Status line, headers and body of one JSON answer, to go out in one write."""
+    return b"HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %d\r\n%s\r\n%s" % (
+        code, _REASONS.get(code, b"Error"), len(body), b"" if keep_alive else b"Connection: close\r\n", body)
 
 
 def attach(extender: LoadAwareExtender, informers: Any, now: Callable[[], float] | None = None) -> None:
