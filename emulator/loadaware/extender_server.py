@@ -427,6 +427,9 @@ class _Requests:
         while not self.ready:
             if self.error is not None:
                 raise self.error
+            if self.state == _BODY and self.expect:  # every earlier request answered: now the 100, in order
+                self.expect = False
+                sock.sendall(_CONTINUE)  # the client waits for it before it sends the body
             data = sock.recv(_RECV)
             if not data:  # the client closed its side (in the middle of a request or not)
                 return None
@@ -440,13 +443,10 @@ class _Requests:
                     self.error = _BadRequest(400, "protocol upgrades are not served")
             except httptools.HttpParserError as e:
                 self.error = _BadRequest(400, f"malformed request: {e}")
-            if self.state == _HEAD:
+            if self.state == _HEAD:  # llhttp sets no limit on the head: bound what an unfinished one may take
                 self.head += len(data)
-            if self.state == _HEAD and self.head > _MAX_HEAD:
-                self.error = _BadRequest(431, f"more than {_MAX_HEAD} bytes of request line and headers")
-            elif self.state == _BODY and self.expect and self.error is None:
-                self.expect = False
-                sock.sendall(_CONTINUE)  # the client waits for it before it sends the body
+                if self.head > _MAX_HEAD and self.error is None:
+                    self.error = _BadRequest(431, f"more than {_MAX_HEAD} bytes of request line and headers")
         return self.ready.pop(0)
 
 
