@@ -1,4 +1,4 @@
-"""The HTTP transport for scheduler extenders (:mod:`emulator.scheduler.extender`), over the standard library.
+"""The HTTP transport for scheduler extenders (:mod:`emulator.scheduler.extender`): httptools over kept-alive sockets.
 
 It lives outside ``emulator.scheduler`` on purpose: the scheduling framework
 is pure (an import-linter contract keeps HTTP clients out of it), so whoever
@@ -11,19 +11,23 @@ transport here and hands it to ``HTTPExtender``::
     extender = HTTPExtender(ExtenderConfig.from_dict(cfg), HTTPTransport())
 
 An extender is called twice every scheduling cycle, so the client's own cost
-per call matters. This is a small HTTP/1.1 client over one keep-alive socket
-per thread and host: the request line, headers and body go out in one
-``sendall``; the answer is read with a few ``recv`` calls and only the
-headers the protocol needs are looked at (``Content-Length``,
-``Transfer-Encoding: chunked``, ``Connection``) -- ``http.client`` builds
-header objects through the ``email`` package on every answer, which cost
-more than the rest of an extender call. An HTTP/1.0 answer, or one saying
-``Connection: close``, closes the socket afterwards; an answer with neither a
-length nor chunks is read to the end of the stream. A kept-alive connection
-the server has closed meanwhile is reopened once, as pooled clients do. TLS:
-``verify`` (a CA bundle path, an ``ssl.SSLContext`` or False) and ``cert``
-(a client certificate file, or a (certificate, key) pair) -- the parts of
-upstream's ``tlsConfig`` kemu supports.
+per call matters. Answers are parsed by httptools (the bindings of llhttp,
+Node.js's C HTTP/1.1 parser, kept by the uvloop/uvicorn maintainers):
+Content-Length, chunked, 1xx answers, HTTP/1.0, ``Connection: close``, and
+whether the connection may be reused (``should_keep_alive``); kemu collects
+the status and body from its callbacks and ends a body that has no length at
+the end of the stream (llhttp waits for it). Writing the request is a few
+header lines and stays kemu's, as does the socket I/O: one keep-alive socket
+per thread and host with ``TCP_NODELAY``, each request (line, headers and
+body) out in one ``sendall``, the parser reused from one answer to the next.
+``http.client`` built header objects through the ``email`` package on every
+answer, and h11's pure-Python state machine cost ~0.1 ms a call. When the
+parser says the connection cannot be reused the socket is closed after the
+answer; a kept-alive connection the server has closed meanwhile is reopened
+once, as pooled clients do. TLS: ``verify`` (a CA bundle path, an
+``ssl.SSLContext`` or False) and ``cert`` (a client certificate file, or a
+(certificate, key) pair) -- the parts of upstream's ``tlsConfig`` kemu
+supports.
 """
 
 from __future__ import annotations
@@ -34,119 +38,109 @@ import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+import httptools
+
 __all__ = ["HTTPTransport"]
 
 # A reused connection the server closed shows up as one of these on the next request (or as no answer at all).
 _STALE = (BrokenPipeError, ConnectionResetError, ConnectionAbortedError)
 _MAX_HEAD = 65536  # bytes of status line and headers we accept
+_RECV = 262144  # bytes per recv: an answer for 500 nodes comes in one
+_FRAMING = (b"content-length", b"transfer-encoding")
 
 
 class _Closed(Exception):
     """The server closed the connection before any byte of the answer."""
 
 
+class _Answer:
+    """httptools' callbacks for one connection's answers: the status and body of the one being read."""
+
+    __slots__ = ("done", "framed", "head", "keep_alive", "parser", "parts", "status")
+
+    def __init__(self) -> None:
+        self.parser = httptools.HttpResponseParser(self)
+        self.reset()
+
+    def reset(self) -> None:
+        self.status = 0
+        self.parts: list[bytes] = []
+        self.head = True  # still in the status line and headers
+        self.framed = False  # Content-Length or Transfer-Encoding said where the body ends
+        self.done = self.keep_alive = False
+
+    def on_header(self, name: bytes, _value: bytes) -> None:
+        if name.lower() in _FRAMING:
+            self.framed = True
+
+    def on_headers_complete(self) -> None:
+        self.head = False
+
+    def on_body(self, body: bytes) -> None:
+        self.parts.append(body)
+
+    def on_message_complete(self) -> None:
+        status = self.parser.get_status_code()
+        if status < 200:  # 100 Continue (or another 1xx) precedes the real answer
+            self.reset()
+            return
+        self.status, self.done, self.keep_alive = status, True, self.parser.should_keep_alive()
+
+
 class _Connection:
-    """One socket to one host, and the bytes already received beyond the last answer."""
+    """One socket to one host and the parser of the answers that come over it."""
 
     def __init__(self, scheme: str, netloc: str, context: ssl.SSLContext | None) -> None:
         parts = urlsplit(f"//{netloc}")
         self.host = parts.hostname or "localhost"
         self.port = parts.port or (443 if scheme == "https" else 80)
-        self.netloc = netloc
+        self.scheme, self.netloc = scheme, netloc
+        self.head = b"Host: " + netloc.encode("ascii") + b"\r\nContent-Type: application/json\r\nContent-Length: "
         self.context = context
         self.sock: socket.socket | None = None
-        self.buffer = b""
+        self.answer: _Answer | None = None
+        self.timeout = 0.0
 
-    def open(self, timeout: float) -> socket.socket:
+    def open(self, timeout: float) -> tuple[socket.socket, _Answer]:
         sock = socket.create_connection((self.host, self.port), timeout)
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.context is not None:
             sock = self.context.wrap_socket(sock, server_hostname=self.host)
-        self.sock, self.buffer = sock, b""
-        return sock
+        self.sock, self.timeout = sock, timeout
+        self.answer = _Answer()
+        return sock, self.answer
 
     def close(self) -> None:
         if self.sock is not None:
             try:
                 self.sock.close()
             finally:
-                self.sock, self.buffer = None, b""
+                self.sock = self.answer = None
 
-    def _recv(self, sock: socket.socket) -> bytes:
-        data = sock.recv(262144)
-        if not data:
-            raise ConnectionResetError("the extender closed the connection mid-answer")
-        return data
-
-    def exchange(self, sock: socket.socket, request: bytes) -> tuple[int, bytes]:
+    def exchange(self, sock: socket.socket, answer: _Answer, target: bytes, body: bytes) -> tuple[int, bytes]:
         """Send one request, read one answer: (status, body)."""
-        sock.sendall(request)
-        data = self.buffer
-        self.buffer = b""
-        while True:  # 1xx answers (100 Continue) precede the real one
-            head_end = data.find(b"\r\n\r\n")
-            while head_end < 0:
-                chunk = sock.recv(262144)
-                if not chunk:
-                    if not data:
-                        raise _Closed()
-                    raise ConnectionResetError("the extender closed the connection mid-answer")
-                data += chunk
-                if len(data) > _MAX_HEAD and data.find(b"\r\n\r\n") < 0:
-                    raise ValueError("the extender's answer headers are too long")
-                head_end = data.find(b"\r\n\r\n")
-            lines = data[:head_end].decode("latin-1").split("\r\n")
-            data = data[head_end + 4:]
-            version, _, rest = lines[0].partition(" ")
-            try:
-                status = int(rest[:3])
-            except ValueError:
-                raise ValueError(f"malformed status line from the extender: {lines[0]!r}") from None
-            if 100 <= status < 200:
-                continue
-            break
-        headers: dict[str, str] = {}
-        for line in lines[1:]:
-            name, _, value = line.partition(":")
-            headers[name.strip().lower()] = value.strip()
-        connection = headers.get("connection", "").lower()
-        close = connection == "close" or (version == "HTTP/1.0" and connection != "keep-alive")
-        if "chunked" in headers.get("transfer-encoding", "").lower():
-            body, data = self._chunked(sock, data)
-        elif "content-length" in headers:
-            length = int(headers["content-length"])
-            while len(data) < length:
-                data += self._recv(sock)
-            body, data = data[:length], data[length:]
-        else:  # no length: the body runs to the end of the stream
-            parts = [data]
-            while chunk := sock.recv(262144):
-                parts.append(chunk)
-            body, data, close = b"".join(parts), b"", True
-        if close:
-            self.close()
-        else:
-            self.buffer = data
-        return status, body
-
-    def _chunked(self, sock: socket.socket, data: bytes) -> tuple[bytes, bytes]:
-        parts: list[bytes] = []
+        sock.sendall(b"POST %s HTTP/1.1\r\n%s%d\r\n\r\n%s" % (target, self.head, len(body), body))
+        answer.reset()
+        data = sock.recv(_RECV)
+        if not data:
+            raise _Closed()
+        read = 0
         while True:
-            while (end := data.find(b"\r\n")) < 0:
-                data += self._recv(sock)
-            size = int(data[:end].split(b";", 1)[0].strip() or b"0", 16)
-            data = data[end + 2:]
-            if size == 0:  # the last chunk; then optional trailers up to an empty line
-                while (end := data.find(b"\r\n")) != 0:
-                    if end < 0:
-                        data += self._recv(sock)
-                    else:
-                        data = data[end + 2:]
-                return b"".join(parts), data[2:]
-            while len(data) < size + 2:
-                data += self._recv(sock)
-            parts.append(data[:size])
-            data = data[size + 2:]
+            answer.parser.feed_data(data)
+            if answer.done:
+                break
+            read += len(data)
+            if answer.head and read > _MAX_HEAD:
+                raise ValueError(f"the extender's answer has more than {_MAX_HEAD} bytes of status line and headers")
+            data = sock.recv(_RECV)
+            if not data:  # the end of the stream ends a body without a length (llhttp would wait for more)
+                if answer.head or answer.framed:
+                    raise ConnectionError("the extender closed the connection in the middle of its answer")
+                answer.status, answer.keep_alive = answer.parser.get_status_code(), False
+                break
+        if not answer.keep_alive:  # HTTP/1.0, Connection: close, or a body read to the end of the stream
+            self.close()
+        return answer.status, b"".join(answer.parts)
 
 
 class HTTPTransport:
@@ -175,35 +169,40 @@ class HTTPTransport:
             self._ssl = ctx
         return self._ssl
 
-    def _connection(self, scheme: str, netloc: str) -> _Connection:
-        connections: dict[tuple[str, str], _Connection] | None = getattr(self._local, "conns", None)
+    def _connection(self, url: str) -> tuple[_Connection, bytes]:
+        """This thread's connection to the URL's host, and the request target; kept per thread and URL (an
+        extender has a URL per verb)."""
+        connections: dict[str, tuple[_Connection, bytes]] | None = getattr(self._local, "conns", None)
         if connections is None:
             connections = self._local.conns = {}
-        conn = connections.get((scheme, netloc))
-        if conn is None:
-            conn = _Connection(scheme, netloc, self._context() if scheme == "https" else None)
-            connections[(scheme, netloc)] = conn
-            with self._lock:
-                self._opened.append(conn)
-        return conn
-
-    def post(self, url: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+        found = connections.get(url)
+        if found is not None:
+            return found
         parts = urlsplit(url)
         if parts.scheme not in ("http", "https"):
             raise ValueError(f"unsupported URL scheme {parts.scheme!r} in {url!r}")
-        target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        conn = self._connection(parts.scheme, parts.netloc)
-        request = (f"POST {target} HTTP/1.1\r\nHost: {parts.netloc}\r\nContent-Type: application/json\r\n"
-                   f"Content-Length: {len(body)}\r\n\r\n").encode("latin-1") + body
+        target = ((parts.path or "/") + (f"?{parts.query}" if parts.query else "")).encode("ascii")
+        conn = next((c for c, _ in connections.values() if (c.scheme, c.netloc) == (parts.scheme, parts.netloc)),
+                    None)
+        if conn is None:
+            conn = _Connection(parts.scheme, parts.netloc, self._context() if parts.scheme == "https" else None)
+            with self._lock:
+                self._opened.append(conn)
+        connections[url] = (conn, target)
+        return conn, target
+
+    def post(self, url: str, body: bytes, timeout: float) -> tuple[int, bytes]:
+        conn, target = self._connection(url)
         for attempt in range(2):
-            sock = conn.sock
+            sock, answer = conn.sock, conn.answer
             reused = sock is not None
             try:
-                if sock is None:
-                    sock = conn.open(timeout)
-                else:
+                if sock is None or answer is None:
+                    sock, answer = conn.open(timeout)
+                elif conn.timeout != timeout:  # settimeout is a system call: only when it changes
                     sock.settimeout(timeout)
-                return conn.exchange(sock, request)
+                    conn.timeout = timeout
+                return conn.exchange(sock, answer, target, body)
             except (_Closed, *_STALE) as exc:
                 conn.close()
                 if attempt or not reused:

@@ -4,14 +4,15 @@ The client (:class:`emulator.extender_http.HTTPTransport`) against a raw socket
 server answering in each framing an extender may use (Content-Length with
 keep-alive, chunked, HTTP/1.0, no length at all); the server
 (:class:`emulator.loadaware.extender_server.ExtenderServer`) against raw
-requests (keep-alive, chunked bodies, unknown verbs, other methods).
+requests (keep-alive, chunked bodies, unknown verbs, other methods, pipelining,
+HTTP/1.0, malformed requests, Expect: 100-continue).
 """
 
 from __future__ import annotations
 
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import orjson
 import pytest
@@ -136,3 +137,49 @@ def test_the_server_keeps_the_connection_reads_chunked_bodies_and_answers_unknow
     assert orjson.loads(answers[0].split(b"\r\n\r\n", 1)[1]) == [{"Host": "n1", "Score": 0}]
     assert orjson.loads(answers[1].split(b"\r\n\r\n", 1)[1])["NodeNames"] == ["n1"]
     assert b"Connection: close" in answers[3]
+
+
+def _request(path: str, verb: str, *, version: bytes = b"HTTP/1.1", headers: bytes = b"") -> bytes:
+    body = orjson.dumps({"Pod": {}, "NodeNames": ["n1"]})
+    return (b"POST /%s/%s %s\r\nHost: x\r\n%sContent-Length: %d\r\n\r\n" % (
+        path.encode(), verb.encode(), version, headers, len(body))) + body
+
+
+# Per raw request sequence: per answer (status, whether it says Connection: close). RFC 9112 9.3: an HTTP/1.1
+# request keeps the connection unless it says close, an HTTP/1.0 one closes unless it says keep-alive; after a
+# close the server reads nothing more; a request it cannot parse gets a 400 and the connection is closed.
+SERVER_FRAMINGS = [
+    (lambda p: [_request(p, "filter"), _request(p, "prioritize", headers=b"Connection: close\r\n"),
+                _request(p, "filter")], [(b"200", False), (b"200", True)]),
+    (lambda p: [_request(p, "filter", version=b"HTTP/1.0"), _request(p, "filter")], [(b"200", True)]),
+    (lambda p: [_request(p, "filter", version=b"HTTP/1.0", headers=b"Connection: keep-alive\r\n"),
+                _request(p, "prioritize", version=b"HTTP/1.0")], [(b"200", False), (b"200", True)]),
+    (lambda p: [_request(p, "filter"), b"NOT HTTP AT ALL\r\n\r\n", _request(p, "filter")],
+     [(b"200", False), (b"400", True)]),
+]
+
+
+@pytest.mark.parametrize(("requests", "expected"), SERVER_FRAMINGS,
+                         ids=["pipelined, close ends it", "http/1.0 closes", "http/1.0 keep-alive",
+                              "malformed after a good one"])
+def test_the_server_answers_pipelined_requests_in_order_and_closes_when_told(
+        extender_url: str, requests: Callable[[str], list[bytes]], expected: list[tuple[bytes, bool]]) -> None:
+    path = extender_url.split("//")[1].split("/", 1)[1]
+    answers = _exchange(extender_url, requests(path))
+    assert [(a.split(b" ", 2)[1], b"Connection: close\r\n" in a) for a in answers] == expected
+
+
+def test_the_server_says_100_continue_before_the_client_sends_the_body(extender_url: str) -> None:
+    path = extender_url.split("//")[1].split("/", 1)[1]
+    head, body = _request(path, "prioritize", headers=b"Expect: 100-continue\r\n").split(b"\r\n\r\n", 1)
+    host, port = extender_url.split("//")[1].split("/", maxsplit=1)[0].split(":")
+    with socket.create_connection((host, int(port)), 5) as sock:
+        sock.sendall(head + b"\r\n\r\n")
+        assert sock.recv(65536) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        sock.sendall(body)
+        sock.shutdown(socket.SHUT_WR)
+        data = b""
+        while chunk := sock.recv(65536):
+            data += chunk
+    assert data.split(b" ", 2)[1] == b"200"
+    assert orjson.loads(data.split(b"\r\n\r\n", 1)[1]) == [{"Host": "n1", "Score": 0}]
