@@ -36,6 +36,9 @@ class Tracer:
         procs = getattr(runner, "procs", None)  # ProcessSchedulers: one process per scheduler
         if profile_dir and procs:
             spy = str(Path(sys.executable).with_name("py-spy"))
+            if not Path(spy).exists():  # a profiling tool, not a dependency of kemu
+                raise SystemExit(f"--profile needs py-spy next to {sys.executable}: "
+                                 f"{Path(sys.executable).with_name('pip')} install py-spy")
             Path(profile_dir).mkdir(parents=True, exist_ok=True)
             for i, proc in enumerate(procs):
                 for flavour, flags in (("gil", ["--gil"]), ("idle", ["--idle"])):
