@@ -185,6 +185,11 @@ def test_service_without_endpoints_has_a_placeholder_and_slices_go_with_it(core:
 
 def test_endpoints_carry_their_node_and_zone(core: ServerCore, manager: ControllerManager) -> None:
     core.create(NODE, b.node("node-a", labels={"topology.kubernetes.io/zone": "zone-1"}))
+    # The zone is read from the controller's node cache when the endpoints are computed (the node and
+    # pod streams are delivered separately): the node must be in that cache before the pod arrives.
+    nodes = manager.controllers()["endpointslice"].nodes  # type: ignore[attr-defined]
+    wait_for(lambda: any(n["metadata"]["name"] == "node-a" for n in nodes.get_store().list()), 20,
+             "the controller's node cache to hold node-a")
     core.create(SERVICE, service())
     running_pod(core, "web-0", "10.244.0.10")
     wait_for(lambda: ready_addresses(core) == {"10.244.0.10"}, 20, "the endpoint")
