@@ -336,15 +336,21 @@ class ApiWriter:
                  "message": message, "lastProbeTime": None, "lastTransitionTime": rfc3339(self.clock.now())}]
             return status
 
-        for victim in victims:
-            vinfo = victim if isinstance(victim, PodInfo) else PodInfo(victim)
+        infos = [victim if isinstance(victim, PodInfo) else PodInfo(victim) for victim in victims]
+        # prepareCandidate: a victim whose graceful deletion has started already gets no API call (nor event).
+        infos = [v for v in infos if not (v.pod.get("metadata") or {}).get("deletionTimestamp")]
+        batch = getattr(self.client, "update_status_and_delete_many", None)
+        if batch is not None:  # upstream deletes the victims in parallel: here, one batch of store round trips
             try:
-                self._patch_pod_status(vinfo, disruption, unbound_only=False)
-                self.client.delete(POD, vinfo.namespace, vinfo.name,
-                                   preconditions={"uid": vinfo.uid} if vinfo.uid else None)
+                outcomes: list[Any] = list(batch(POD, [(v.namespace, v.name, v.uid) for v in infos], disruption))
             except StatusError as e:
-                if e.code not in (404, 409):  # a 404 or 409 (another uid): the victim is gone already
-                    log.warning("%s: preempting %s failed: %s", self.name, vinfo.key, e)
+                outcomes = [e] * len(infos)
+        else:
+            outcomes = [self._preempt_one(v, disruption) for v in infos]
+        for vinfo, outcome in zip(infos, outcomes, strict=True):
+            if isinstance(outcome, StatusError):
+                if outcome.code not in (404, 409):  # a 404 or 409 (another uid): the victim is gone already
+                    log.warning("%s: preempting %s failed: %s", self.name, vinfo.key, outcome)
                     self._not_awaited(preemptor.key, vinfo.key)
                 continue
             if self.options.record_events:
@@ -364,6 +370,15 @@ class ApiWriter:
                 self._patch_pod_status(other, clear, unbound_only=True)
         return events
 
+    def _preempt_one(self, vinfo: PodInfo, disruption: Callable[[dict[str, Any]], dict[str, Any] | None]
+                     ) -> dict[str, Any] | StatusError:
+        """DisruptionTarget, then the delete, for one victim (a client without the batch); its error if any."""
+        try:
+            self._patch_pod_status(vinfo, disruption, unbound_only=False)
+            return self.client.delete(POD, vinfo.namespace, vinfo.name,
+                                      preconditions={"uid": vinfo.uid} if vinfo.uid else None)
+        except StatusError as e:
+            return e
 
     def _not_awaited(self, key: str, victim: str) -> None:
         with self._preempting_lock:

@@ -48,6 +48,7 @@ FINALIZER_ORPHAN = "orphan"
 FINALIZER_FOREGROUND = "foregroundDeletion"
 PROPAGATION_POLICIES = ("Foreground", "Background", "Orphan")
 _DELETE_NOW = object()  # a deletion plan: remove the object now
+_ONE_BY_ONE = object()  # a deletion plan of update_status_and_delete_many: through delete()
 _DELETE_ATTEMPTS = 64
 
 
@@ -368,6 +369,70 @@ class ServerCore:
                     result = e
             out.append(result)
         return out
+
+    def update_status_and_delete_many(self, kind: Kind, targets: list[tuple[str | None, str, str]],
+                                      change: Callable[[Obj], Obj | None]) -> list[Obj | errors.StatusError]:
+        """For each (namespace, name, uid): a status patch, then a delete with the object's own grace period
+        and a uid precondition -- upstream's preemption of a victim (``PatchPodStatus`` with DisruptionTarget,
+        then ``DeletePod``), for all of them in three store round trips (read, status writes, deletes).
+
+        ``change`` gets a copy of an object's status and returns the new one (None: no change). A status
+        write that loses a race to another writer is made again on the new object (a patch has no
+        resourceVersion precondition), as is a delete (:meth:`delete` plans it again). Returns, per target,
+        the object as the delete left it (deleted, or marked for graceful deletion) or its error: 404 when
+        it is gone, 409 when its uid is not ``uid`` (re-created under the same name).
+        """
+        out: list[Obj | errors.StatusError | None] = [None] * len(targets)
+        written: dict[int, Obj] = {}
+        pending = list(range(len(targets)))
+        for _ in range(_DELETE_ATTEMPTS):
+            if not pending:
+                break
+            writes: list[tuple[int, Obj]] = []
+            for i, current in zip(pending, self.store.get_many(kind, [targets[i][:2] for i in pending]),
+                                  strict=True):
+                _, name, uid = targets[i]
+                found = "" if current is None else current["metadata"].get("uid") or ""
+                if current is None or (uid and found != uid):
+                    out[i] = errors.not_found(kind.plural, name, kind.group) if current is None else errors.conflict(
+                        kind.plural, name, f"Precondition failed: UID in precondition: {uid}, UID in object "
+                                           f"meta: {found}", kind.group)
+                    continue
+                status = change({**(current.get("status") or {})})
+                if status is None:
+                    written[i] = current
+                else:
+                    writes.append((i, {**current, "status": status}))
+            stored = self.store.update_many(kind, [obj for _, obj in writes]) if writes else []
+            pending = [i for (i, _), res in zip(writes, stored, strict=True)
+                       if isinstance(res, errors.StaleResourceVersion)]
+            for (i, _), res in zip(writes, stored, strict=True):
+                if isinstance(res, errors.StatusError):
+                    out[i] = None if i in pending else res
+                else:
+                    written[i] = res
+        for i in pending:
+            out[i] = errors.conflict(kind.plural, targets[i][1], f"gave up after {_DELETE_ATTEMPTS} conflicting "
+                                     "writes", kind.group)
+        # A Service's deletion releases its allocations: those go one by one (below), as does a changed object.
+        plans = {i: self._deletion_plan(kind, obj, None, None, None) if kind is not SERVICE else _ONE_BY_ONE
+                 for i, obj in written.items()}
+        now = [i for i, plan in plans.items() if plan is _DELETE_NOW]
+        marks = [i for i, plan in plans.items() if isinstance(plan, dict)]
+        results = zip([*now, *marks], [*self.store.delete_many(kind, [written[i] for i in now]),
+                                       *self.store.update_many(kind, [plans[i] for i in marks])], strict=True)
+        for i, res in results:
+            out[i] = res if isinstance(res, errors.StatusError) or i in now else self._after_mark(
+                kind, written[i], res)
+        for i, obj in written.items():
+            if plans[i] is None:
+                out[i] = obj  # a graceful deletion is under way already: only a shorter grace would change it
+            elif plans[i] is _ONE_BY_ONE or isinstance(out[i], errors.StaleResourceVersion):
+                try:
+                    out[i] = self.delete(kind, targets[i][0], targets[i][1], preconditions={"uid": targets[i][2]})
+                except errors.StatusError as e:
+                    out[i] = e
+        return [res if res is not None else errors.internal("no outcome") for res in out]
 
     def _deletion_plan(self, kind: Kind, current: Obj, requested_grace: int | None, policy: str | None,
                        orphan_dependents: bool | None) -> Obj | object | None:

@@ -438,6 +438,14 @@ class Store:
             raise errors.not_found(kind.plural, name, kind.group)
         return codec.decode(data)
 
+    def get_many(self, kind: Kind, names: list[tuple[str | None, str]]) -> list[dict[str, Any] | None]:
+        """The objects named (namespace, name), in one round trip (HMGET); None for one that does not exist."""
+        if not names:
+            return []
+        fields = [object_key(kind, namespace, name) for namespace, name in names]
+        return [None if data is None else codec.decode(data)
+                for data in self.redis.hmget(self.objects_key(kind), fields)]
+
     def list(self, kind: Kind, namespace: str | None = None, *, label_selector: LabelSelector | None = None,
              field_selector: FieldSelector | None = None, limit: int = 0,
              continue_token: str | None = None, raw_filter: Callable[[bytes], bool] | None = None) -> ListResult:

@@ -1,0 +1,147 @@
+"""The server core's batch of a preemption's victim writes: DisruptionTarget, then the delete, per victim.
+
+``ServerCore.update_status_and_delete_many`` carries out what upstream's
+``prepareCandidate`` does for each victim (``PatchPodStatus`` with
+DisruptionTarget=True / PreemptionByScheduler, then ``DeletePod``), for all of
+them in a few store round trips, and answers each victim's outcome.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from emulator.api import errors
+from emulator.api.kinds import POD
+from emulator.clock import ManualClock, rfc3339
+from emulator.server.core import ServerCore
+from tests import builders as b
+
+CONDITION = {"type": "DisruptionTarget", "status": "True", "reason": "PreemptionByScheduler",
+             "message": "default-scheduler: preempting to accommodate a higher priority pod"}
+
+
+def disruption(status: dict[str, Any]) -> dict[str, Any] | None:
+    """upstream ``UpdatePodCondition``: add the condition unless the pod has it already."""
+    conditions = list(status.get("conditions") or ())
+    if any(c.get("type") == CONDITION["type"] and c.get("reason") == CONDITION["reason"] for c in conditions):
+        return None
+    return {**status, "conditions": [*conditions, dict(CONDITION)]}
+
+
+def has_condition(pod: dict[str, Any]) -> bool:
+    return any(c.get("type") == "DisruptionTarget" and c.get("reason") == "PreemptionByScheduler"
+               for c in (pod.get("status") or {}).get("conditions") or ())
+
+
+def victim(core: ServerCore, name: str, **spec: Any) -> dict[str, Any]:
+    return core.create(POD, b.pod(name, node="n1", **spec))
+
+
+# Each case: set a victim up, return its (namespace, name, uid) and what should become of it:
+# "deleted", "marked <grace>" (graceful deletion started now), "terminating" (a deletion already under way
+# is left as it was), or an HTTP code.
+def _grace_0(core: ServerCore, name: str) -> tuple[tuple[str, str, str], str]:
+    return ("default", name, victim(core, name, terminationGracePeriodSeconds=0)["metadata"]["uid"]), "deleted"
+
+
+def _graceful(core: ServerCore, name: str) -> tuple[tuple[str, str, str], str]:
+    return ("default", name, victim(core, name)["metadata"]["uid"]), "marked 30"  # the default grace period
+
+
+def _has_condition(core: ServerCore, name: str) -> tuple[tuple[str, str, str], str]:
+    pod = victim(core, name, terminationGracePeriodSeconds=0)
+    core.update_status(POD, {**pod, "status": {**pod["status"], "conditions": [dict(CONDITION)]}})
+    return ("default", name, pod["metadata"]["uid"]), "deleted"
+
+
+def _terminating(core: ServerCore, name: str) -> tuple[tuple[str, str, str], str]:
+    uid = victim(core, name)["metadata"]["uid"]
+    core.delete(POD, "default", name)  # graceful: 30 s, as the batch would ask again
+    return ("default", name, uid), "terminating"
+
+
+def _finalizer(core: ServerCore, name: str) -> tuple[tuple[str, str, str], str]:
+    pod = victim(core, name, terminationGracePeriodSeconds=0)
+    core.update(POD, {**pod, "metadata": {**pod["metadata"], "finalizers": ["example.com/keep"]}})
+    return ("default", name, pod["metadata"]["uid"]), "marked 0"
+
+
+def _gone(core: ServerCore, name: str) -> tuple[tuple[str, str, str], str]:
+    uid = victim(core, name)["metadata"]["uid"]
+    core.delete(POD, "default", name, grace_period_seconds=0)
+    return ("default", name, uid), "404"
+
+
+def _recreated(core: ServerCore, name: str) -> tuple[tuple[str, str, str], str]:
+    uid = victim(core, name)["metadata"]["uid"]
+    core.delete(POD, "default", name, grace_period_seconds=0)
+    victim(core, name)
+    return ("default", name, uid), "409"
+
+
+@pytest.mark.parametrize("setup", [_grace_0, _graceful, _has_condition, _terminating, _finalizer, _gone, _recreated],
+                         ids=["grace-0-deleted", "graceful-marked", "condition-already-there", "already-terminating",
+                              "finalizer-holds-it", "already-gone", "recreated-same-name"])
+def test_each_victim_gets_its_own_outcome(core: ServerCore, clock: ManualClock,
+                                          setup: Callable[[ServerCore, str], Any]) -> None:
+    """One batch of the case's victim and a plain grace-0 one: each ends as PatchPodStatus + DeletePod leave it."""
+    target, want = setup(core, "v")
+    plain = victim(core, "plain", terminationGracePeriodSeconds=0)
+    before = core.store.current_rv()
+    results = core.update_status_and_delete_many(POD, [target, ("default", "plain", plain["metadata"]["uid"])],
+                                                 disruption)
+    assert len(results) == 2
+    # The plain victim: its condition written first (a MODIFIED event), then deleted with it.
+    assert not isinstance(results[1], errors.StatusError) and has_condition(results[1])
+    events = [(e.type, e.object["metadata"]["name"], has_condition(e.object))
+              for e in core.store.watch(POD, before).next_batch(timeout=1)]
+    assert [e for e in events if e[1] == "plain"] == [("MODIFIED", "plain", True), ("DELETED", "plain", True)]
+    result = results[0]
+    if want in ("404", "409"):
+        assert isinstance(result, errors.StatusError) and result.code == int(want)
+        assert not [e for e in events if e[1] == "v"]  # nothing written to it
+        if want == "409":  # the pod of that name now is another one, untouched
+            stored = core.get(POD, "default", "v")
+            assert not has_condition(stored) and not stored["metadata"].get("deletionTimestamp")
+        return
+    assert not isinstance(result, errors.StatusError) and has_condition(result)
+    if want == "deleted":
+        with pytest.raises(errors.StatusError) as exc:
+            core.get(POD, "default", "v")
+        assert exc.value.code == 404
+        assert ("DELETED", "v", True) in events
+        return
+    stored = core.get(POD, "default", "v")
+    assert has_condition(stored)
+    if want == "terminating":
+        # The deletion asked for before (30 s from then) stands: asking again with the same grace changes nothing.
+        assert stored["metadata"]["deletionTimestamp"] == rfc3339(clock.now() + 30)
+        return
+    grace = int(want.split()[1])
+    assert stored["metadata"]["deletionGracePeriodSeconds"] == grace
+    assert stored["metadata"]["deletionTimestamp"] == rfc3339(clock.now() + grace)
+
+
+def test_a_status_write_that_loses_a_race_is_made_again_on_the_new_object(core: ServerCore) -> None:
+    """Another writer changes the victim between the batch's read and its write: the batch's write is stale,
+    so the condition is added again on top of the other writer's change (a patch), then the pod is deleted."""
+    pod = victim(core, "v", terminationGracePeriodSeconds=0)
+    calls = []
+
+    def racing(status: dict[str, Any]) -> dict[str, Any] | None:
+        calls.append(dict(status))
+        if len(calls) == 1:  # the first time: someone else writes the pod meanwhile
+            current = core.get(POD, "default", "v")
+            core.update_status(POD, {**current, "status": {**current["status"], "message": "someone else"}})
+        return disruption(status)
+
+    before = core.store.current_rv()
+    [result] = core.update_status_and_delete_many(POD, [("default", "v", pod["metadata"]["uid"])], racing)
+    assert len(calls) == 2 and calls[1].get("message") == "someone else"
+    assert not isinstance(result, errors.StatusError)
+    assert has_condition(result) and result["status"]["message"] == "someone else"
+    deleted = [e.object for e in core.store.watch(POD, before).next_batch(timeout=1) if e.type == "DELETED"]
+    assert len(deleted) == 1 and has_condition(deleted[0]) and deleted[0]["status"]["message"] == "someone else"
