@@ -49,6 +49,7 @@ from typing import Any, NamedTuple
 import orjson
 import redis
 from redis.backoff import EqualJitterBackoff, NoBackoff
+from redis.exceptions import NoScriptError
 from redis.retry import Retry
 
 from emulator.api import errors
@@ -312,13 +313,20 @@ class Store:
     def _commit_pipelined(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """Independent commits in one round trip; if the connection fails before the replies, each is
         resolved on its own (:meth:`_commit_resolved`: read back, commit again only what did not land)."""
-        pipe = self._writer.pipeline(transaction=False)
-        for keys, args in calls:
-            self._commit(keys, args, client=pipe)
-        try:
-            return pipe.execute()
-        except UNAVAILABLE:
-            pass
+        for attempt in range(2):
+            # EVALSHA itself: a Script on a pipeline costs a SCRIPT EXISTS round trip on every execute. A Redis
+            # that lost the script (restarted without it) answers NOSCRIPT to each call, running none of them.
+            pipe = self._writer.pipeline(transaction=False)
+            for keys, args in calls:
+                pipe.evalsha(self._commit.sha, len(keys), *keys, *args)
+            try:
+                return pipe.execute()
+            except NoScriptError:
+                if attempt:
+                    raise
+                self._writer.script_load(_COMMIT_LUA)
+            except UNAVAILABLE:
+                break
         out = []
         for keys, args in calls:
             landed = self._landed(kind, args)

@@ -145,3 +145,14 @@ def test_a_status_write_that_loses_a_race_is_made_again_on_the_new_object(core: 
     assert has_condition(result) and result["status"]["message"] == "someone else"
     deleted = [e.object for e in core.store.watch(POD, before).next_batch(timeout=1) if e.type == "DELETED"]
     assert len(deleted) == 1 and has_condition(deleted[0]) and deleted[0]["status"]["message"] == "someone else"
+
+
+def test_batches_work_after_redis_lost_the_commit_script(core: ServerCore) -> None:
+    """Pipelined commits call the script by its digest; a Redis that lost it (a restart without its script cache)
+    answers NOSCRIPT to every call, runs none, and the batch is sent again once the script is loaded."""
+    pods = [victim(core, f"v{i}", terminationGracePeriodSeconds=0) for i in range(2)]
+    core.store.redis.script_flush()
+    results = core.update_status_and_delete_many(POD, [("default", p["metadata"]["name"], p["metadata"]["uid"])
+                                                       for p in pods], disruption)
+    assert all(not isinstance(r, errors.StatusError) and has_condition(r) for r in results)
+    assert [p["metadata"]["name"] for p in core.list(POD, "default").items] == []

@@ -186,9 +186,11 @@ def _pick_key(candidate: Candidate) -> tuple[int, int, int, int, float]:
     lowest highest-priority victim, lowest sum of priorities (each shifted by 2^31), fewest victims, latest
     earliest start among the highest-priority victims (``GetEarliestPodStartTime``)."""
     pods = candidate.victims.pods
-    top = max(p.priority for p in pods)
-    total = sum(p.priority for p in pods) + len(pods) * (_MAX_INT32 + 1)
-    earliest = min(pod_start_time(p) for p in pods if p.priority == top)
+    # Lists, not generators: this runs for every candidate of every preemption (~100 per preemption).
+    priorities = [p.priority for p in pods]
+    top = max(priorities)
+    total = sum(priorities) + len(pods) * (_MAX_INT32 + 1)
+    earliest = min([pod_start_time(p) for p in pods if p.priority == top])
     return (-candidate.victims.num_pdb_violations, -pods[0].priority, -total, -len(pods), earliest)
 
 

@@ -85,6 +85,7 @@ class _Ranked:
     memos: list[dict[str, Any]]  # each one's memos: the sort key's memo gone means its start time changed
     neg_priorities: list[int]  # -priority of each, ascending
     amounts: dict[str, np.ndarray]  # resource -> request of each, in ``ordered`` order
+    below: dict[int, GiveBack | None]  # preemptor priority -> what :meth:`ImportanceIndex.lower_than` answered
 
 
 class ImportanceIndex:
@@ -106,17 +107,34 @@ class ImportanceIndex:
         if not pods:
             return None
         ranked = self._nodes.get(index)
-        if ranked is None or ranked.pods is not pods or not all(self.memo_key in m for m in ranked.memos):
-            # (The cache updates a pod's status in place and drops its memos when its start time changed.)
+        key = self.memo_key
+        if ranked is not None and ranked.pods is pods:
+            for memos in ranked.memos:
+                if key not in memos:
+                    # (The cache updates a pod's status in place and drops its memos when its start time changed.)
+                    ranked = None
+                    break
+        else:
+            ranked = None
+        if ranked is None:
             ordered = sorted(pods, key=self.sort_key)
             ranked = self._nodes[index] = _Ranked(pods, ordered, [p.memo_cache for p in ordered],
-                                                  [-p.priority for p in ordered], requests_of(ordered))
+                                                  [-p.priority for p in ordered], requests_of(ordered), {})
+        try:
+            return ranked.below[priority]
+        except KeyError:
+            pass
         start = bisect.bisect_right(ranked.neg_priorities, -priority)
+        given: GiveBack | None
         if start == len(ranked.ordered):
-            return None
-        if start == 0:
-            return GiveBack(ranked.ordered, 0, ranked.amounts)
-        return GiveBack(ranked.ordered[start:], 0, {name: column[start:] for name, column in ranked.amounts.items()})
+            given = None
+        elif start == 0:
+            given = GiveBack(ranked.ordered, 0, ranked.amounts)
+        else:
+            given = GiveBack(ranked.ordered[start:], 0,
+                             {name: column[start:] for name, column in ranked.amounts.items()})
+        ranked.below[priority] = given
+        return given
 
 
 def vector_filters(handle: Any, state: CycleState) -> list[Any] | None:
@@ -247,8 +265,9 @@ class VectorDryRun:
             at, pods = at[by_node], pods[by_node]
             for w, j in zip(at.tolist(), pods.tolist(), strict=True):
                 victims[w].append(flat[j])
-            violating = np.fromiter((s.violating for s in sequences), dtype=np.int64, count=len(sequences))
-            if violating.any():
+            violating = np.fromiter((s.violating for s in sequences), dtype=np.int64, count=len(sequences)) \
+                if any(s.violating for s in sequences) else None
+            if violating is not None:
                 violations = np.bincount(at, weights=(pods - offsets[at]) < violating[at],
                                          minlength=len(sequences)).astype(int).tolist()
         success = Status(Code.SUCCESS)
