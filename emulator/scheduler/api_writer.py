@@ -71,6 +71,9 @@ class ApiWriter:
         self._awaiting: dict[str, tuple[str, frozenset[str]]] = {}
         self._preempting_lock = threading.Lock()
         self._pool: ThreadPoolExecutor | None = None  # carries out preemptions (see PREEMPTION_WORKERS)
+        # Writes the event batches: a batch takes tens of milliseconds on a busy machine, and a nomination queued
+        # behind it is that much later for a competing replica (upstream's event broadcaster is its own goroutine).
+        self._events_pool: ThreadPoolExecutor | None = None
         # What the thread spent: kind -> [writes, seconds]; "preempt_queued": seconds preemptions waited in line.
         self._timings: dict[str, list[float]] = {}
 
@@ -175,6 +178,9 @@ class ApiWriter:
                             events.extend(rest[1])
                 if events:
                     self._flush_events(events)
+                if self._events_pool is not None:
+                    self._events_pool.shutdown(wait=True)
+                    self._events_pool = None
                 return
             kind, payload = item
             had = len(events)
@@ -208,7 +214,9 @@ class ApiWriter:
                 first = time.monotonic()
             if events and (kind == "flush" or len(events) >= _EVENT_BATCH
                            or time.monotonic() - first >= _EVENT_FLUSH_SECONDS):
-                self._flush_events(events)
+                if self._events_pool is None:
+                    self._events_pool = ThreadPoolExecutor(1, thread_name_prefix=f"{self.name}-events")
+                self._events_pool.submit(self._flush_events, events)
                 events = []
 
     def _preempt(self, payload: tuple[PodInfo, str, Sequence[Any], str]) -> None:
