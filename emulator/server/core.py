@@ -370,20 +370,17 @@ class ServerCore:
             out.append(result)
         return out
 
-    def update_status_and_delete_many(self, kind: Kind, targets: list[tuple[str | None, str, str]],
-                                      change: Callable[[Obj], Obj | None]) -> list[Obj | errors.StatusError]:
-        """For each (namespace, name, uid): a status patch, then a delete with the object's own grace period
-        and a uid precondition -- upstream's preemption of a victim (``PatchPodStatus`` with DisruptionTarget,
-        then ``DeletePod``), for all of them in three store round trips (read, status writes, deletes).
+    def patch_status_many(self, kind: Kind, targets: list[tuple[str | None, str, str]],
+                          change: Callable[[int, Obj], Obj | None]) -> list[Obj | errors.StatusError]:
+        """Status patches of many objects, (namespace, name, uid) each, in two store round trips (read, writes):
+        for internal writers that patch many objects at once (the scheduler's nominations, a preemption's victims).
 
-        ``change`` gets a copy of an object's status and returns the new one (None: no change). A status
-        write that loses a race to another writer is made again on the new object (a patch has no
-        resourceVersion precondition), as is a delete (:meth:`delete` plans it again). Returns, per target,
-        the object as the delete left it (deleted, or marked for graceful deletion) or its error: 404 when
-        it is gone, 409 when its uid is not ``uid`` (re-created under the same name).
+        ``change(i, current)`` gets target ``i``'s stored object (do not modify it) and returns its new status,
+        or None to leave it as it is. A write that loses a race to another writer is made again on the new object
+        (a patch has no resourceVersion precondition). Returns, per target, the object as it is after the call
+        or its error: 404 when it is gone, 409 when its uid is not ``uid`` (re-created under the same name).
         """
         out: list[Obj | errors.StatusError | None] = [None] * len(targets)
-        written: dict[int, Obj] = {}
         pending = list(range(len(targets)))
         for _ in range(_DELETE_ATTEMPTS):
             if not pending:
@@ -398,22 +395,41 @@ class ServerCore:
                         kind.plural, name, f"Precondition failed: UID in precondition: {uid}, UID in object "
                                            f"meta: {found}", kind.group)
                     continue
-                status = change({**(current.get("status") or {})})
+                status = change(i, current)
                 if status is None:
-                    written[i] = current
+                    out[i] = current
                 else:
                     writes.append((i, {**current, "status": status}))
             stored = self.store.update_many(kind, [obj for _, obj in writes]) if writes else []
-            pending = [i for (i, _), res in zip(writes, stored, strict=True)
-                       if isinstance(res, errors.StaleResourceVersion)]
+            pending = []
             for (i, _), res in zip(writes, stored, strict=True):
-                if isinstance(res, errors.StatusError):
-                    out[i] = None if i in pending else res
+                if isinstance(res, errors.StaleResourceVersion):
+                    pending.append(i)
                 else:
-                    written[i] = res
+                    out[i] = res
         for i in pending:
             out[i] = errors.conflict(kind.plural, targets[i][1], f"gave up after {_DELETE_ATTEMPTS} conflicting "
                                      "writes", kind.group)
+        return [res if res is not None else errors.internal("no outcome") for res in out]
+
+    def update_status_and_delete_many(self, kind: Kind, targets: list[tuple[str | None, str, str]],
+                                      change: Callable[[Obj], Obj | None]) -> list[Obj | errors.StatusError]:
+        """For each (namespace, name, uid): a status patch, then a delete with the object's own grace period
+        and a uid precondition -- upstream's preemption of a victim (``PatchPodStatus`` with DisruptionTarget,
+        then ``DeletePod``), for all of them in three store round trips (read, status writes, deletes).
+
+        ``change`` gets a copy of an object's status and returns the new one (None: no change); the patches are
+        :meth:`patch_status_many`'s. A delete that loses a race is made again on its own (:meth:`delete` plans it
+        against the stored object). Returns, per target, the object as the delete left it (deleted, or marked for
+        graceful deletion) or its error: 404 when it is gone, 409 when its uid is not ``uid``.
+        """
+        out: list[Obj | errors.StatusError | None] = []
+        written: dict[int, Obj] = {}
+        for i, res in enumerate(self.patch_status_many(
+                kind, targets, lambda _, current: change({**(current.get("status") or {})}))):
+            out.append(res if isinstance(res, errors.StatusError) else None)
+            if not isinstance(res, errors.StatusError):
+                written[i] = res
         # A Service's deletion releases its allocations: those go one by one (below), as does a changed object.
         plans = {i: self._deletion_plan(kind, obj, None, None, None) if kind is not SERVICE else _ONE_BY_ONE
                  for i, obj in written.items()}

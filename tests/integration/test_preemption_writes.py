@@ -14,8 +14,12 @@ from typing import Any
 import pytest
 
 from emulator.api import errors
-from emulator.api.kinds import POD
+from emulator.api.kinds import NODE, POD
 from emulator.clock import ManualClock, rfc3339
+from emulator.scheduler.api_writer import ApiWriter
+from emulator.scheduler.framework.types import PodInfo
+from emulator.scheduler.queue import SchedulingQueue
+from emulator.scheduler.scheduler import SchedulerOptions
 from emulator.server.core import ServerCore
 from tests import builders as b
 
@@ -156,3 +160,86 @@ def test_batches_work_after_redis_lost_the_commit_script(core: ServerCore) -> No
                                                        for p in pods], disruption)
     assert all(not isinstance(r, errors.StatusError) and has_condition(r) for r in results)
     assert [p["metadata"]["name"] for p in core.list(POD, "default").items] == []
+
+
+# ------------------------------------------------------------------ patch_status_many
+def test_patch_status_many_gives_each_object_its_outcome(core: ServerCore) -> None:
+    """Written, unchanged (the change says so: no write), gone (404) and re-created (409), in one batch."""
+    written = victim(core, "written")
+    same = victim(core, "same")
+    gone_uid = victim(core, "gone")["metadata"]["uid"]
+    core.delete(POD, "default", "gone", grace_period_seconds=0)
+    old_uid = victim(core, "recreated")["metadata"]["uid"]
+    core.delete(POD, "default", "recreated", grace_period_seconds=0)
+    victim(core, "recreated")
+    before = core.store.current_rv()
+    targets = [("default", "written", written["metadata"]["uid"]), ("default", "same", same["metadata"]["uid"]),
+               ("default", "gone", gone_uid), ("default", "recreated", old_uid)]
+    results = core.patch_status_many(POD, targets, lambda i, current: (
+        {**current["status"], "nominatedNodeName": "n2"} if i == 0 else None))
+    assert results[0]["status"]["nominatedNodeName"] == "n2"  # type: ignore[index]
+    assert core.get(POD, "default", "written")["status"]["nominatedNodeName"] == "n2"
+    assert results[1] == core.get(POD, "default", "same")  # as stored: nothing written
+    assert [(r.code if isinstance(r, errors.StatusError) else None) for r in results] == [None, None, 404, 409]
+    modified = [e.object["metadata"]["name"] for e in core.store.watch(POD, before).next_batch(timeout=1)]
+    assert modified == ["written"]
+
+
+# ------------------------------------------------------------------ the API writer's batch of failures
+def _writer(core: ServerCore, clock: ManualClock) -> ApiWriter:
+    return ApiWriter(core, name="kemu-scheduler-0", clock=clock, options=SchedulerOptions(),
+                     queue=SchedulingQueue(lambda a, b: True, clock=clock, name="test"))
+
+
+MESSAGE = "0/3 nodes are available: 3 Insufficient cpu."
+
+
+def _pending(core: ServerCore, name: str) -> PodInfo:
+    return PodInfo(core.create(POD, b.pod(name)))
+
+
+def _bind(core: ServerCore, info: PodInfo) -> None:
+    core.create(NODE, b.node("n2"))
+    core.bind("default", info.name, "n2")
+
+
+@pytest.mark.parametrize(("setup", "want"), [
+    (lambda core, info: None, "nominated"),  # PodScheduled=False and the nomination, and the event
+    (_bind, "bound"),  # bound since the scheduler saw it: the failure is history (no write, no event)
+    (lambda core, info: core.delete(POD, "default", info.name), "gone"),  # no event
+], ids=["nominated", "bound-meanwhile", "gone"])
+def test_failures_written_in_one_batch_as_one_by_one(core: ServerCore, clock: ManualClock, setup: Any,
+                                                     want: str) -> None:
+    """A batch of failures (the case's pod between two plain ones) ends as ``_write_failure`` one by one would
+    leave each: the nomination written unless the pod was bound or deleted since the scheduler saw it, and a
+    FailedScheduling event only for the pods still pending."""
+    writer = _writer(core, clock)
+    infos = [_pending(core, name) for name in ("first", "case", "last")]
+    setup(core, infos[1])
+    events = writer._write_failures([(info, "default-scheduler", "Unschedulable", MESSAGE, "n1", False)
+                                     for info in infos])
+    assert sorted(e["involvedObject"]["name"] for e in events) == sorted(
+        ["first", "last"] + (["case"] if want == "nominated" else []))
+    assert all(e["reason"] == "FailedScheduling" and e["message"] == MESSAGE for e in events)
+    for name in ("first", "last") if want != "nominated" else ("first", "case", "last"):
+        status = core.get(POD, "default", name)["status"]
+        assert status["nominatedNodeName"] == "n1"
+        [scheduled] = [c for c in status["conditions"] if c["type"] == "PodScheduled"]
+        assert (scheduled["status"], scheduled["reason"], scheduled["message"]) == ("False", "Unschedulable",
+                                                                                     MESSAGE)
+    if want == "bound":
+        pod = core.get(POD, "default", "case")
+        assert pod["spec"]["nodeName"] == "n2" and "nominatedNodeName" not in pod["status"]
+    if want == "gone":
+        assert "case" not in [p["metadata"]["name"] for p in core.list(POD, "default").items]
+
+
+def test_the_later_of_two_nominations_of_a_pod_in_one_batch_wins(core: ServerCore, clock: ManualClock) -> None:
+    writer = _writer(core, clock)
+    info = _pending(core, "p")
+    other = _pending(core, "q")
+    writer._write_failures([(info, "default-scheduler", "Unschedulable", MESSAGE, "n1", False),
+                            (other, "default-scheduler", "Unschedulable", MESSAGE, "n3", False),
+                            (info, "default-scheduler", "Unschedulable", MESSAGE, "n2", False)])
+    assert core.get(POD, "default", "p")["status"]["nominatedNodeName"] == "n2"
+    assert core.get(POD, "default", "q")["status"]["nominatedNodeName"] == "n3"
