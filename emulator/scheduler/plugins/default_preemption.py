@@ -190,7 +190,8 @@ def _pick_key(candidate: Candidate) -> tuple[int, int, int, int, float]:
     priorities = [p.priority for p in pods]
     top = max(priorities)
     total = sum(priorities) + len(pods) * (_MAX_INT32 + 1)
-    earliest = min([pod_start_time(p) for p in pods if p.priority == top])
+    starts = [p.memo_cache.get(_START_KEY) for p in pods if p.priority == top]  # memoised by the dry run's sort
+    earliest = min(starts if None not in starts else [pod_start_time(p) for p in pods if p.priority == top])
     return (-candidate.victims.num_pdb_violations, -pods[0].priority, -total, -len(pods), earliest)
 
 
