@@ -84,6 +84,7 @@ __all__ = [
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # framework.go maxTimeout
 
+assert MIN_NODE_SCORE == 0  # run_score_plugins' range check relies on it
 _FEW_NODES = 8  # filtering fewer nodes than this, their nominated pods are looked up one by one
 
 
@@ -376,18 +377,21 @@ class Framework(SchedulingAlgorithm):
     def run_score_plugins(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                           nodes: np.ndarray) -> NodeScores:
         """Score, normalise, range-check and weight (``RunScorePlugins``). Raises SchedulingError on a failure."""
-        totals = np.zeros(len(nodes), dtype=np.int64)
+        totals: np.ndarray | None = None
         per_plugin: dict[str, np.ndarray] = {}
         for plugin in self._points["score"]:
             name = plugin.name
             if name in state.skip_score_plugins:
                 continue
+            normalize = self._normalize.get(name)
             score_all = self._score_all.get(name) if self.vectorised else None
             if score_all is not None:
                 result = score_all(state, pod, snapshot, nodes)
                 if isinstance(result, Status):
                     raise SchedulingError(Status.error(f"plugin {name!r} failed with: {result.message}", name))
-                scores = np.array(result, dtype=np.int64)
+                # NormalizeScore rescales in place: then the plugin's array (maybe memoised) is copied first.
+                scores = np.array(result, dtype=np.int64) if normalize is not None \
+                    else np.asarray(result, dtype=np.int64)
             else:
                 scores = np.empty(len(nodes), dtype=np.int64)
                 for t, i in enumerate(nodes.tolist()):
@@ -395,18 +399,25 @@ class Framework(SchedulingAlgorithm):
                     if not is_success(status):
                         raise SchedulingError(Status.error(f"plugin {name!r} failed with: {status.message}", name))  # type: ignore[union-attr]
                     scores[t] = value
-            normalize = self._normalize.get(name)
             if normalize is not None:
                 status = normalize(state, pod, scores)
                 if not is_success(status):
                     raise SchedulingError(Status.error(f"plugin {name!r} failed with: {status.message}", name))  # type: ignore[union-attr]
-            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
+            # One reduction checks both ends: seen unsigned, a negative score is above MAX_NODE_SCORE too.
+            if len(scores) and scores.view(np.uint64).max() > MAX_NODE_SCORE:
                 bad = int(scores[(scores > MAX_NODE_SCORE) | (scores < MIN_NODE_SCORE)][0])
                 raise SchedulingError(Status.error(
                     f"plugin {name!r} returns an invalid score {bad}, it should in the range of "
                     f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing", name))
             per_plugin[name] = scores
-            totals += scores * self.score_weights[name]
+            weight = self.score_weights[name]
+            weighted = scores if weight == 1 else scores * weight
+            if totals is None:
+                totals = weighted.copy() if weighted is scores else weighted
+            else:
+                totals += weighted
+        if totals is None:
+            totals = np.zeros(len(nodes), dtype=np.int64)
         return NodeScores(nodes, totals, per_plugin, dict(self.score_weights))
 
     # ------------------------------------------------------------------ Reserve .. PostBind

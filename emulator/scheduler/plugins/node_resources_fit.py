@@ -39,6 +39,7 @@ from emulator.scheduler.framework.interface import (
     PreFilterResult,
     Rejection,
     Status,
+    all_pass,
 )
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, NodeInfo, PodInfo
@@ -51,6 +52,7 @@ from emulator.scheduler.plugins.resource_allocation import (
     least_allocated_scorer,
     most_allocated_scorer,
     node_amounts,
+    nodes_amount_rows,
     nodes_amounts,
     parse_resources,
     parse_shape,
@@ -87,6 +89,8 @@ class NodeResourcesFit:
         self.resources = resources
         self.ignored = ignored
         self.ignored_groups = ignored_groups
+        # _checked depends on the pod and these settings only: memoised on the pod under a key naming them.
+        self._checked_key = f"{NAME}/checked/{sorted(ignored)}/{sorted(ignored_groups)}"
 
     # -- PreFilter / Filter ----------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo,
@@ -131,15 +135,20 @@ class NodeResourcesFit:
         return Status(code, *(r.reason for r in insufficient))
 
     def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
-        too_many = snapshot.pod_counts + 1 > snapshot.allowed_pods
-        reasons = [Rejection(TOO_MANY_PODS, too_many)] if too_many.any() else []
-        failed = too_many.copy()
-        for name, amount in self._checked(pod):
+        too_many = snapshot.pod_counts >= snapshot.allowed_pods  # pods + 1 > allowed
+        reasons = []
+        failed = None
+        if too_many.any():
+            reasons.append(Rejection(TOO_MANY_PODS, too_many))
+            failed = too_many
+        for name, amount in pod.memo(self._checked_key, self._checked):
             allocatable = snapshot.allocatable(name)
-            short = amount > allocatable - snapshot.requested(name)
+            short = allocatable - snapshot.requested(name) < amount
             if short.any():
                 reasons.append(Rejection(f"Insufficient {name}", short, unresolvable=amount > allocatable))
-                failed |= short
+                failed = short if failed is None else failed | short
+        if failed is None:
+            return all_pass(snapshot.num_nodes)
         return FilterVerdict(~failed, tuple(reasons))
 
     # -- PreScore / Score ------------------------------------------------------------------------------
@@ -158,8 +167,13 @@ class NodeResourcesFit:
         return self.scorer.one([p[1] for p in pairs], [p[0] for p in pairs]), None
 
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        alloc, req = nodes_amounts(snapshot, nodes, self.resources, self._pod_requests(state, pod),
-                                   use_requested=False)
+        requests = self._pod_requests(state, pod)
+        if self.scorer.rows is not None:
+            rows = nodes_amount_rows(snapshot, nodes, self.resources, requests, use_requested=False)
+            scores = None if rows is None else self.scorer.rows(rows[1], rows[0])
+            if scores is not None:
+                return scores
+        alloc, req = nodes_amounts(snapshot, nodes, self.resources, requests, use_requested=False)
         return self.scorer.many(req, alloc)
 
 
