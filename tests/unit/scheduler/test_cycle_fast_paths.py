@@ -1,0 +1,264 @@
+"""The scheduling cycle's fast paths give exactly what the general path (and upstream's formula) gives.
+
+Each fast path skips numpy calls for the usual case -- many tied nodes in
+``select_host``, cpu+memory on every node for the resource scorers, nothing
+rejected by NodeResourcesFit -- and must not change a node choice, a score,
+a reason or the random generator's state.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+import numpy as np
+import pytest
+
+from emulator.scheduler import in_tree_registry, new_framework
+from emulator.scheduler.framework.interface import Code, CycleState, Status
+from emulator.scheduler.framework.profile import PluginRef, PluginSet, Profile
+from emulator.scheduler.framework.runtime import Framework
+from emulator.scheduler.framework.snapshot import Snapshot
+from emulator.scheduler.framework.types import PodInfo, ScheduleResult, SchedulingError
+from emulator.scheduler.framework.visiting import select_host
+from emulator.scheduler.plugins import node_resources_fit
+from emulator.scheduler.plugins.resource_allocation import (
+    balanced_scorer,
+    least_allocated_scorer,
+    nodes_amount_rows,
+    parse_resources,
+)
+from tests.builders import req_pod, sched_node
+
+# -- select_host ------------------------------------------------------------------------------------------------
+
+
+def _reservoir(nodes: np.ndarray, totals: np.ndarray, rng: random.Random) -> int:
+    """Upstream ``selectHost``: the k-th tied node replaces the choice with probability 1/k, one draw per tie."""
+    best = max(totals.tolist())
+    ties = [i for i, t in enumerate(totals.tolist()) if t == best]
+    chosen = ties[0]
+    for k, t in enumerate(ties[1:], start=2):
+        if rng.random() * k < 1:
+            chosen = t
+    return int(nodes[chosen])
+
+
+class _OwnRandom(random.Random):
+    """A generator whose draws select_host must take one by one (it cannot know how they are made)."""
+
+
+@pytest.mark.parametrize("ties", [1, 2, 15, 16, 17, 100, 230, 500, 2999], ids=lambda n: f"{n}-ties")
+@pytest.mark.parametrize("seed", [0, 1, 7, 2024])
+@pytest.mark.parametrize("rng_type", [random.Random, _OwnRandom], ids=["Random", "subclass"])
+def test_select_host_draws_as_upstreams_loop(ties, seed, rng_type):
+    layout = random.Random(seed * 7919 + ties)
+    others = ties // 3 + 5
+    totals = np.asarray([300] * ties + [layout.randrange(0, 300) for _ in range(others)], dtype=np.int64)
+    layout.shuffle(totals)  # ties spread among lower scores
+    nodes = np.arange(len(totals), dtype=np.intp) * 3 + 11
+    ours, theirs = rng_type(seed), random.Random(seed)
+    assert select_host(nodes, totals, ours) == _reservoir(nodes, totals, theirs)
+    assert ours.getstate() == theirs.getstate()  # the same number of draws: later choices stay the same too
+
+
+def test_select_host_over_many_ties_is_uniform():
+    nodes = np.arange(40, dtype=np.intp)
+    totals = np.zeros(40, dtype=np.int64)
+    rng = random.Random(3)
+    counts = np.bincount([select_host(nodes, totals, rng) for _ in range(8000)], minlength=40)
+    assert counts.min() > 120 and counts.max() < 290, counts  # 200 expected each
+
+
+# -- resource scorers: the row forms ------------------------------------------------------------------------------
+
+
+def least(requested: int, allocatable: int) -> int:
+    """least_allocated.go leastRequestedScore."""
+    return 0 if requested > allocatable else (allocatable - requested) * 100 // allocatable
+
+
+def balanced(fractions: list[float]) -> int:
+    """balanced_allocation.go for two resources: (1 - |f1 - f2| / 2) * 100, fractions capped at 1, truncated."""
+    std = abs((fractions[0] - fractions[1]) / 2)
+    return int((1 - std) * 100.0)
+
+
+# Nodes as ((cpu alloc, memory alloc), (cpu requested, memory requested)), the pod included.
+ROW_CASES: dict[str, list[tuple[tuple[int, int], tuple[int, int]]]] = {
+    "empty-nodes": [((4000, 32 * 2**30), (100, 500 * 2**20)), ((8000, 64 * 2**30), (100, 500 * 2**20))],
+    "part-full": [((4000, 10000), (3700, 10)), ((4000, 10000), (1, 9999)), ((3, 7), (1, 5)), ((4000, 10000), (0, 0))],
+    "over-committed": [((4000, 10000), (4500, 100)), ((4000, 10000), (4000, 10001)), ((1000, 1000), (9999, 9999))],
+    "exact-fit": [((4000, 10000), (4000, 10000)), ((999, 333), (333, 111))],
+}
+
+
+@pytest.mark.parametrize("nodes", list(ROW_CASES.values()), ids=list(ROW_CASES))
+@pytest.mark.parametrize("weights", [(1, 1), (3, 1), (1, 100)], ids=["w1-1", "w3-1", "w1-100"])
+def test_least_allocated_rows_match_the_formula(nodes, weights):
+    scorer = least_allocated_scorer(parse_resources([{"name": "cpu", "weight": weights[0]},
+                                                     {"name": "memory", "weight": weights[1]}]))
+    alloc = [np.asarray([a[r] for a, _ in nodes], dtype=np.int64) for r in (0, 1)]
+    req = [np.asarray([q[r] for _, q in nodes], dtype=np.int64) for r in (0, 1)]
+    expected = [sum(least(q[r], a[r]) * weights[r] for r in (0, 1)) // sum(weights) for a, q in nodes]
+    assert scorer.rows is not None
+    assert scorer.rows(req, alloc).tolist() == expected
+    assert scorer.many(np.stack(req), np.stack(alloc)).tolist() == expected
+
+
+@pytest.mark.parametrize("nodes", list(ROW_CASES.values()), ids=list(ROW_CASES))
+def test_balanced_rows_match_the_formula(nodes):
+    scorer = balanced_scorer()
+    alloc = [np.asarray([a[r] for a, _ in nodes], dtype=np.int64) for r in (0, 1)]
+    req = [np.asarray([q[r] for _, q in nodes], dtype=np.int64) for r in (0, 1)]
+    expected = [balanced([min(q[r] / a[r], 1.0) for r in (0, 1)]) for a, q in nodes]
+    assert scorer.rows is not None
+    assert scorer.rows(req, alloc).tolist() == expected
+    assert scorer.many(np.stack(req), np.stack(alloc)).tolist() == expected
+
+
+def test_row_forms_decline_what_they_do_not_cover():
+    zero = [np.asarray([4000, 0], dtype=np.int64), np.asarray([100, 100], dtype=np.int64)]
+    some = [np.asarray([10, 10], dtype=np.int64), np.asarray([10, 10], dtype=np.int64)]
+    assert least_allocated_scorer(parse_resources(None)).rows(some, zero) is None  # a node without the resource
+    assert balanced_scorer().rows(some, zero) is None
+    three = [some[0], some[0], some[0]]
+    assert balanced_scorer().rows(three, three) is None  # more than two fractions: the population std form
+    snapshot = Snapshot.build([sched_node("a", **{"nvidia.com/gpu": "8"})])
+    resources = parse_resources([{"name": "cpu"}, {"name": "nvidia.com/gpu"}])
+    assert nodes_amount_rows(snapshot, np.asarray([0]), resources, [100, 1], use_requested=False) is None
+
+
+# -- the default profile end to end: vectorised (fast paths) against per node ----------------------------------------
+
+
+def _cluster(seed: int, n: int) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    rng = random.Random(seed)
+    nodes, bound = [], []
+    for i in range(n):
+        cpu = rng.choice(("2", "4", "8"))
+        node = sched_node(f"n{i:03d}", cpu=cpu, memory=rng.choice(("4Gi", "8Gi", "32Gi")),
+                          pods=str(rng.choice((3, 5, 110))))
+        nodes.append(node)
+        for j in range(rng.randrange(0, 4)):
+            p = req_pod(f"b{i}-{j}", rng.choice(("100m", "500m", "900m", "1500m")),
+                        rng.choice(("128Mi", "500Mi", "2Gi")))
+            p["spec"]["nodeName"] = node["metadata"]["name"]
+            bound.append(p)
+    return nodes, bound
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4], ids=lambda s: f"seed{s}")
+@pytest.mark.parametrize("n", [12, 140], ids=lambda n: f"{n}-nodes")
+def test_default_profile_fast_paths_place_and_reject_as_the_per_node_path(seed, n):
+    nodes, bound = _cluster(seed, n)
+    stream = [req_pod(f"p{i}", random.Random(seed + i).choice(("100m", "1", "3")),
+                      random.Random(seed - i).choice(("100Mi", "1Gi", "20Gi"))) for i in range(40)]
+    runs = {}
+    for vectorised in (True, False):
+        snapshot = Snapshot.build(nodes, bound)
+        fw = new_framework(rng=random.Random(seed), vectorised=vectorised)
+        log = []
+        for raw in stream:
+            info = PodInfo.of(raw)
+            result = fw.schedule_one(info, snapshot)
+            if isinstance(result, ScheduleResult):
+                snapshot.assume(info, result.node_index)
+                log.append(("placed", result.node, result.evaluated, result.feasible))
+            else:
+                statuses = sorted((name, s.code, s.plugin, tuple(s.reasons))
+                                  for name, s in result.diagnosis.node_to_status.items())
+                log.append(("unschedulable", result.message, tuple(statuses)))
+        runs[vectorised] = (log, fw.rng.getstate())
+    assert runs[True] == runs[False]
+    assert any(entry[0] == "placed" for entry in runs[True][0])
+
+
+@pytest.mark.parametrize("seed", [5, 6], ids=lambda s: f"seed{s}")
+def test_default_profile_scores_equal_the_per_node_scores(seed):
+    nodes, bound = _cluster(seed, 60)
+    snapshot = Snapshot.build(nodes, bound)
+    pod = PodInfo.of(req_pod("p", "200m", "300Mi"))
+    scores = {}
+    for vectorised in (True, False):
+        fw = new_framework(rng=random.Random(seed), vectorised=vectorised)
+        state = CycleState()
+        feasible, _ = fw.find_nodes_that_fit(state, pod, snapshot)
+        result = fw.prioritize_nodes(state, pod, snapshot, feasible)
+        scores[vectorised] = (result.nodes.tolist(), result.totals.tolist(),
+                              {k: v.tolist() for k, v in result.plugin_scores.items()})
+    assert scores[True] == scores[False]
+
+
+# -- NodeResourcesFit's Filter ------------------------------------------------------------------------------------
+
+# (node kwargs, bound pods' (cpu, memory), the pod's (cpu, memory)) and the per-node Filter's answer.
+FIT_CASES = {
+    "fits": ({"cpu": "4", "memory": "4Gi"}, [("1", "1Gi")], ("1", "1Gi")),
+    "short-cpu": ({"cpu": "4", "memory": "4Gi"}, [("3500m", "1Gi")], ("1", "1Gi")),
+    "short-both": ({"cpu": "4", "memory": "4Gi"}, [("3500m", "3900Mi")], ("1", "1Gi")),
+    "too-big": ({"cpu": "4", "memory": "4Gi"}, [], ("5", "1Gi")),
+    "too-many-pods": ({"cpu": "4", "memory": "4Gi", "pods": "1"}, [("1", "1Gi")], ("1", "1Gi")),
+    "all-three": ({"cpu": "2", "memory": "2Gi", "pods": "1"}, [("2", "2Gi")], ("3", "1Gi")),
+}
+
+
+@pytest.mark.parametrize("case", list(FIT_CASES), ids=list(FIT_CASES))
+def test_fit_filter_all_reports_what_the_per_node_filter_reports(case):
+    node_kw, bound_requests, (cpu, memory) = FIT_CASES[case]
+    nodes = [sched_node("fine", cpu="64", memory="64Gi"), sched_node("x", **node_kw)]
+    bound = []
+    for j, (c, m) in enumerate(bound_requests):
+        p = req_pod(f"b{j}", c, m)
+        p["spec"]["nodeName"] = "x"
+        bound.append(p)
+    snapshot = Snapshot.build(nodes, bound)
+    plugin = node_resources_fit.new(None)
+    pod = PodInfo.of(req_pod("p", cpu, memory))
+    verdict = plugin.filter_all(CycleState(), pod, snapshot)
+    for i in range(snapshot.num_nodes):
+        expected = plugin.filter(CycleState(), pod, snapshot.node_info(i))
+        assert bool(verdict.mask[i]) == (expected is None)
+        if expected is not None:
+            got = verdict.status_for(i, plugin.name)
+            assert (got.code, got.reasons) == (expected.code, expected.reasons)
+    assert verdict.passes_all == (case == "fits")
+
+
+def test_fit_filter_reasons_follow_upstreams_order_and_codes():
+    # fit.go fitsRequest: pods first, then cpu, memory; a request above the whole allocatable is unresolvable.
+    node_kw, bound_requests, (cpu, memory) = FIT_CASES["all-three"]
+    node = sched_node("x", **node_kw)
+    p = req_pod("b0", *bound_requests[0])
+    p["spec"]["nodeName"] = "x"
+    snapshot = Snapshot.build([node], [p])
+    verdict = node_resources_fit.new(None).filter_all(CycleState(), PodInfo.of(req_pod("p", cpu, memory)), snapshot)
+    status = verdict.status_for(0, "NodeResourcesFit")
+    assert status.reasons == ["Too many pods", "Insufficient cpu", "Insufficient memory"]
+    assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE  # 3 cpu > 2 allocatable
+
+
+# -- Score's range check ------------------------------------------------------------------------------------------
+
+
+class _Negative:
+    name = "Negative"
+
+    def score(self, state: CycleState, pod: PodInfo, node: Any) -> tuple[int, Status | None]:
+        return -1, None
+
+    def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
+        return np.full(len(nodes), -1, dtype=np.int64)
+
+
+@pytest.mark.parametrize("vectorised", [True, False], ids=["vectorised", "per-node"])
+def test_a_negative_score_is_out_of_range(vectorised):
+    registry = in_tree_registry()
+    registry.register("Negative", lambda args, handle: _Negative())
+    profile = Profile(points={"score": PluginSet([PluginRef("Negative")])},
+                      multi_point=PluginSet([PluginRef("NodeResourcesFit")]))
+    fw = Framework(registry, profile, vectorised=vectorised)
+    with pytest.raises(SchedulingError) as caught:
+        fw.schedule_one(req_pod("p"), Snapshot.build([sched_node("a"), sched_node("b")]))
+    assert str(caught.value) == ("plugin 'Negative' returns an invalid score -1, it should in the range of "
+                                 "[0, 100] after normalizing")
