@@ -78,6 +78,78 @@ class InsufficientResource:
     unresolvable: bool
 
 
+_SLOTS = "pods"  # Headroom's key for the pod slots (allowed pods - pods), next to resource names
+_NO_NODES = 2**62  # the least room over no nodes at all: any request fits "every" node
+_FEW_CHANGES = 64  # more changed nodes than this since the last look: start over instead of walking them
+
+
+class Headroom:
+    """The least free room of any node, per resource, over one snapshot object as its owner assumes and forgets pods.
+
+    Not upstream's: a shortcut for NodeResourcesFit's Filter. A pod asking for
+    no more of each resource than every node has free, and for one pod slot
+    when every node has one, is rejected by no node -- the verdict is known
+    without looking at each node. The bounds are exact when computed and then
+    kept as *lower* bounds while the snapshot logs the nodes whose pods
+    changed in place (``Snapshot.changed_nodes_since``): a bound drops to a
+    changed node's free room when that is lower, and is left as it is when a
+    pod left (still a bound, if a loose one). Bounds are computed only for a
+    snapshot object seen before whose changes are logged -- the scheduler's
+    own, cycle after cycle -- not for one-off forks and what-if views (their
+    columns change without a log: ``Snapshot.columns_changed``). When the
+    shortcut does not decide, the Filter judges every node as before.
+    """
+
+    __slots__ = ("_state",)
+
+    def __init__(self) -> None:
+        # (snapshot, generation, bounds or None = none kept): replaced as a whole, never changed in place.
+        self._state: tuple[Snapshot | None, int, dict[str, int] | None] = (None, -1, None)
+
+    def _bounds(self, snapshot: Snapshot) -> dict[str, int] | None:
+        known, generation, bounds = self._state
+        if known is snapshot and generation == snapshot.generation:
+            return bounds
+        changed = snapshot.changed_nodes_since(generation) if known is snapshot else None
+        if changed is None or len(changed) > _FEW_CHANGES:
+            bounds = {} if changed is not None else None
+        elif bounds is None:
+            bounds = {}
+        elif changed:
+            nodes = list(set(changed))
+            bounds = {name: min(bound, int(_free(snapshot, name, nodes).min())) for name, bound in bounds.items()}
+        self._state = (snapshot, snapshot.generation, bounds)
+        return bounds
+
+    def fits_everywhere(self, snapshot: Snapshot, requests: list[tuple[str, int]]) -> bool:
+        """Whether every node surely has a pod slot and at least ``amount`` free of each (resource, amount);
+        False also when that is not known."""
+        bounds = self._bounds(snapshot)
+        if bounds is None:
+            return False
+        for name, amount in ((_SLOTS, 1), *requests):
+            bound = bounds.get(name)
+            if bound is None:
+                free = _free(snapshot, name)
+                bound = int(free.min()) if len(free) else _NO_NODES
+                bounds = {**bounds, name: bound}
+                self._state = (snapshot, snapshot.generation, bounds)
+            if bound < amount:
+                return False
+        return True
+
+
+def _free(snapshot: Snapshot, name: str, nodes: list[int] | None = None) -> np.ndarray:
+    """Free room per node (of ``nodes``, default all): pod slots for ``_SLOTS``, else allocatable - requested."""
+    if name == _SLOTS:
+        if nodes is None:
+            return snapshot.allowed_pods - snapshot.pod_counts  # type: ignore[no-any-return]
+        return snapshot.allowed_pods[nodes] - snapshot.pod_counts[nodes]  # type: ignore[no-any-return]
+    if nodes is None:
+        return snapshot.allocatable(name) - snapshot.requested(name)  # type: ignore[no-any-return]
+    return snapshot.allocatable(name)[nodes] - snapshot.requested(name)[nodes]  # type: ignore[no-any-return]
+
+
 class NodeResourcesFit:
     """Filter on free resources, score by the configured allocation strategy."""
 
@@ -91,6 +163,7 @@ class NodeResourcesFit:
         self.ignored_groups = ignored_groups
         # _checked depends on the pod and these settings only: memoised on the pod under a key naming them.
         self._checked_key = f"{NAME}/checked/{sorted(ignored)}/{sorted(ignored_groups)}"
+        self.headroom = Headroom()
 
     # -- PreFilter / Filter ----------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo,
@@ -135,13 +208,16 @@ class NodeResourcesFit:
         return Status(code, *(r.reason for r in insufficient))
 
     def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
+        checked = pod.memo(self._checked_key, self._checked)
+        if self.headroom.fits_everywhere(snapshot, checked):
+            return all_pass(snapshot.num_nodes)
         too_many = snapshot.pod_counts >= snapshot.allowed_pods  # pods + 1 > allowed
         reasons = []
         failed = None
         if too_many.any():
             reasons.append(Rejection(TOO_MANY_PODS, too_many))
             failed = too_many
-        for name, amount in pod.memo(self._checked_key, self._checked):
+        for name, amount in checked:
             allocatable = snapshot.allocatable(name)
             short = allocatable - snapshot.requested(name) < amount
             if short.any():

@@ -262,3 +262,73 @@ def test_a_negative_score_is_out_of_range(vectorised):
         fw.schedule_one(req_pod("p"), Snapshot.build([sched_node("a"), sched_node("b")]))
     assert str(caught.value) == ("plugin 'Negative' returns an invalid score -1, it should in the range of "
                                  "[0, 100] after normalizing")
+
+
+# -- NodeResourcesFit's headroom shortcut ---------------------------------------------------------------------------
+
+
+def _verdict_view(verdict: Any, plugin: Any, n: int) -> list[tuple[bool, Any]]:
+    """Per node: passes, and the status the verdict gives a rejected node (code and reasons)."""
+    out = []
+    for i in range(n):
+        if verdict.mask[i]:
+            out.append((True, None))
+        else:
+            status = verdict.status_for(i, plugin.name)
+            out.append((False, (status.code, tuple(status.reasons))))
+    return out
+
+
+# Steps on a 4-node cluster (2 cpu, 2Gi, 3 pod slots each): ("assume", pod name, cpu, memory, node) /
+# ("forget", pod name, node), and the incoming pod's (cpu, memory) checked after every step.
+HEADROOM_CASES = {
+    "fill-one-node": ([("assume", "a", "1", "1Gi", 0), ("assume", "b", "900m", "100Mi", 0),
+                       ("assume", "c", "100m", "100Mi", 0)], ("100m", "100Mi")),
+    "fill-then-free": ([("assume", "a", "1900m", "1Gi", 2), ("forget", "a", 2), ("assume", "b", "1", "1Gi", 2),
+                        ("forget", "b", 2)], ("200m", "1Gi")),
+    "slots-run-out": ([("assume", f"p{i}", "10m", "10Mi", 3) for i in range(4)], ("10m", "10Mi")),
+    "memory-then-cpu": ([("assume", "m", "100m", "1900Mi", 1), ("assume", "c", "1950m", "1Mi", 3),
+                         ("forget", "m", 1)], ("100m", "200Mi")),
+    "too-big-anyway": ([("assume", "a", "1", "1Gi", 0)], ("3", "1Gi")),
+}
+
+
+@pytest.mark.parametrize("case", list(HEADROOM_CASES), ids=list(HEADROOM_CASES))
+def test_fit_headroom_keeps_the_verdicts_of_a_fresh_filter(case):
+    steps, (cpu, memory) = HEADROOM_CASES[case]
+    snapshot = Snapshot.build([sched_node(f"n{i}", cpu="2", memory="2Gi", pods="3") for i in range(4)])
+    incoming = PodInfo.of(req_pod("incoming", cpu, memory))
+    kept = node_resources_fit.new(None)  # sees the snapshot object every step, as a scheduler's cycle does
+    kept.filter_all(CycleState(), incoming, snapshot)
+    placed: dict[str, PodInfo] = {}
+    for step in steps:
+        if step[0] == "assume":
+            _, name, c, m, node = step
+            placed[name] = snapshot.assume(req_pod(name, c, m), node)
+        else:
+            _, name, node = step
+            snapshot.forget(placed.pop(name), node)
+        for _ in range(2):  # the second look takes the kept bounds
+            ours = kept.filter_all(CycleState(), incoming, snapshot)
+            fresh = node_resources_fit.new(None).filter_all(CycleState(), incoming, snapshot)
+            assert _verdict_view(ours, kept, 4) == _verdict_view(fresh, kept, 4)
+            per_node = [node_resources_fit.new(None).filter(CycleState(), incoming, snapshot.node_info(i))
+                        for i in range(4)]
+            assert [v[0] for v in _verdict_view(ours, kept, 4)] == [s is None for s in per_node]
+
+
+def test_fit_headroom_is_not_fooled_by_what_if_columns():
+    # Preemption's dry run and the nominated-pods pass change a view's requested columns in place (no log).
+    from emulator.scheduler.framework.overlay import RequestOverlay
+
+    snapshot = Snapshot.build([sched_node(f"n{i}", cpu="2", memory="2Gi", pods="3") for i in range(3)])
+    incoming = PodInfo.of(req_pod("incoming", "1", "1Gi"))
+    plugin = node_resources_fit.new(None)
+    overlay = RequestOverlay(snapshot)
+    for _ in range(2):
+        assert plugin.filter_all(CycleState(), incoming, overlay.snapshot).mask.tolist() == [True] * 3
+    overlay.add([1], {"cpu": np.asarray([1500])}, np.asarray([1]), +1)
+    for _ in range(2):
+        assert plugin.filter_all(CycleState(), incoming, overlay.snapshot).mask.tolist() == [True, False, True]
+    overlay.add([1], {"cpu": np.asarray([1500])}, np.asarray([1]), -1)
+    assert plugin.filter_all(CycleState(), incoming, overlay.snapshot).mask.tolist() == [True] * 3
