@@ -114,6 +114,10 @@ class SchedulingAlgorithm:
         vec = [j for j, v in enumerate(verdicts) if v is not None and not v.passes_all]
         per_node = [j for j, v in enumerate(verdicts) if v is None]
         masks = [verdicts[j].mask for j in vec]  # type: ignore[union-attr]
+        if not masks and not per_node and first_pass is None:
+            # Nothing rejects any node (the usual case on a roomy cluster): the first ``wanted`` in visiting order.
+            return rotated(candidates, n, start)[:wanted] if candidates is not None or wanted >= n \
+                else (np.arange(start, start + wanted, dtype=np.intp) % n)
         if not masks:
             passes = np.ones(snapshot.num_nodes, dtype=bool)
         else:

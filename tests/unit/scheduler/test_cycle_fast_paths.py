@@ -332,3 +332,26 @@ def test_fit_headroom_is_not_fooled_by_what_if_columns():
         assert plugin.filter_all(CycleState(), incoming, overlay.snapshot).mask.tolist() == [True, False, True]
     overlay.add([1], {"cpu": np.asarray([1500])}, np.asarray([1]), -1)
     assert plugin.filter_all(CycleState(), incoming, overlay.snapshot).mask.tolist() == [True] * 3
+
+
+@pytest.mark.parametrize("n", [50, 130, 260], ids=lambda n: f"{n}-nodes")
+def test_a_cluster_where_every_node_fits_is_visited_round_robin_as_per_node(n):
+    # numFeasibleNodesToFind: all below 100 nodes, else max(5, 50 - n/125) % but at least 100.
+    nodes = [sched_node(f"n{i:03d}", cpu="64", memory="256Gi") for i in range(n)]
+    runs = {}
+    for vectorised in (True, False):
+        snapshot = Snapshot.build(nodes)
+        fw = new_framework(rng=random.Random(n), vectorised=vectorised)
+        log = []
+        for i in range(12):
+            info = PodInfo.of(req_pod(f"p{i}", "100m", "100Mi"))
+            result = fw.schedule_one(info, snapshot)
+            assert isinstance(result, ScheduleResult)
+            snapshot.assume(info, result.node_index)
+            log.append((result.node, result.evaluated, result.feasible, fw.next_start_node_index))
+        runs[vectorised] = log
+    assert runs[True] == runs[False]
+    wanted = n if n < 100 else max(n * max(5, 50 - n // 125) // 100, 100)
+    assert [entry[2] for entry in runs[True]] == [wanted] * 12
+    # schedule_one.go: nextStartNodeIndex advances by the nodes processed (the feasible ones, nothing rejected).
+    assert [entry[3] for entry in runs[True]] == [(wanted * (k + 1)) % n for k in range(12)]
