@@ -100,17 +100,26 @@ class Headroom:
     shortcut does not decide, the Filter judges every node as before.
     """
 
-    __slots__ = ("_state",)
+    __slots__ = ("_states",)
+
+    _KEPT = 2  # the scheduler's snapshot, and the what-if view it makes in the same cycle (nominated pods)
 
     def __init__(self) -> None:
-        # (snapshot, generation, bounds or None = none kept): replaced as a whole, never changed in place.
-        self._state: tuple[Snapshot | None, int, dict[str, int] | None] = (None, -1, None)
+        # Most recent first: (snapshot, generation, bounds or None = none kept); tuples are never changed in place.
+        self._states: list[tuple[Snapshot, int, dict[str, int] | None]] = []
+
+    def _keep(self, snapshot: Snapshot, bounds: dict[str, int] | None) -> None:
+        others = [s for s in self._states if s[0] is not snapshot]
+        self._states = [(snapshot, snapshot.generation, bounds), *others][:self._KEPT]
 
     def _bounds(self, snapshot: Snapshot) -> dict[str, int] | None:
-        known, generation, bounds = self._state
-        if known is snapshot and generation == snapshot.generation:
-            return bounds
-        changed = snapshot.changed_nodes_since(generation) if known is snapshot else None
+        known = next((s for s in self._states if s[0] is snapshot), None)
+        if known is not None and known[1] == snapshot.generation:
+            if self._states[0] is not known:
+                self._keep(snapshot, known[2])
+            return known[2]
+        changed = snapshot.changed_nodes_since(known[1]) if known is not None else None
+        bounds = known[2] if known is not None else None
         if changed is None or len(changed) > _FEW_CHANGES:
             bounds = {} if changed is not None else None
         elif bounds is None:
@@ -118,7 +127,7 @@ class Headroom:
         elif changed:
             nodes = list(set(changed))
             bounds = {name: min(bound, int(_free(snapshot, name, nodes).min())) for name, bound in bounds.items()}
-        self._state = (snapshot, snapshot.generation, bounds)
+        self._keep(snapshot, bounds)
         return bounds
 
     def fits_everywhere(self, snapshot: Snapshot, requests: list[tuple[str, int]]) -> bool:
@@ -133,7 +142,7 @@ class Headroom:
                 free = _free(snapshot, name)
                 bound = int(free.min()) if len(free) else _NO_NODES
                 bounds = {**bounds, name: bound}
-                self._state = (snapshot, snapshot.generation, bounds)
+                self._keep(snapshot, bounds)
             if bound < amount:
                 return False
         return True

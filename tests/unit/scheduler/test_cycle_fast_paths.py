@@ -355,3 +355,23 @@ def test_a_cluster_where_every_node_fits_is_visited_round_robin_as_per_node(n):
     assert [entry[2] for entry in runs[True]] == [wanted] * 12
     # schedule_one.go: nextStartNodeIndex advances by the nodes processed (the feasible ones, nothing rejected).
     assert [entry[3] for entry in runs[True]] == [(wanted * (k + 1)) % n for k in range(12)]
+
+
+def test_fit_headroom_survives_a_what_if_view_each_cycle():
+    # With nominated pods, every cycle also filters a what-if view of the snapshot: the scheduler's own snapshot
+    # keeps its bounds, and both keep their verdicts.
+    from emulator.scheduler.framework.overlay import RequestOverlay
+
+    snapshot = Snapshot.build([sched_node(f"n{i}", cpu="4", memory="4Gi", pods="10") for i in range(5)])
+    plugin = node_resources_fit.new(None)
+    small = PodInfo.of(req_pod("small", "100m", "100Mi"))
+    for k in range(6):
+        snapshot.assume(req_pod(f"p{k}", "500m", "100Mi"), k % 5)
+        assert plugin.filter_all(CycleState(), small, snapshot).passes_all
+        overlay = RequestOverlay(snapshot)
+        overlay.add([k % 5], {"cpu": np.asarray([3800])}, np.asarray([1]), +1)  # a nominated pod's room
+        view = plugin.filter_all(CycleState(), small, overlay.snapshot)
+        assert view.mask.tolist() == [i != k % 5 for i in range(5)]
+    assert plugin.headroom.fits_everywhere(snapshot, [("cpu", 100), ("memory", 100 * 2**20)])
+    assert plugin.headroom.fits_everywhere(snapshot, [("cpu", 3000)])  # n0 holds 2 x 500m: 3,000m free
+    assert not plugin.headroom.fits_everywhere(snapshot, [("cpu", 3001)])
