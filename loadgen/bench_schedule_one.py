@@ -14,6 +14,10 @@ a scheduler's cache does. Reported per size: process CPU time per pod (cycle
 than one total on a shared machine -- and the cycle's node counts.
 ``--breakdown`` also times each extension point and each plugin's call
 (wall time, wrapped: a few microseconds of the wrapping included).
+``--nominated K`` gives the framework a nominator holding K
+``pod-high-priority`` preemptors (3 cpu, priority 10) nominated to nodes
+spread over the cluster, as while PreemptionAsync's preemptors wait for
+their victims: every cycle then also runs the nominated-pods pass.
 """
 
 from __future__ import annotations
@@ -23,7 +27,7 @@ import random
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from emulator.scheduler import Snapshot, new_framework
@@ -31,7 +35,7 @@ from emulator.scheduler.framework import algorithm
 from emulator.scheduler.framework.interface import CycleState
 from emulator.scheduler.framework.runtime import Framework
 from emulator.scheduler.framework.types import FitError, PodInfo
-from loadgen.bench_scheduler import node_default, pod_default, pod_perf_low_priority
+from loadgen.bench_scheduler import node_default, pod_default, pod_perf_high_priority, pod_perf_low_priority
 
 BLOCK = 200
 
@@ -44,6 +48,20 @@ def build(n: int, per_node: int) -> Snapshot:
         pod["spec"]["nodeName"] = nodes[i % n]["metadata"]["name"]
         init.append(pod)
     return Snapshot.build(nodes, init)
+
+
+class Nominated:
+    """A PodNominator (``framework/nominated.py``) holding ``k`` preemptors nominated to nodes spread out."""
+
+    def __init__(self, snapshot: Snapshot, k: int) -> None:
+        self.by_node: dict[str, list[PodInfo]] = {}
+        for j in range(k):
+            pod = pod_perf_high_priority(f"preemptor-{j}")
+            pod["spec"]["priority"] = 10  # what Priority admission would set from the PriorityClass
+            self.by_node.setdefault(snapshot.node_names[j * 97 % snapshot.num_nodes], []).append(PodInfo.of(pod))
+
+    def nominated_pods_by_node(self) -> Mapping[str, Sequence[PodInfo]]:
+        return self.by_node
 
 
 def _timed(acc: dict[str, float], label: str, fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -71,9 +89,10 @@ def instrument(fw: Framework, acc: dict[str, float]) -> None:
     algorithm.select_host = _timed(acc, "select_host", algorithm.select_host)  # type: ignore[attr-defined]
 
 
-def bench(n: int, pods: int, per_node: int, seed: int, breakdown: bool) -> dict[str, Any]:
+def bench(n: int, pods: int, per_node: int, seed: int, *, breakdown: bool = False,
+          nominated: int = 0) -> dict[str, Any]:
     snapshot = build(n, per_node)
-    fw = new_framework(rng=random.Random(seed))
+    fw = new_framework(rng=random.Random(seed), nominator=Nominated(snapshot, nominated) if nominated else None)
     stream = [PodInfo.of(pod_default(f"measured-{i}")) for i in range(pods)]
     fw.schedule_one(PodInfo.of(pod_default("warm-up")), snapshot.fork())  # label columns, taint groups
     acc: dict[str, float] = defaultdict(float)
@@ -109,9 +128,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--init-per-node", type=int, default=4, help="900m pods bound to each node first")
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--breakdown", action="store_true", help="time each extension point and plugin call")
+    ap.add_argument("--nominated", type=int, default=0, help="preemptors nominated to nodes meanwhile")
     args = ap.parse_args(argv)
     for n in (int(x) for x in args.nodes.split(",") if x):
-        row = bench(n, args.pods, args.init_per_node, args.seed, args.breakdown)
+        row = bench(n, args.pods, args.init_per_node, args.seed, breakdown=args.breakdown, nominated=args.nominated)
         print(f"{n:>6} nodes: {row['cpu_us_per_pod_min_block']:.1f} µs CPU per pod (min block of {BLOCK}), "
               f"median block {row['cpu_us_per_pod_median_block']:.1f}; {row['feasible_per_cycle']} feasible of "
               f"{row['evaluated_per_cycle']} evaluated per cycle; unschedulable {row['unschedulable']}", flush=True)
