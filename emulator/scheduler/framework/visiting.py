@@ -52,7 +52,7 @@ def select_host(nodes: np.ndarray, totals: np.ndarray, rng: random.Random) -> in
         raise ValueError("empty priority list")
     ties = np.flatnonzero(totals == totals.max())
     count = len(ties) - 1  # draws to make
-    if count >= _MANY_TIES and type(rng) is random.Random and _BATCHED_DRAWS_MATCH:
+    if _MANY_TIES <= count <= len(_KS) and type(rng) is random.Random and _BATCHED_DRAWS_MATCH:
         # The last tie whose draw took over is the one chosen (each later draw either keeps or replaces it).
         took_over = np.flatnonzero(_draws(rng, count) * _KS[:count] < 1.0)
         return int(nodes[ties[took_over[-1] + 1]] if len(took_over) else nodes[ties[0]])

@@ -108,15 +108,15 @@ class Headroom:
         # Most recent first: (snapshot, generation, bounds or None = none kept); tuples are never changed in place.
         self._states: list[tuple[Snapshot, int, dict[str, int] | None]] = []
 
-    def _keep(self, snapshot: Snapshot, bounds: dict[str, int] | None) -> None:
+    def _keep(self, snapshot: Snapshot, generation: int, bounds: dict[str, int] | None) -> None:
         others = [s for s in self._states if s[0] is not snapshot]
-        self._states = [(snapshot, snapshot.generation, bounds), *others][:self._KEPT]
+        self._states = [(snapshot, generation, bounds), *others][:self._KEPT]
 
-    def _bounds(self, snapshot: Snapshot) -> dict[str, int] | None:
+    def _bounds(self, snapshot: Snapshot, generation: int) -> dict[str, int] | None:
         known = next((s for s in self._states if s[0] is snapshot), None)
-        if known is not None and known[1] == snapshot.generation:
+        if known is not None and known[1] == generation:
             if self._states[0] is not known:
-                self._keep(snapshot, known[2])
+                self._keep(snapshot, generation, known[2])
             return known[2]
         changed = snapshot.changed_nodes_since(known[1]) if known is not None else None
         bounds = known[2] if known is not None else None
@@ -127,13 +127,14 @@ class Headroom:
         elif changed:
             nodes = list(set(changed))
             bounds = {name: min(bound, int(_free(snapshot, name, nodes).min())) for name, bound in bounds.items()}
-        self._keep(snapshot, bounds)
+        self._keep(snapshot, generation, bounds)
         return bounds
 
     def fits_everywhere(self, snapshot: Snapshot, requests: list[tuple[str, int]]) -> bool:
         """Whether every node surely has a pod slot and at least ``amount`` free of each (resource, amount);
         False also when that is not known."""
-        bounds = self._bounds(snapshot)
+        generation = snapshot.generation  # read once: what the bounds below are for
+        bounds = self._bounds(snapshot, generation)
         if bounds is None:
             return False
         for name, amount in ((_SLOTS, 1), *requests):
@@ -142,7 +143,7 @@ class Headroom:
                 free = _free(snapshot, name)
                 bound = int(free.min()) if len(free) else _NO_NODES
                 bounds = {**bounds, name: bound}
-                self._keep(snapshot, bounds)
+                self._keep(snapshot, generation, bounds)
             if bound < amount:
                 return False
         return True

@@ -62,6 +62,15 @@ def test_select_host_draws_as_upstreams_loop(ties, seed, rng_type):
     assert ours.getstate() == theirs.getstate()  # the same number of draws: later choices stay the same too
 
 
+def test_select_host_beyond_the_batched_range_loops():
+    ties = 100_001  # more than the batched draws' table covers
+    nodes = np.arange(ties, dtype=np.intp)
+    totals = np.zeros(ties, dtype=np.int64)
+    ours, theirs = random.Random(11), random.Random(11)
+    assert select_host(nodes, totals, ours) == _reservoir(nodes, totals, theirs)
+    assert ours.getstate() == theirs.getstate()
+
+
 def test_select_host_over_many_ties_is_uniform():
     nodes = np.arange(40, dtype=np.intp)
     totals = np.zeros(40, dtype=np.int64)
