@@ -328,8 +328,22 @@ class FilterVerdict(NamedTuple):
 
 
 def all_pass(num_nodes: int) -> FilterVerdict:
-    """A verdict that lets every node through."""
-    return FilterVerdict(np.ones(num_nodes, dtype=bool), (), True)
+    """A verdict that lets every node through.
+
+    Shared per cluster size (most plugins pass every node for most pods,
+    every cycle): its mask is read-only.
+    """
+    verdict = _ALL_PASS.get(num_nodes)
+    if verdict is None:
+        if len(_ALL_PASS) >= 16:
+            _ALL_PASS.clear()
+        mask = np.ones(num_nodes, dtype=bool)
+        mask.flags.writeable = False
+        verdict = _ALL_PASS[num_nodes] = FilterVerdict(mask, (), True)
+    return verdict
+
+
+_ALL_PASS: dict[int, FilterVerdict] = {}
 
 
 def reject_where(failed: np.ndarray, reason: str, code: Code = Code.UNSCHEDULABLE) -> FilterVerdict:

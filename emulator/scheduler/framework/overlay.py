@@ -78,12 +78,14 @@ class RequestOverlay:
         for name, values in amounts.items():
             self._column(name)[where] += sign * values
         self.pod_counts[where] += sign * counts
+        self.snapshot.columns_changed()
 
     def add_columns(self, amounts: dict[str, np.ndarray], counts: np.ndarray) -> None:
         """Add ``amounts[resource]`` and ``counts`` (one entry per snapshot node) to every node."""
         for name, values in amounts.items():
             self._column(name)[:] += values
         self.pod_counts += counts
+        self.snapshot.columns_changed()
 
     def verdicts(self, filters: Sequence[Any], state: CycleState, pod: PodInfo) -> list[tuple[str, FilterVerdict]]:
         out = []

@@ -1,35 +1,19 @@
-"""The framework runtime: runs one profile's plugins over a snapshot and picks a node.
+"""The framework runtime: one profile's plugins, run at each extension point over a snapshot.
 
-Upstream ``pkg/scheduler/framework/runtime/framework.go`` (running plugins at
-each extension point) and the scheduling algorithm of
-``pkg/scheduler/schedule_one.go`` (``schedulePod``, ``findNodesThatFitPod``,
-``findNodesThatPassFilters``, ``numFeasibleNodesToFind``, ``prioritizeNodes``,
-``selectHost``). :meth:`Framework.schedule_one` is a pure function of the pod,
-the snapshot and the framework's two pieces of state -- the round-robin start
-index and the injected random generator -- so it serves a scheduler and a
-Cluster Autoscaler simulation alike.
-
-How filtering runs. Filter plugins run in profile order and a node is
-rejected by the *first* plugin that fails it (its reasons are that plugin's).
-Vectorised plugins (``filter_all``) judge every node of the snapshot at once;
-the first failing vectorised plugin of each rejected node is found with one
-``argmin`` over the stacked masks. Plugins without a vectorised form run per
-node, only on the nodes that still need them, in the order upstream visits
-nodes: starting at ``next_start_node_index`` and wrapping around. Like
-upstream, the search stops once enough feasible nodes are found
-(``percentageOfNodesToScore``); kemu reproduces upstream with parallelism 1,
-where the nodes visited are exactly those before the feasible node that
-exceeds the quota. Rejections of vectorised plugins stay as arrays in
-:class:`~emulator.scheduler.framework.types.NodeToStatus` and become
-``Status`` objects only when read.
+Upstream ``pkg/scheduler/framework/runtime/framework.go``: building a
+profile's plugins (``NewFramework``, ``expandMultiPointPlugins``) and
+running them at each extension point (``RunPreFilterPlugins``,
+``RunFilterPlugins``, ``RunFilterPluginsWithNominatedPods``,
+``RunPostFilterPlugins``, ``RunPreScorePlugins``, ``RunScorePlugins``,
+Reserve .. PostBind). The scheduling algorithm that drives them
+(``schedulePod``: which nodes to filter, scoring, the host choice; upstream
+``schedule_one.go``) is :class:`~.algorithm.SchedulingAlgorithm`, the base
+class of :class:`Framework`, so ``Framework.schedule_one`` is one call.
 
 How scoring runs. PreScore plugins run once on the feasible nodes; each
 Score plugin scores them (``score_all`` or per node), its NormalizeScore
 rescales them, every score must then lie in 0..100, and the weighted sum
-ranks the nodes. Among the best, one is chosen by reservoir sampling (each
-tied node in turn replaces the choice with probability 1/k), as upstream's
-``selectHost``; ties are visited in evaluation order and the draws come from
-the injected ``random.Random``, so a seed reproduces every choice.
+ranks the nodes.
 
 Nominated pods. With a ``nominator`` (the scheduler wires its queue), nodes
 holding nominated pods of equal or higher priority are filtered twice, as
@@ -43,19 +27,18 @@ OpportunisticBatching hint.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
 
+from emulator.scheduler.framework.algorithm import SchedulingAlgorithm, go_list
 from emulator.scheduler.framework.interface import (
     EXTENSION_POINTS,
     MAX_NODE_SCORE,
     MIN_NODE_SCORE,
     Code,
     CycleState,
-    FilterVerdict,
     PostFilterResult,
     PreFilterResult,
     Status,
@@ -77,21 +60,17 @@ from emulator.scheduler.framework.registry import PluginFactory
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import (
     Diagnosis,
-    FitError,
+    NodeScores,
     NodeToStatus,
-    NoNodesAvailable,
     PodInfo,
     QueuedPodInfo,
-    ScheduleResult,
     SchedulingError,
 )
 from emulator.scheduler.framework.visiting import (
     MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND,
     MIN_FEASIBLE_NODES_TO_FIND,
     num_feasible_nodes_to_find,
-    rotated,
     select_host,
-    visit_all_nodes,
 )
 
 __all__ = [
@@ -105,22 +84,8 @@ __all__ = [
 
 MAX_PERMIT_TIMEOUT = 15 * 60.0  # framework.go maxTimeout
 
-_EMPTY = np.zeros(0, dtype=np.intp)
+assert MIN_NODE_SCORE == 0  # run_score_plugins' range check relies on it
 _FEW_NODES = 8  # filtering fewer nodes than this, their nominated pods are looked up one by one
-
-
-@dataclass(frozen=True)
-class NodeScores:
-    """Scores of the feasible nodes: ``totals[t]`` is for snapshot node ``nodes[t]``.
-
-    ``plugin_scores`` holds each plugin's normalised (unweighted) scores,
-    ``weights`` the weights that made the totals.
-    """
-
-    nodes: np.ndarray
-    totals: np.ndarray
-    plugin_scores: Mapping[str, np.ndarray]
-    weights: Mapping[str, int]
 
 
 def _merge(result: PreFilterResult | None, other: PreFilterResult | None) -> PreFilterResult | None:
@@ -129,12 +94,7 @@ def _merge(result: PreFilterResult | None, other: PreFilterResult | None) -> Pre
     return result.merge(other)
 
 
-def _go_list(names: Sequence[str]) -> str:
-    """How Go's ``%v`` prints a string slice: ``[a b]``."""
-    return "[" + " ".join(names) + "]"
-
-
-class Framework:
+class Framework(SchedulingAlgorithm):
     """One profile's plugins, instantiated and ordered per extension point (upstream ``frameworkImpl``).
 
     ``registry`` maps plugin names to constructors; ``profile`` defaults to
@@ -303,7 +263,7 @@ class Framework:
                 if result is not None and not result.node_names:
                     names = sorted(with_nodes)
                     msg = (f"node(s) didn't satisfy plugin {names[0]}" if len(names) == 1
-                           else f"node(s) didn't satisfy plugin(s) {_go_list(names)} simultaneously")
+                           else f"node(s) didn't satisfy plugin(s) {go_list(names)} simultaneously")
                     return result, Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, msg), with_nodes
             return result, returned, with_nodes
         finally:
@@ -375,175 +335,6 @@ class Framework:
         status.plugin = plugin
         return status
 
-    def _verdict(self, plugin: Any, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict | None:
-        filter_all = self._filter_all.get(plugin.name) if self.vectorised else None
-        if filter_all is None:
-            return None
-        verdict = filter_all(state, pod, snapshot)
-        if isinstance(verdict, Status):
-            raise SchedulingError(Status.error(f"running {plugin.name!r} filter plugin: {verdict.message}",
-                                               plugin.name))
-        return verdict
-
-    def _filter(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, candidates: np.ndarray | None,
-                start: int, *, wanted: int, diagnosis: Diagnosis, with_nominated: bool = True) -> np.ndarray:
-        """Visit the candidates (all nodes when None) from position ``start``, wrapping around, until ``wanted``
-        feasible nodes are found and one more feasible node is seen.
-
-        Returns the feasible nodes (snapshot indices, in visiting order);
-        rejected visited nodes get their status in ``diagnosis``. Nodes with
-        nominated pods must also pass with them added (``with_nominated``).
-        """
-        n = snapshot.num_nodes if candidates is None else len(candidates)
-        filters = [p for p in self._filters if p.name not in state.skip_filter_plugins]
-        if not filters:
-            return rotated(candidates, n, start)[:wanted]
-        first_pass = self._nominated_failures(state, pod, snapshot, candidates) \
-            if with_nominated and self.nominator is not None else None
-        verdicts = [self._verdict(p, state, pod, snapshot) for p in filters]
-        vec = [j for j, v in enumerate(verdicts) if v is not None and not v.passes_all]
-        per_node = [j for j, v in enumerate(verdicts) if v is None]
-        masks = [verdicts[j].mask for j in vec]  # type: ignore[union-attr]
-        if not masks:
-            passes = np.ones(snapshot.num_nodes, dtype=bool)
-        else:
-            passes = masks[0] if len(masks) == 1 else np.logical_and.reduce(masks)
-        if first_pass is not None:
-            passes = passes.copy()  # may be a plugin's (memoised) mask
-            passes[first_pass.failed] = False
-
-        if not per_node and candidates is None:
-            feasible, rejected = visit_all_nodes(passes, start, wanted)
-            self._record_rejections(diagnosis, filters, verdicts, rejected, first_pass)
-            return feasible
-
-        order = rotated(candidates, n, start)
-        if not per_node:
-            ok = passes[order]
-            positions = np.flatnonzero(ok)
-            if len(positions) > wanted:
-                cut = int(positions[wanted])  # the first feasible node beyond the quota stops the search
-                feasible = order[positions[:wanted]]
-            else:
-                cut = len(order)
-                feasible = order[positions]
-            self._record_rejections(diagnosis, filters, verdicts, order[:cut][~ok[:cut]], first_pass)
-            return feasible
-
-        found: list[int] = []
-        vector_failed: list[int] = []
-        for i in order.tolist():
-            if first_pass is not None and i in first_pass.failed_set:
-                status = first_pass.status(i)
-                diagnosis.node_to_status.set(i, status)
-                diagnosis.add_plugin_status(status)
-                continue
-            status = None
-            first_vec = None if passes[i] else next(j for j in vec if not verdicts[j].mask[i])  # type: ignore[union-attr]
-            info = None
-            for j in per_node:
-                if first_vec is not None and j > first_vec:
-                    break  # a vectorised plugin earlier in the profile already rejects the node
-                info = info if info is not None else snapshot.node_info(i)
-                result = filters[j].filter(state, pod, info)
-                if not is_success(result):
-                    status = self._filter_failure(filters[j].name, result)
-                    break
-            if status is not None:
-                diagnosis.node_to_status.set(i, status)
-                diagnosis.add_plugin_status(status)
-            elif first_vec is not None:
-                vector_failed.append(i)
-            else:
-                if len(found) == wanted:
-                    break
-                found.append(i)
-        self._record_vector_failures(diagnosis, filters, verdicts, np.asarray(vector_failed, dtype=np.intp))
-        return np.asarray(found, dtype=np.intp)
-
-    def _record_rejections(self, diagnosis: Diagnosis, filters: list[Any], verdicts: list[FilterVerdict | None],
-                           rejected: np.ndarray, first_pass: FirstPass | None) -> None:
-        """Record rejected nodes: those that failed the nominated-pods pass with its status, the rest lazily."""
-        if first_pass is not None:
-            hit = np.isin(rejected, first_pass.failed)
-            self._record_vector_failures(diagnosis, filters, verdicts, rejected[~hit])
-            first_pass.record(diagnosis, rejected[hit])
-            return
-        self._record_vector_failures(diagnosis, filters, verdicts, rejected)
-
-    @staticmethod
-    def _record_vector_failures(diagnosis: Diagnosis, filters: list[Any], verdicts: list[FilterVerdict | None],
-                                failed: np.ndarray) -> None:
-        """Record nodes rejected by vectorised plugins; which plugin was first is worked out when read."""
-        if len(failed):
-            diagnosis.node_to_status.add_pending(failed, [
-                (filters[j].name, v) for j, v in enumerate(verdicts) if v is not None and not v.passes_all])
-
-    def find_nodes_that_fit(self, state: CycleState, pod: PodInfo,
-                            snapshot: Snapshot) -> tuple[np.ndarray, Diagnosis]:
-        """PreFilter, the nominated node if any, then Filter over the nodes (``findNodesThatFitPod``)."""
-        diagnosis = Diagnosis(NodeToStatus(snapshot))
-        pre_result, status, narrowed_by = self.run_pre_filter_plugins(state, pod, snapshot)
-        diagnosis.unschedulable_plugins = set(narrowed_by)
-        if not is_success(status):
-            assert status is not None
-            if not status.is_rejected():
-                raise SchedulingError(status)
-            diagnosis.node_to_status.absent_status = status  # every node: nodes never looked at
-            diagnosis.pre_filter_msg = status.message
-            diagnosis.add_plugin_status(status)
-            return _EMPTY, diagnosis
-
-        if pod.nominated_node_name:
-            index = snapshot.index_of(pod.nominated_node_name)
-            if index is not None:
-                feasible = self._find_nodes_that_pass_filters(state, pod, snapshot, diagnosis,
-                                                              np.asarray([index], dtype=np.intp))
-                feasible = self._find_nodes_that_pass_extenders(state, pod, snapshot, diagnosis, feasible)
-                if len(feasible):
-                    return feasible, diagnosis
-
-        nodes = None
-        if pre_result is not None and not pre_result.all_nodes():
-            assert pre_result.node_names is not None
-            nodes = np.asarray(sorted(i for name in pre_result.node_names
-                                      if (i := snapshot.index_of(name)) is not None), dtype=np.intp)
-            diagnosis.node_to_status.absent_status = Status(
-                Code.UNSCHEDULABLE_AND_UNRESOLVABLE,
-                f"node(s) didn't satisfy plugin(s) {_go_list(sorted(narrowed_by))}")
-        feasible = self._find_nodes_that_pass_filters(state, pod, snapshot, diagnosis, nodes)
-        processed = len(feasible) + len(diagnosis.node_to_status)
-        self.next_start_node_index = (self.next_start_node_index + processed) % snapshot.num_nodes
-        return self._find_nodes_that_pass_extenders(state, pod, snapshot, diagnosis, feasible), diagnosis
-
-    def _find_nodes_that_pass_extenders(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
-                                        diagnosis: Diagnosis, feasible: np.ndarray) -> np.ndarray:
-        """``findNodesThatPassExtenders``: each extender in turn narrows the feasible nodes (order kept)."""
-        for extender in self._extenders:
-            if not len(feasible):
-                break
-            if extender.name in state.skip_filter_plugins:
-                continue
-            result = extender.filter_feasible(state, pod, snapshot, feasible)
-            if result is None:
-                continue  # not interested in the pod, or an ignorable extender failed
-            if isinstance(result, Status):
-                raise SchedulingError(Status.error(f"running {extender.name!r} filter plugin: {result.message}",
-                                                   extender.name))
-            feasible, rejected, verdict = result
-            if verdict is not None:
-                diagnosis.node_to_status.add_groups([(extender.name, rejected, verdict)])
-        return feasible
-
-    def _find_nodes_that_pass_filters(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
-                                      diagnosis: Diagnosis, nodes: np.ndarray | None) -> np.ndarray:
-        n = snapshot.num_nodes if nodes is None else len(nodes)
-        if n == 0:
-            return _EMPTY
-        wanted = self.num_feasible_nodes_to_find(n) if self.has_score_plugins() else 1
-        start = self.next_start_node_index % n
-        return self._filter(state, pod, snapshot, nodes, start, wanted=wanted, diagnosis=diagnosis)
-
     def run_post_filter_plugins(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                                 node_to_status: NodeToStatus) -> tuple[PostFilterResult | None, Status]:
         """``RunPostFilterPlugins``: until the first Success, Error or UnschedulableAndUnresolvable."""
@@ -586,18 +377,21 @@ class Framework:
     def run_score_plugins(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                           nodes: np.ndarray) -> NodeScores:
         """Score, normalise, range-check and weight (``RunScorePlugins``). Raises SchedulingError on a failure."""
-        totals = np.zeros(len(nodes), dtype=np.int64)
+        totals: np.ndarray | None = None
         per_plugin: dict[str, np.ndarray] = {}
         for plugin in self._points["score"]:
             name = plugin.name
             if name in state.skip_score_plugins:
                 continue
+            normalize = self._normalize.get(name)
             score_all = self._score_all.get(name) if self.vectorised else None
             if score_all is not None:
                 result = score_all(state, pod, snapshot, nodes)
                 if isinstance(result, Status):
                     raise SchedulingError(Status.error(f"plugin {name!r} failed with: {result.message}", name))
-                scores = np.array(result, dtype=np.int64)
+                # NormalizeScore rescales in place: then the plugin's array (maybe memoised) is copied first.
+                scores = np.array(result, dtype=np.int64) if normalize is not None \
+                    else np.asarray(result, dtype=np.int64)
             else:
                 scores = np.empty(len(nodes), dtype=np.int64)
                 for t, i in enumerate(nodes.tolist()):
@@ -605,73 +399,26 @@ class Framework:
                     if not is_success(status):
                         raise SchedulingError(Status.error(f"plugin {name!r} failed with: {status.message}", name))  # type: ignore[union-attr]
                     scores[t] = value
-            normalize = self._normalize.get(name)
             if normalize is not None:
                 status = normalize(state, pod, scores)
                 if not is_success(status):
                     raise SchedulingError(Status.error(f"plugin {name!r} failed with: {status.message}", name))  # type: ignore[union-attr]
-            if len(scores) and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE):
+            # One reduction checks both ends: seen unsigned, a negative score is above MAX_NODE_SCORE too.
+            if len(scores) and scores.view(np.uint64).max() > MAX_NODE_SCORE:
                 bad = int(scores[(scores > MAX_NODE_SCORE) | (scores < MIN_NODE_SCORE)][0])
                 raise SchedulingError(Status.error(
                     f"plugin {name!r} returns an invalid score {bad}, it should in the range of "
                     f"[{MIN_NODE_SCORE}, {MAX_NODE_SCORE}] after normalizing", name))
             per_plugin[name] = scores
-            totals += scores * self.score_weights[name]
+            weight = self.score_weights[name]
+            weighted = scores if weight == 1 else scores * weight
+            if totals is None:
+                totals = weighted.copy() if weighted is scores else weighted
+            else:
+                totals += weighted
+        if totals is None:
+            totals = np.zeros(len(nodes), dtype=np.int64)
         return NodeScores(nodes, totals, per_plugin, dict(self.score_weights))
-
-    def prioritize_nodes(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> NodeScores:
-        """PreScore + Score (``prioritizeNodes``); without score plugins every node scores 1."""
-        if not self.has_score_plugins():
-            return NodeScores(nodes, np.ones(len(nodes), dtype=np.int64), {}, {})
-        status = self.run_pre_score_plugins(state, pod, snapshot, nodes)
-        if not is_success(status):
-            raise SchedulingError(status)  # type: ignore[arg-type]
-        return self.run_score_plugins(state, pod, snapshot, nodes)
-
-    # ------------------------------------------------------------------ the scheduling algorithm
-    def schedule_pod(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> ScheduleResult | FitError:
-        """Filter, score and select a node for ``pod`` on ``snapshot`` (``schedulePod``).
-
-        Returns a :class:`ScheduleResult`, or a :class:`FitError` when no node
-        fits (``NoNodesAvailable`` for an empty snapshot). Raises
-        :class:`SchedulingError` when a plugin fails unexpectedly.
-        """
-        self._snapshot = snapshot
-        if snapshot.num_nodes == 0:
-            return NoNodesAvailable(pod, 0, Diagnosis(NodeToStatus(snapshot)))
-        feasible, diagnosis = self.find_nodes_that_fit(state, pod, snapshot)
-        if len(feasible) == 0:
-            return FitError(pod, snapshot.num_nodes, diagnosis)
-        evaluated = len(feasible) + len(diagnosis.node_to_status)
-        if len(feasible) == 1:
-            index = int(feasible[0])
-            return ScheduleResult(snapshot.node_names[index], index, evaluated, 1)
-        scores = self.prioritize_nodes(state, pod, snapshot, feasible)
-        index = select_host(feasible, scores.totals, self.rng)
-        return ScheduleResult(snapshot.node_names[index], index, evaluated, len(feasible))
-
-    def schedule_one(self, pod: Mapping[str, Any] | PodInfo, snapshot: Snapshot | None = None, *,
-                     state: CycleState | None = None) -> ScheduleResult | FitError:
-        """One scheduling cycle's algorithm for ``pod`` over ``snapshot`` (default: the framework's).
-
-        A fresh CycleState is used unless one is given. When no node fits
-        and the profile has PostFilter plugins, they run and their message
-        ends the FitError's text. Nothing is assumed or bound: apply the
-        result with ``snapshot.assume(pod, result.node_index)`` (in place) or
-        ``snapshot.with_pod(...)`` (a new snapshot).
-        """
-        snap = snapshot if snapshot is not None else self._snapshot
-        if snap is None:
-            raise ValueError("no snapshot: pass one or call set_snapshot() first")
-        info = PodInfo.of(pod)
-        state = state if state is not None else CycleState()
-        result = self.schedule_pod(state, info, snap)
-        if isinstance(result, FitError) and not isinstance(result, NoNodesAvailable) and self.has_post_filter_plugins():
-            post, status = self.run_post_filter_plugins(state, info, snap, result.diagnosis.node_to_status)
-            result.diagnosis.post_filter_msg = status.message
-            if post is not None:
-                result.nominating_info = post.nominating_info
-        return result
 
     # ------------------------------------------------------------------ Reserve .. PostBind
     def run_reserve_plugins_reserve(self, state: CycleState, pod: PodInfo, node_name: str) -> Status | None:

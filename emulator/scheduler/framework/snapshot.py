@@ -324,6 +324,17 @@ class Snapshot:
             del self._log[:half]
             self._log_base += half
 
+    def columns_changed(self) -> None:
+        """The requested columns or pod counts given to this view (:meth:`with_requested`) changed in place.
+
+        A new generation whose changes are not logged: whoever keeps something
+        derived from this object's pods or requests (indexes, bounds) starts
+        over.
+        """
+        self.generation += 1
+        self._log = []
+        self._log_base = self.generation
+
     def changed_nodes_since(self, generation: int) -> list[int] | None:
         """The nodes whose pods changed (in place) since ``generation`` of this snapshot object, one entry per
         change (repeats possible), or None when that is not known: a generation before this object was forked,

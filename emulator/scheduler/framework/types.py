@@ -49,6 +49,7 @@ __all__ = [
     "ImageStateSummary",
     "NoNodesAvailable",
     "NodeInfo",
+    "NodeScores",
     "NodeToStatus",
     "PodInfo",
     "QueuedPodInfo",
@@ -519,6 +520,20 @@ class SchedulingError(Exception):
     def __init__(self, status: Status) -> None:
         super().__init__(status.message)
         self.status = status
+
+
+@dataclass(frozen=True)
+class NodeScores:
+    """Scores of the feasible nodes (upstream ``NodePluginScores``): ``totals[t]`` is for snapshot node ``nodes[t]``.
+
+    ``plugin_scores`` holds each plugin's normalised (unweighted) scores,
+    ``weights`` the weights that made the totals.
+    """
+
+    nodes: np.ndarray
+    totals: np.ndarray
+    plugin_scores: Mapping[str, np.ndarray]
+    weights: Mapping[str, int]
 
 
 @dataclass(frozen=True)

@@ -44,17 +44,57 @@ def select_host(nodes: np.ndarray, totals: np.ndarray, rng: random.Random) -> in
     The k-th tied node (in ``nodes`` order, k >= 2) takes over with
     probability 1/k -- upstream's ``rand.Intn(k) == 0`` -- drawn as
     ``rng.random() * k < 1``; one draw per tie after the first, none when
-    the best score is unique.
+    the best score is unique. Many ties draw their numbers at once
+    (:func:`_draws`): the same numbers, in the same order, leaving ``rng``
+    in the same state.
     """
     if len(nodes) == 0:
         raise ValueError("empty priority list")
     ties = np.flatnonzero(totals == totals.max())
+    count = len(ties) - 1  # draws to make
+    if _MANY_TIES <= count <= len(_KS) and type(rng) is random.Random and _BATCHED_DRAWS_MATCH:
+        # The last tie whose draw took over is the one chosen (each later draw either keeps or replaces it).
+        took_over = np.flatnonzero(_draws(rng, count) * _KS[:count] < 1.0)
+        return int(nodes[ties[took_over[-1] + 1]] if len(took_over) else nodes[ties[0]])
     selected = int(ties[0])
     draw = rng.random
     for k, candidate in enumerate(ties[1:].tolist(), start=2):
         if draw() * k < 1.0:
             selected = candidate
     return int(nodes[selected])
+
+
+# Below this many ties, one rng.random() per tie is cheaper than drawing them in one go.
+_MANY_TIES = 16
+_KS = np.arange(2, 2 + 100_000, dtype=np.float64)  # k for the k-th tie (a bigger cluster takes the loop)
+
+
+def _draws(rng: random.Random, count: int) -> np.ndarray:
+    """``[rng.random() for _ in range(count)]`` as an array, in one call into the generator.
+
+    CPython's ``random()`` (``random_random`` in ``Modules/_randommodule.c``)
+    takes two 32-bit Mersenne Twister outputs a, b and returns
+    ``((a >> 5) * 2**26 + (b >> 6)) / 2**53``; ``getrandbits(64 * count)``
+    takes the same ``2 * count`` outputs in the same order, the first in the
+    least significant word. Every step below is exact in float64, so the
+    numbers are the same bit for bit (checked once at import:
+    ``_BATCHED_DRAWS_MATCH``).
+    """
+    words = np.frombuffer(rng.getrandbits(64 * count).to_bytes(8 * count, "little"), dtype="<u4")
+    return ((words[0::2] >> 5).astype(np.float64) * 67108864.0 + (words[1::2] >> 6)) * (1.0 / 9007199254740992.0)
+
+
+def _batched_draws_match() -> bool:
+    """Whether :func:`_draws` reproduces this interpreter's ``random()`` (else select_host only loops)."""
+    try:
+        a, b = random.Random(20_240_917), random.Random(20_240_917)
+        batched = _draws(a, 257).tolist()
+        return batched == [b.random() for _ in range(257)] and a.random() == b.random()
+    except Exception:  # any difference at all means: do not use it
+        return False
+
+
+_BATCHED_DRAWS_MATCH = _batched_draws_match()
 
 
 def rotated(candidates: np.ndarray | None, n: int, start: int) -> np.ndarray:

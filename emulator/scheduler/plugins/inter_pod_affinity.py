@@ -277,13 +277,15 @@ class InterPodAffinity:
         return AffinityTerm(term.namespaces | names, term.selector, term.topology_key, _NOTHING)
 
     # -- index tables ---------------------------------------------------------------------------------------------
+    # A pod without an affinity block has no terms (parse_pod_terms): most pods, tested first (every cycle
+    # re-reads the pods of the node the last one went to).
     def _pods_with_affinity(self, snapshot: Snapshot) -> dict[int, tuple[PodInfo, ...]]:
         return self.index.sparse(snapshot, (NAME, "with-affinity"),
-                                 lambda pods: tuple(p for p in pods if _has_pod_affinity(p)))
+                                 lambda pods: tuple(p for p in pods if p.affinity and _has_pod_affinity(p)))
 
     def _pods_with_required_anti_affinity(self, snapshot: Snapshot) -> dict[int, tuple[PodInfo, ...]]:
-        return self.index.sparse(snapshot, (NAME, "with-required-anti-affinity"),
-                                 lambda pods: tuple(p for p in pods if pod_terms(p).required_anti_affinity))
+        return self.index.sparse(snapshot, (NAME, "with-required-anti-affinity"), lambda pods: tuple(
+            p for p in pods if p.affinity and pod_terms(p).required_anti_affinity))
 
     def _count_matching_all(self, snapshot: Snapshot, terms: tuple[AffinityTerm, ...]) -> np.ndarray:
         return self.index.counts(snapshot, (NAME, "all", terms),

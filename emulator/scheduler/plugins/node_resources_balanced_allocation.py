@@ -24,6 +24,7 @@ from emulator.scheduler.plugins.resource_allocation import (
     ResourceSpec,
     balanced_scorer,
     node_amounts,
+    nodes_amount_rows,
     nodes_amounts,
     parse_resources,
     pod_requests_for,
@@ -65,6 +66,10 @@ class NodeResourcesBalancedAllocation:
         requests = self._pod_requests(state, pod)
         if not any(requests):
             return np.zeros(len(nodes), dtype=np.int64)
+        rows = nodes_amount_rows(snapshot, nodes, self.resources, requests, use_requested=True)
+        scores = None if rows is None or self.scorer.rows is None else self.scorer.rows(rows[1], rows[0])
+        if scores is not None:
+            return scores
         alloc, req = nodes_amounts(snapshot, nodes, self.resources, requests, use_requested=True)
         return self.scorer.many(req, alloc)
 

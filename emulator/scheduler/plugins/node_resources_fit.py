@@ -39,6 +39,7 @@ from emulator.scheduler.framework.interface import (
     PreFilterResult,
     Rejection,
     Status,
+    all_pass,
 )
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import CPU, EPHEMERAL_STORAGE, MEMORY, NodeInfo, PodInfo
@@ -51,6 +52,7 @@ from emulator.scheduler.plugins.resource_allocation import (
     least_allocated_scorer,
     most_allocated_scorer,
     node_amounts,
+    nodes_amount_rows,
     nodes_amounts,
     parse_resources,
     parse_shape,
@@ -76,6 +78,88 @@ class InsufficientResource:
     unresolvable: bool
 
 
+_SLOTS = "pods"  # Headroom's key for the pod slots (allowed pods - pods), next to resource names
+_NO_NODES = 2**62  # the least room over no nodes at all: any request fits "every" node
+_FEW_CHANGES = 64  # more changed nodes than this since the last look: start over instead of walking them
+
+
+class Headroom:
+    """The least free room of any node, per resource, over one snapshot object as its owner assumes and forgets pods.
+
+    Not upstream's: a shortcut for NodeResourcesFit's Filter. A pod asking for
+    no more of each resource than every node has free, and for one pod slot
+    when every node has one, is rejected by no node -- the verdict is known
+    without looking at each node. The bounds are exact when computed and then
+    kept as *lower* bounds while the snapshot logs the nodes whose pods
+    changed in place (``Snapshot.changed_nodes_since``): a bound drops to a
+    changed node's free room when that is lower, and is left as it is when a
+    pod left (still a bound, if a loose one). Bounds are computed only for a
+    snapshot object seen before whose changes are logged -- the scheduler's
+    own, cycle after cycle -- not for one-off forks and what-if views (their
+    columns change without a log: ``Snapshot.columns_changed``). When the
+    shortcut does not decide, the Filter judges every node as before.
+    """
+
+    __slots__ = ("_states",)
+
+    _KEPT = 2  # the scheduler's snapshot, and the what-if view it makes in the same cycle (nominated pods)
+
+    def __init__(self) -> None:
+        # Most recent first: (snapshot, generation, bounds or None = none kept); tuples are never changed in place.
+        self._states: list[tuple[Snapshot, int, dict[str, int] | None]] = []
+
+    def _keep(self, snapshot: Snapshot, generation: int, bounds: dict[str, int] | None) -> None:
+        others = [s for s in self._states if s[0] is not snapshot]
+        self._states = [(snapshot, generation, bounds), *others][:self._KEPT]
+
+    def _bounds(self, snapshot: Snapshot, generation: int) -> dict[str, int] | None:
+        known = next((s for s in self._states if s[0] is snapshot), None)
+        if known is not None and known[1] == generation:
+            if self._states[0] is not known:
+                self._keep(snapshot, generation, known[2])
+            return known[2]
+        changed = snapshot.changed_nodes_since(known[1]) if known is not None else None
+        bounds = known[2] if known is not None else None
+        if changed is None or len(changed) > _FEW_CHANGES:
+            bounds = {} if changed is not None else None
+        elif bounds is None:
+            bounds = {}
+        elif changed:
+            nodes = list(set(changed))
+            bounds = {name: min(bound, int(_free(snapshot, name, nodes).min())) for name, bound in bounds.items()}
+        self._keep(snapshot, generation, bounds)
+        return bounds
+
+    def fits_everywhere(self, snapshot: Snapshot, requests: list[tuple[str, int]]) -> bool:
+        """Whether every node surely has a pod slot and at least ``amount`` free of each (resource, amount);
+        False also when that is not known."""
+        generation = snapshot.generation  # read once: what the bounds below are for
+        bounds = self._bounds(snapshot, generation)
+        if bounds is None:
+            return False
+        for name, amount in ((_SLOTS, 1), *requests):
+            bound = bounds.get(name)
+            if bound is None:
+                free = _free(snapshot, name)
+                bound = int(free.min()) if len(free) else _NO_NODES
+                bounds = {**bounds, name: bound}
+                self._keep(snapshot, generation, bounds)
+            if bound < amount:
+                return False
+        return True
+
+
+def _free(snapshot: Snapshot, name: str, nodes: list[int] | None = None) -> np.ndarray:
+    """Free room per node (of ``nodes``, default all): pod slots for ``_SLOTS``, else allocatable - requested."""
+    if name == _SLOTS:
+        if nodes is None:
+            return snapshot.allowed_pods - snapshot.pod_counts  # type: ignore[no-any-return]
+        return snapshot.allowed_pods[nodes] - snapshot.pod_counts[nodes]  # type: ignore[no-any-return]
+    if nodes is None:
+        return snapshot.allocatable(name) - snapshot.requested(name)  # type: ignore[no-any-return]
+    return snapshot.allocatable(name)[nodes] - snapshot.requested(name)[nodes]  # type: ignore[no-any-return]
+
+
 class NodeResourcesFit:
     """Filter on free resources, score by the configured allocation strategy."""
 
@@ -87,6 +171,9 @@ class NodeResourcesFit:
         self.resources = resources
         self.ignored = ignored
         self.ignored_groups = ignored_groups
+        # _checked depends on the pod and these settings only: memoised on the pod under a key naming them.
+        self._checked_key = f"{NAME}/checked/{sorted(ignored)}/{sorted(ignored_groups)}"
+        self.headroom = Headroom()
 
     # -- PreFilter / Filter ----------------------------------------------------------------------------
     def pre_filter(self, state: CycleState, pod: PodInfo,
@@ -131,15 +218,23 @@ class NodeResourcesFit:
         return Status(code, *(r.reason for r in insufficient))
 
     def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
-        too_many = snapshot.pod_counts + 1 > snapshot.allowed_pods
-        reasons = [Rejection(TOO_MANY_PODS, too_many)] if too_many.any() else []
-        failed = too_many.copy()
-        for name, amount in self._checked(pod):
+        checked = pod.memo(self._checked_key, self._checked)
+        if self.headroom.fits_everywhere(snapshot, checked):
+            return all_pass(snapshot.num_nodes)
+        too_many = snapshot.pod_counts >= snapshot.allowed_pods  # pods + 1 > allowed
+        reasons = []
+        failed = None
+        if too_many.any():
+            reasons.append(Rejection(TOO_MANY_PODS, too_many))
+            failed = too_many
+        for name, amount in checked:
             allocatable = snapshot.allocatable(name)
-            short = amount > allocatable - snapshot.requested(name)
+            short = allocatable - snapshot.requested(name) < amount
             if short.any():
                 reasons.append(Rejection(f"Insufficient {name}", short, unresolvable=amount > allocatable))
-                failed |= short
+                failed = short if failed is None else failed | short
+        if failed is None:
+            return all_pass(snapshot.num_nodes)
         return FilterVerdict(~failed, tuple(reasons))
 
     # -- PreScore / Score ------------------------------------------------------------------------------
@@ -158,8 +253,13 @@ class NodeResourcesFit:
         return self.scorer.one([p[1] for p in pairs], [p[0] for p in pairs]), None
 
     def score_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, nodes: np.ndarray) -> np.ndarray:
-        alloc, req = nodes_amounts(snapshot, nodes, self.resources, self._pod_requests(state, pod),
-                                   use_requested=False)
+        requests = self._pod_requests(state, pod)
+        if self.scorer.rows is not None:
+            rows = nodes_amount_rows(snapshot, nodes, self.resources, requests, use_requested=False)
+            scores = None if rows is None else self.scorer.rows(rows[1], rows[0])
+            if scores is not None:
+                return scores
+        alloc, req = nodes_amounts(snapshot, nodes, self.resources, requests, use_requested=False)
         return self.scorer.many(req, alloc)
 
 

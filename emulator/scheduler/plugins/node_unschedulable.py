@@ -41,7 +41,10 @@ class NodeUnschedulable:
     def filter_all(self, state: CycleState, pod: PodInfo, snapshot: Snapshot) -> FilterVerdict:
         if tolerations_tolerate(pod.tolerations, UNSCHEDULABLE_TAINT):
             return all_pass(snapshot.num_nodes)
-        return reject_where(snapshot.unschedulable, ERR_REASON, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+        # spec.unschedulable is a node fact: every pod that does not tolerate the taint shares the verdict.
+        return snapshot.node_memo((NAME, "cordoned"), lambda: reject_where(
+            snapshot.unschedulable, ERR_REASON, Code.UNSCHEDULABLE_AND_UNRESOLVABLE)
+            if snapshot.unschedulable.any() else all_pass(snapshot.num_nodes))
 
 
 def new(args: Mapping[str, Any] | None = None, handle: Handle | None = None) -> NodeUnschedulable:

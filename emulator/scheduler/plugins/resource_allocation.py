@@ -48,6 +48,7 @@ __all__ = [
     "least_allocated_scorer",
     "most_allocated_scorer",
     "node_amounts",
+    "nodes_amount_rows",
     "nodes_amounts",
     "parse_resources",
     "pod_requests_for",
@@ -140,14 +141,42 @@ def nodes_amounts(snapshot: Snapshot, nodes: np.ndarray, resources: Sequence[Res
     return alloc, req
 
 
+RowsForm = Callable[[Sequence[np.ndarray], Sequence[np.ndarray]], "np.ndarray | None"]
+
+
 class Scorer:
-    """A scoring strategy: ``one(requested, allocatable)`` for one node, ``many`` for (resources x nodes) matrices."""
+    """A scoring strategy: ``one(requested, allocatable)`` for one node, ``many`` for (resources x nodes) matrices.
+
+    ``rows`` (optional) is ``many`` over one 1-D array per resource, for the
+    usual case where every resource counts on every node; it answers None
+    when that does not hold (then ``many`` must run). It saves building the
+    matrices: over a few hundred nodes each numpy call costs more than its
+    arithmetic.
+    """
 
     def __init__(self, name: str, one: Callable[[Sequence[int], Sequence[int]], int],
-                 many: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> None:
+                 many: Callable[[np.ndarray, np.ndarray], np.ndarray], rows: RowsForm | None = None) -> None:
         self.name = name
         self.one = one
         self.many = many
+        self.rows = rows
+
+
+def nodes_amount_rows(snapshot: Snapshot, nodes: np.ndarray, resources: Sequence[ResourceSpec],
+                      pod_requests: Sequence[int],
+                      use_requested: bool) -> tuple[list[np.ndarray], list[np.ndarray]] | None:
+    """:func:`nodes_amounts` as one (allocatable, requested + pod) row per resource when every resource is cpu or
+    memory (the default ``resources``), else None."""
+    alloc: list[np.ndarray] = []
+    req: list[np.ndarray] = []
+    for spec, pod_request in zip(resources, pod_requests, strict=True):
+        name = spec.name
+        if name not in (CPU, MEMORY):
+            return None
+        used = snapshot.requested(name) if use_requested else snapshot.nonzero_requested(name)
+        alloc.append(snapshot.allocatable(name)[nodes])
+        req.append(used[nodes] + pod_request)
+    return alloc, req
 
 
 def _weighted_mean(score: np.ndarray, counted: np.ndarray, weights: np.ndarray) -> np.ndarray:
@@ -194,7 +223,21 @@ def least_allocated_scorer(resources: Sequence[ResourceSpec]) -> Scorer:
                          (allocatable - requested) * MAX_NODE_SCORE // np.where(valid, allocatable, 1))
         return _weighted_mean(score, valid, column)
 
-    return Scorer(LEAST_ALLOCATED, one, many)
+    def rows(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray | None:
+        if weight_sum <= 0 or not all(a.all() for a in allocatable):
+            return None
+        total: np.ndarray | None = None
+        for req, alloc, weight in zip(requested, allocatable, weights, strict=True):
+            score = (alloc - req) * MAX_NODE_SCORE // alloc
+            # requested > allocatable scores 0: exactly the nodes where the floor division above went negative.
+            np.maximum(score, 0, out=score)
+            if weight != 1:
+                score *= weight
+            total = score if total is None else total + score
+        assert total is not None
+        return total // weight_sum  # type: ignore[no-any-return]
+
+    return Scorer(LEAST_ALLOCATED, one, many, rows)
 
 
 # -- MostAllocated (most_allocated.go) ---------------------------------------------------------------
@@ -372,4 +415,14 @@ def balanced_scorer() -> Scorer:
             std = np.where(many_rows, np.sqrt(acc / safe), std)
         return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
 
-    return Scorer("BalancedAllocation", one, many)
+    def rows(requested: Sequence[np.ndarray], allocatable: Sequence[np.ndarray]) -> np.ndarray | None:
+        if len(requested) != 2 or not (allocatable[0].all() and allocatable[1].all()):
+            return None
+        # Both fractions count on every node: many()'s two-resource form without its masks (int64 / int64
+        # divides in float64, as the explicit casts there).
+        first = np.minimum(requested[0] / allocatable[0], 1.0)
+        second = np.minimum(requested[1] / allocatable[1], 1.0)
+        std = np.abs((first - second) / 2)
+        return ((1 - std) * float(MAX_NODE_SCORE)).astype(np.int64)
+
+    return Scorer("BalancedAllocation", one, many, rows)
