@@ -330,3 +330,52 @@ def test_pop_many_processes_a_bounded_batch_in_order_and_stops_at_a_requeue() ->
     assert fifo.list_keys() == [f"default/k{i}" for i in range(6, 10)] + ["default/k5"]
     assert fifo.pop_many(lambda d, i: None, timeout=0) == 5
     assert fifo.pop_many(lambda d, i: None, timeout=0) == 0
+
+
+# ------------------------------------------------------------- inline processing
+_BATCH = [Delta(ADDED, obj("a", 5)), Delta(UPDATED, obj("b", 6)), Delta(UPDATED, obj("a", 7)),
+          Delta(DELETED, obj("b", 8))]
+
+
+@pytest.mark.parametrize(("setup", "inline"), [
+    ([], True),  # a watch write before any list counts as synced (has_synced), nothing queued
+    ([("replace", [obj("b", 2)]), ("pop", None)], True),  # synced, nothing queued: processed at once
+    ([("replace", [obj("b", 2), obj("c", 3)])], False),  # the initial list is still queued
+    ([("replace", [obj("b", 2), obj("c", 3)]), ("pop", None)], False),  # synced, but c is still queued
+    ([("replace", [obj("b", 2)]), ("pop", None), ("close", None)], False),  # closed
+], ids=["first-write", "synced-and-empty", "initial-list-queued", "older-key-queued", "closed"])
+def test_inline_process_takes_a_batch_exactly_as_a_pop_would(setup: list[tuple[str, Any]], inline: bool) -> None:
+    """DeltaFIFO.inline_process: the producer processes its batch only when a pop would process exactly it next."""
+    processed: dict[str, list[tuple[str, list[tuple[str, Any]], bool]]] = {"inline": [], "popped": []}
+    runs: list[list[tuple[str, list[tuple[str, Any]], bool]]] = []
+    for with_inline in (True, False):
+        known = Indexer()
+        fifo = DeltaFIFO(known_objects=known)
+        log: list[tuple[str, list[tuple[str, Any]], bool]] = []
+
+        def process(deltas: list[Delta], initial: bool, fifo: DeltaFIFO = fifo, known: Indexer = known,
+                    log: list[tuple[str, list[tuple[str, Any]], bool]] = log) -> None:
+            for d in deltas:
+                (known.delete if d.type == DELETED else known.update)(d.object)
+            log.append((fifo.key_of(deltas), summary(deltas), initial))
+
+        for op, arg in setup:
+            if op == "pop":
+                fifo.pop(process, timeout=0)
+            elif op == "close":
+                fifo.close()
+            else:
+                getattr(fifo, op)(arg)
+        before = len(log)
+        if with_inline:
+            fifo.inline_process = process
+        fifo.apply(_BATCH)
+        processed["inline" if with_inline else "popped"] = log[before:]
+        if with_inline:
+            assert (len(fifo) == 0) is inline  # nothing left for the consumer iff it was processed inline
+        if not fifo.closed:
+            fifo.pop_many(process, timeout=0)
+        runs.append(log[before:])
+    # Whoever processed it, the same keys went through with the same deltas, in the same order.
+    assert runs[0] == runs[1]
+    assert bool(processed["inline"]) is inline and processed["popped"] == []
