@@ -33,7 +33,6 @@ Everyone treats cached objects as immutable, as client-go requires.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from collections import deque
@@ -42,8 +41,6 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple, Protocol
 
 from emulator.api.types import Obj
-
-log = logging.getLogger(__name__)
 
 ADDED = "Added"
 UPDATED = "Updated"
@@ -127,11 +124,6 @@ class DeltaFIFO:
         self._populated = False
         self._initial_population_count = 0
         self._closed = False
-        # Set by a consumer that is quick and thread-safe (an informer's processDeltas, which only updates its
-        # indexer and buffers notifications): once synced, a batch that :meth:`apply` queues on an empty queue
-        # is processed at once on the producer's thread, under the lock, instead of waking the consumer's
-        # thread for it. Same order, same lock, one thread hand-off less per watch batch.
-        self.inline_process: Callable[[Deltas, bool], None] | None = None
 
     # ----------------------------------------------------------------- keys
     def key_of(self, obj: Any) -> str:
@@ -184,9 +176,6 @@ class DeltaFIFO:
         with self._lock:
             self._populated = True
             known, items, queue, key_func = self._known, self._items, self._queue, self._key_func
-            # Nothing queued before this batch (the usual case once synced: the consumer keeps up), so the
-            # producer may process it itself (see inline_process) in exactly the order a pop would.
-            was_empty = not queue
             for change in changes:
                 if self._transformer is not None:
                     self._queue_action(change.type, change.object)  # the general path
@@ -206,23 +195,7 @@ class DeltaFIFO:
                     deltas.append(change)
                 else:
                     deltas[-1] = keep
-            if was_empty and self.inline_process is not None and not self._closed and self._has_synced_locked():
-                self._process_inline_locked(self.inline_process)
             self._wake()
-
-    def _process_inline_locked(self, process: Callable[[Deltas, bool], None]) -> None:
-        """Pop and process every queued key on the producer's thread (lock held), as :meth:`pop_many` would.
-
-        A key whose processing raised is dropped as a pop would drop it (logged); a
-        :class:`RequeueError` puts it back and leaves the rest to the consumer.
-        """
-        queue = self._queue
-        while queue:
-            try:
-                if not self._process_next_locked(process)[1]:
-                    return
-            except Exception:
-                log.exception("DeltaFIFO: processing deltas inline failed")
 
     def _add_if_not_present(self, key: str, deltas: Deltas) -> None:
         self._populated = True

@@ -28,6 +28,10 @@ Data path of one informer::
 * Each handler has its own **listener** thread and unbounded buffer, so a
   slow handler delays only itself. A listener wakes once per burst and runs
   everything buffered, which keeps the per-event thread hand-off cost down.
+  With ``shared_handler_thread`` the handlers of one informer share one
+  thread instead (each keeps its buffer, order and sync tracking): one
+  wake-up per batch instead of one per handler, for a process whose handlers
+  only enqueue keys (the controller manager: ~15 on its pod informer).
 * ``on_add(obj, is_in_initial_list)`` is True for the objects of the first
   list (and for the replay a handler added to a running informer gets); a
   handler registration's ``has_synced()`` is True once the informer has synced
@@ -330,9 +334,6 @@ class SharedInformer:
         self._dispatcher = _Dispatcher(f"{self.name}-handlers") if shared_handler_thread else None
         self.indexer = Indexer(indexers if indexers is not None else _default_indexers(kind))
         self.fifo = DeltaFIFO(known_objects=self.indexer, emit_delta_type_replaced=True)
-        # Watch batches are applied on the reader's thread when nothing is queued (DeltaFIFO.inline_process):
-        # processDeltas only updates the indexer and buffers notifications for the listeners' threads.
-        self.fifo.inline_process = self._handle_deltas
         self.reflector = Reflector(
             store, kind, self.fifo, namespace=self.namespace, label_selector=label_selector,
             field_selector=field_selector, shard=shard, page_size=page_size, multiplexer=multiplexer,
