@@ -55,8 +55,9 @@ log = logging.getLogger(__name__)
 # The watch linger the controllers ask of their process's multiplexer (emulator.informers.multiplexer):
 # longer than a scheduler's, since a controller's reaction already goes through a work queue and its
 # sync; batching a pod's events this way cuts the wake-ups of the ~15 handlers on the shared pod
-# informer (docs/performance.md). A process that also hosts a scheduler keeps the scheduler's.
-WATCH_LINGER_MS = 20.0
+# informer (docs/performance.md; a kubelet shard asks as much). A process that also hosts a scheduler
+# keeps the scheduler's.
+WATCH_LINGER_MS = 50.0
 
 
 @dataclass(frozen=True)
@@ -261,7 +262,9 @@ class ControllerManager:
         with self._lock:
             if self._stopped and self.elector is None:
                 return
-            factory = SharedInformerFactory(self.core.store, clock=self.clock, linger_ms=WATCH_LINGER_MS)
+            # The controllers' handlers only enqueue keys: each informer runs them all on one thread.
+            factory = SharedInformerFactory(self.core.store, clock=self.clock, linger_ms=WATCH_LINGER_MS,
+                                            shared_handler_threads=True)
             self._factory = factory
             built = self._built = {}
             recorders = self._recorders = []

@@ -666,6 +666,74 @@ def test_a_failing_handler_does_not_stop_the_others(core: ServerCore) -> None:
         informer.stop()
 
 
+@pytest.mark.parametrize("shared_handler_thread", [False, True], ids=["thread-per-handler", "shared-handler-thread"])
+def test_every_handler_sees_the_store_on_its_own_thread_or_the_shared_one(
+        core: ServerCore, request: pytest.FixtureRequest, shared_handler_thread: bool) -> None:
+    """With ``shared_handler_thread`` every handler runs on the informer's one handler thread: each still
+    sees every notification in order (the Recorder checks it), a failing one stops none of the others,
+    and a removed one is called no more - exactly as with a thread per handler.
+    """
+    for i in range(5):
+        core.create(CONFIGMAP, {"metadata": {"name": f"c{i}", "namespace": "a"}})
+    mux = Multiplexer(core.store)
+    request.addfinalizer(mux.stop)
+    informer = SharedInformer(core.store, CONFIGMAP, multiplexer=mux, shared_handler_thread=shared_handler_thread)
+    request.addfinalizer(informer.stop)
+    recorders = [Recorder() for _ in range(3)]
+    ran_on: list[set[str]] = [set() for _ in recorders]
+
+    def on_thread(recorder: Recorder, threads: set[str]) -> ResourceEventHandlerFuncs:
+        def add(obj: Obj, initial: bool) -> None:
+            threads.add(threading.current_thread().name)
+            recorder.on_add(obj, initial)
+
+        def update(old: Obj, new: Obj) -> None:
+            threads.add(threading.current_thread().name)
+            recorder.on_update(old, new)
+
+        def delete(obj: Obj | DeletedFinalStateUnknown) -> None:
+            threads.add(threading.current_thread().name)
+            recorder.on_delete(obj)
+
+        return ResourceEventHandlerFuncs(add=add, update=update, delete=delete)
+
+    registrations = [informer.add_event_handler(on_thread(r, t)) for r, t in zip(recorders, ran_on, strict=True)]
+
+    def boom(obj: Obj, initial: bool) -> None:
+        raise RuntimeError("handler bug")
+
+    failing = informer.add_event_handler(ResourceEventHandlerFuncs(add=boom))
+    mux.start()
+    informer.start()
+    assert informer.wait_for_cache_sync(10)
+    wait_for(lambda: all(reg.has_synced() for reg in registrations), 20, "every handler to run the initial list")
+
+    for i in range(5, 25):
+        core.create(CONFIGMAP, {"metadata": {"name": f"c{i}", "namespace": "ab"[i % 2]}})
+    for i in range(0, 25, 3):
+        relabel(core.store, CONFIGMAP, "ab"[i % 2] if i >= 5 else "a", f"c{i}", "changed")
+    for i in range(1, 25, 4):
+        core.store.delete(CONFIGMAP, "ab"[i % 2] if i >= 5 else "a", f"c{i}")
+    expected = store_state(core.store, CONFIGMAP)
+    for recorder in recorders:
+        assert recorder.wait_for(lambda r=recorder: r.state() == expected), sorted(
+            set(recorder.state().items()) ^ set(expected.items()))
+        assert recorder.violations == []
+    assert cache_state(informer) == expected
+    wait_for(lambda: failing.errors == 25, 20, "the failing handler to be called for every add")
+
+    if shared_handler_thread:
+        assert ran_on == [{f"{informer.name}-handlers"}] * 3
+    else:
+        assert all(len(t) == 1 for t in ran_on) and len(set().union(*ran_on)) == 3
+
+    informer.remove_event_handler(registrations[0])
+    core.create(CONFIGMAP, {"metadata": {"name": "after-removal", "namespace": "a"}})
+    for recorder in recorders[1:]:
+        assert recorder.wait_for(lambda r=recorder: "a/after-removal" in r.model)
+    assert "a/after-removal" not in recorders[0].model
+
+
 # ------------------------------------------------------ reflector details
 def test_reflector_backs_off_exponentially_while_lists_fail(redis_url: str) -> None:
     class BrokenPipelines:
