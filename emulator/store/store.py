@@ -58,6 +58,7 @@ from emulator.api.pods import host_ports, pod_requests
 from emulator.api.quantity import QuantityError, cpu_millis, to_int
 from emulator.api.selectors import FieldSelector, LabelSelector
 from emulator.store import codec
+from emulator.store.wire import CommitClient
 
 _COMMIT_LUA = importlib.resources.files("emulator.store").joinpath("lua/commit.lua").read_text()
 _RANGE_LUA = """
@@ -165,6 +166,7 @@ class Store:
         self._trim_key = f"{p}trim"
         self.gc_queue_key = f"{p}gcq"
         self._commit = self._writer.register_script(_COMMIT_LUA)
+        self._key_cache: dict[tuple[str, int | None], list[str]] = {}
         self._range = client.register_script(_RANGE_LUA)
         client.hsetnx(f"{p}meta", "node_shards", self.config.node_shards)
         self.node_shards = int(client.hget(f"{p}meta", "node_shards") or self.config.node_shards)
@@ -173,7 +175,8 @@ class Store:
     def connect(cls, url: str, config: StoreConfig | None = None) -> Store:
         config = config or StoreConfig()
         reads = redis.Redis.from_url(url, socket_keepalive=True, retry=config.retry())
-        writes = redis.Redis.from_url(url, socket_keepalive=True, retry=Retry(NoBackoff(), 0))
+        # Commits skip redis-py's per-command work (emulator.store.wire); any other writer client works too.
+        writes = CommitClient.from_url(url, socket_keepalive=True, retry=Retry(NoBackoff(), 0))
         return cls(reads, config, writer=writes)
 
     def close(self) -> None:
@@ -189,6 +192,8 @@ class Store:
         backoff = EqualJitterBackoff(cap=self.config.retry_cap, base=self.config.retry_base)
         for attempt in range(self.config.retries + 1):
             try:
+                if isinstance(self._writer, CommitClient):
+                    return self._writer.evalsha_many(self._commit, [(keys, args)])[0]
                 return self._commit(keys, args)
             except UNAVAILABLE:
                 if attempt == self.config.retries:
@@ -238,10 +243,14 @@ class Store:
         return zlib.crc32(node_name.encode()) % self.node_shards
 
     def _keys(self, kind: Kind, obj: dict[str, Any]) -> tuple[list[str], bool]:
-        p, r = self.config.prefix, kind.resource
         node = (obj.get("spec") or {}).get("nodeName") if kind is POD else None
-        shard_stream = self.stream_key(kind, self.shard_of(node)) if node else self._rv_key
-        keys = [self._rv_key, f"{p}o:{r}", f"{p}v:{r}", f"{p}i:{r}", f"{p}s:{r}", self._trim_key,
+        shard = self.shard_of(node) if node else None
+        keys = self._key_cache.get((kind.resource, shard))
+        if keys is None:  # the same 10 keys for every write of a kind (and node shard): built once
+            p, r = self.config.prefix, kind.resource
+            shard_stream = self.stream_key(kind, shard) if shard is not None else self._rv_key
+            keys = self._key_cache[(r, shard)] = [
+                self._rv_key, f"{p}o:{r}", f"{p}v:{r}", f"{p}i:{r}", f"{p}s:{r}", self._trim_key,
                 shard_stream, self.objects_key(NAMESPACE), f"{p}ow:{r}", self.gc_queue_key]
         return keys, bool(node)
 
@@ -312,10 +321,12 @@ class Store:
     def _commit_pipelined(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """Independent commits in one round trip; if the connection fails before the replies, each is
         resolved on its own (:meth:`_commit_resolved`: read back, commit again only what did not land)."""
-        pipe = self._writer.pipeline(transaction=False)
-        for keys, args in calls:
-            self._commit(keys, args, client=pipe)
         try:
+            if isinstance(self._writer, CommitClient):
+                return self._writer.evalsha_many(self._commit, calls)
+            pipe = self._writer.pipeline(transaction=False)
+            for keys, args in calls:
+                self._commit(keys, args, client=pipe)
             return pipe.execute()
         except UNAVAILABLE:
             pass

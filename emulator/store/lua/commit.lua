@@ -60,10 +60,13 @@ if op == 'c' then
   if ns ~= '' then
     local nsobj = redis.call('HGET', KEYS[8], ns)
     if not nsobj then return {0, 'nonamespace'} end
-    local decoded = cmsgpack.unpack(nsobj)
-    if type(decoded) == 'table' and type(decoded['status']) == 'table'
-        and decoded['status']['phase'] == 'Terminating' then
-      return {0, 'terminating'}
+    -- decode only a namespace whose bytes can hold the phase (most creates land in an active one)
+    if string.find(nsobj, 'Terminating', 1, true) then
+      local decoded = cmsgpack.unpack(nsobj)
+      if type(decoded) == 'table' and type(decoded['status']) == 'table'
+          and decoded['status']['phase'] == 'Terminating' then
+        return {0, 'terminating'}
+      end
     end
   end
 else
@@ -139,7 +142,9 @@ else
 end
 -- keep the dependents index exact
 local member = ARGV[13] .. '|' .. field
-local old_owners = redis.call('HGET', KEYS[9], field) or ''
+-- a create has none: every delete (this script) drops the object's entry
+local old_owners = ''
+if op ~= 'c' then old_owners = redis.call('HGET', KEYS[9], field) or '' end
 local new_owners = ARGV[10]
 if old_owners ~= new_owners then
   local wanted = {}
