@@ -449,6 +449,13 @@ class Store:
             raise errors.not_found(kind.plural, name, kind.group)
         return codec.decode(data)
 
+    def get_many(self, kind: Kind, names: list[tuple[str | None, str]]) -> list[dict[str, Any] | None]:
+        """Several objects of ``kind`` by (namespace, name) in one round trip; None for one that does not exist."""
+        if not names:
+            return []
+        raw = self.redis.hmget(self.objects_key(kind), [object_key(kind, ns, name) for ns, name in names])
+        return [None if data is None else codec.decode(data) for data in raw]
+
     def list(self, kind: Kind, namespace: str | None = None, *, label_selector: LabelSelector | None = None,
              field_selector: FieldSelector | None = None, limit: int = 0,
              continue_token: str | None = None, raw_filter: Callable[[bytes], bool] | None = None) -> ListResult:
