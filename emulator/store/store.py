@@ -61,6 +61,7 @@ from emulator.store import codec
 from emulator.store.wire import CommitClient
 
 _COMMIT_LUA = importlib.resources.files("emulator.store").joinpath("lua/commit.lua").read_text()
+_CREATE_MANY_LUA = importlib.resources.files("emulator.store").joinpath("lua/create_many.lua").read_text()
 _RANGE_LUA = """
 -- KEYS 1 rv counter, 2 objects hash, 3 order zset; ARGV 1 min, 2 max, 3 count
 local keys = redis.call('ZRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
@@ -166,6 +167,7 @@ class Store:
         self._trim_key = f"{p}trim"
         self.gc_queue_key = f"{p}gcq"
         self._commit = self._writer.register_script(_COMMIT_LUA)
+        self._create_many = self._writer.register_script(_CREATE_MANY_LUA)
         self._key_cache: dict[tuple[str, int | None], list[str]] = {}
         self._range = client.register_script(_RANGE_LUA)
         client.hsetnx(f"{p}meta", "node_shards", self.config.node_shards)
@@ -310,13 +312,29 @@ class Store:
     def create_many(self, kind: Kind, objs: list[dict[str, Any]]) -> list[dict[str, Any] | errors.StatusError]:
         """Create in one pipelined round trip; each element is the stored object or its error."""
         calls = [self._commit_args(kind, "c", obj, "", check_namespace=True) for obj in objs]
+        lean = kind is not POD and kind is not NODE and isinstance(self._writer, CommitClient) and len(objs) > 1
         out: list[dict[str, Any] | errors.StatusError] = []
-        for obj, reply in zip(objs, self._commit_pipelined(kind, calls), strict=True):
+        for obj, reply in zip(objs, self._create_lean(kind, calls) if lean else self._commit_pipelined(kind, calls),
+                              strict=True):
             try:
                 out.append(self._result(kind, obj, reply))
             except errors.StatusError as e:
                 out.append(e)
         return out
+
+    def _create_lean(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Creates of a kind without node accounting in one ``lua/create_many.lua`` call (the commit script's
+        replies, one per object); if the connection fails before the reply, each is resolved on its own."""
+        p, r = self.config.prefix, kind.resource
+        keys, _ = self._keys(kind, {})
+        args: list[Any] = [self.config.stream_cap, f"{p}dep:", r]
+        for _keys, a in calls:
+            args += (a[1], a[3], a[4], a[7], a[9])  # field, head, tail, namespace, owners (see _commit_args)
+        try:
+            [replies] = self._writer.evalsha_many(self._create_many, [(keys[:6] + keys[7:9], args)])
+        except UNAVAILABLE:
+            return self._resolve_each(kind, calls)
+        return [[1, x] if isinstance(x, int) else [0, x] for x in replies]
 
     def _commit_pipelined(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """Independent commits in one round trip; if the connection fails before the replies, each is
@@ -329,7 +347,10 @@ class Store:
                 self._commit(keys, args, client=pipe)
             return pipe.execute()
         except UNAVAILABLE:
-            pass
+            return self._resolve_each(kind, calls)
+
+    def _resolve_each(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Commits whose replies were lost: what each one did (:meth:`_landed`), committing again what did not land."""
         out = []
         for keys, args in calls:
             landed = self._landed(kind, args)

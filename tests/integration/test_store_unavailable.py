@@ -23,11 +23,12 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from emulator.api import errors
-from emulator.api.kinds import POD
+from emulator.api.kinds import CONFIGMAP, POD
 from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
+from emulator.store import codec
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store, StoreConfig
 from emulator.store.wire import Call, CommitClient
@@ -219,6 +220,24 @@ def test_the_commit_channel_resolves_a_lost_reply_by_reading_back(
     stored = core.store.get(POD, "default", "p")
     assert result["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"] == str(rv_before + 1)
     assert added_events(core, "p") == 1
+
+
+@pytest.mark.parametrize("lost", ["after", "before"], ids=["ran", "not-sent"])
+def test_a_batch_of_creates_in_one_script_call_whose_reply_is_lost_lands_once(
+        lossy_channel: tuple[ServerCore, LossyCommitClient], lost: str) -> None:
+    """Creates of a kind without node room share one script call (lua/create_many.lua): a lost reply is
+    resolved object by object, each stored and announced once."""
+    core, writer = lossy_channel
+    names = ["cm-one", "cm-two", "cm-three"]
+    rv_before = core.store.current_rv()
+    setattr(writer, f"lose_{lost}", 1)
+    results = core.store.create_many(CONFIGMAP, [{"metadata": {"name": n, "namespace": "default", "uid": f"u-{n}"}}
+                                                 for n in names])
+    assert writer.lose_after == writer.lose_before == 0  # the fault was injected
+    assert core.store.current_rv() == rv_before + 3
+    assert [r["metadata"]["resourceVersion"] for r in results] == [str(rv_before + i) for i in (1, 2, 3)]
+    entries = core.store.redis.xrange(core.store.stream_key(CONFIGMAP))
+    assert [codec.decode(fields[b"o"])["metadata"]["name"] for _id, fields in entries] == names
 
 
 def test_the_commit_channel_reloads_a_script_redis_forgot(redis_url: str) -> None:
