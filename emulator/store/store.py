@@ -312,7 +312,7 @@ class Store:
     def create_many(self, kind: Kind, objs: list[dict[str, Any]]) -> list[dict[str, Any] | errors.StatusError]:
         """Create in one pipelined round trip; each element is the stored object or its error."""
         calls = [self._commit_args(kind, "c", obj, "", check_namespace=True) for obj in objs]
-        lean = kind is not POD and kind is not NODE and isinstance(self._writer, CommitClient) and len(objs) > 1
+        lean = kind is not POD and kind is not NODE and isinstance(self._writer, CommitClient) and bool(objs)
         out: list[dict[str, Any] | errors.StatusError] = []
         for obj, reply in zip(objs, self._create_lean(kind, calls) if lean else self._commit_pipelined(kind, calls),
                               strict=True):
