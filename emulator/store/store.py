@@ -17,7 +17,10 @@ Layout in Redis (``P`` is the key prefix, ``R`` a kind's resource such as
 
 Every write is ``lua/commit.lua``: precondition check, ``INCR`` of the counter,
 store, append the event to the kind's stream (and the node shard's stream for a
-bound pod). The event's stream id is the resourceVersion, so "watch from R" is
+bound pod); a batch of creates of a kind without node room (Events, ...) is one
+call of ``lua/create_many.lua``, which writes each object as ``commit.lua`` would.
+Commits go through :class:`~emulator.store.wire.CommitClient` (pre-packed, one
+round trip per batch). The event's stream id is the resourceVersion, so "watch from R" is
 ``XREAD`` after ``R-0``. Streams are capped; when a trim happens the first
 retained id is recorded, and a watch from a resourceVersion the trim may have
 passed answers 410 Gone, as etcd compaction does upstream.
