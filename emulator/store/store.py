@@ -65,6 +65,7 @@ from emulator.store.wire import CommitClient
 
 _COMMIT_LUA = importlib.resources.files("emulator.store").joinpath("lua/commit.lua").read_text()
 _CREATE_MANY_LUA = importlib.resources.files("emulator.store").joinpath("lua/create_many.lua").read_text()
+_CREATE_CHUNK = 128  # objects per create_many.lua call
 _RANGE_LUA = """
 -- KEYS 1 rv counter, 2 objects hash, 3 order zset; ARGV 1 min, 2 max, 3 count
 local keys = redis.call('ZRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
@@ -330,14 +331,20 @@ class Store:
         replies, one per object); if the connection fails before the reply, each is resolved on its own."""
         p, r = self.config.prefix, kind.resource
         keys, _ = self._keys(kind, {})
-        args: list[Any] = [self.config.stream_cap, f"{p}dep:", r]
-        for _keys, a in calls:
-            args += (a[1], a[3], a[4], a[7], a[9])  # field, head, tail, namespace, owners (see _commit_args)
+        keys = keys[:6] + keys[7:9]
+        scripts = []
+        # A script call holds Redis for its whole run: at most _CREATE_CHUNK objects each (a few ms), all
+        # the calls in one round trip.
+        for start in range(0, len(calls), _CREATE_CHUNK):
+            args: list[Any] = [self.config.stream_cap, f"{p}dep:", r]
+            for _keys, a in calls[start:start + _CREATE_CHUNK]:
+                args += (a[1], a[3], a[4], a[7], a[9])  # field, head, tail, namespace, owners (see _commit_args)
+            scripts.append((keys, args))
         try:
-            [replies] = self._writer.evalsha_many(self._create_many, [(keys[:6] + keys[7:9], args)])
+            replies = self._writer.evalsha_many(self._create_many, scripts)
         except UNAVAILABLE:
             return self._resolve_each(kind, calls)
-        return [[1, x] if isinstance(x, int) else [0, x] for x in replies]
+        return [[1, x] if isinstance(x, int) else [0, x] for chunk in replies for x in chunk]
 
     def _commit_pipelined(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """Independent commits in one round trip; if the connection fails before the replies, each is

@@ -506,6 +506,19 @@ def test_create_many_of_a_kind_without_node_room_writes_what_one_create_at_a_tim
     assert core.store.redis.hget(core.store.objects_key(CONFIGMAP), "default/f") == codec.encode(single)
 
 
+def test_a_large_create_many_is_split_into_script_calls_in_one_round_trip(core: ServerCore) -> None:
+    rv0 = core.store.current_rv()
+    names = [f"cm-{i:03}" for i in range(300)]  # more than one script call holds (_CREATE_CHUNK)
+    bodies = [_configmap(n) for n in names]
+    bodies[200] = _configmap("cm-000")  # taken by the first call: refused by the second
+    results = core.create_many(CONFIGMAP, bodies)
+    assert isinstance(results[200], errors.StatusError) and results[200].reason == "AlreadyExists"
+    created = [r for r in results if not isinstance(r, errors.StatusError)]
+    assert [r["metadata"]["resourceVersion"] for r in created] == [str(rv0 + i) for i in range(1, 300)]
+    entries = core.store.redis.xrange(core.store.stream_key(CONFIGMAP), min=f"({rv0}-0")
+    assert [codec.decode(f[b"o"])["metadata"]["name"] for _id, f in entries] == names[:200] + names[201:]
+
+
 def test_create_many_trims_the_stream_as_single_creates_do(redis_url: str) -> None:
     c = ServerCore(Store.connect(redis_url, StoreConfig(stream_cap=16)))
     c.bootstrap()
