@@ -17,7 +17,10 @@ Layout in Redis (``P`` is the key prefix, ``R`` a kind's resource such as
 
 Every write is ``lua/commit.lua``: precondition check, ``INCR`` of the counter,
 store, append the event to the kind's stream (and the node shard's stream for a
-bound pod). The event's stream id is the resourceVersion, so "watch from R" is
+bound pod); a batch of creates of a kind without node room (Events, ...) is one
+call of ``lua/create_many.lua``, which writes each object as ``commit.lua`` would.
+Commits go through :class:`~emulator.store.wire.CommitClient` (pre-packed, one
+round trip per batch). The event's stream id is the resourceVersion, so "watch from R" is
 ``XREAD`` after ``R-0``. Streams are capped; when a trim happens the first
 retained id is recorded, and a watch from a resourceVersion the trim may have
 passed answers 410 Gone, as etcd compaction does upstream.
@@ -59,8 +62,11 @@ from emulator.api.pods import host_ports, pod_requests
 from emulator.api.quantity import QuantityError, cpu_millis, to_int
 from emulator.api.selectors import FieldSelector, LabelSelector
 from emulator.store import codec
+from emulator.store.wire import CommitClient
 
 _COMMIT_LUA = importlib.resources.files("emulator.store").joinpath("lua/commit.lua").read_text()
+_CREATE_MANY_LUA = importlib.resources.files("emulator.store").joinpath("lua/create_many.lua").read_text()
+_CREATE_CHUNK = 128  # objects per create_many.lua call
 _RANGE_LUA = """
 -- KEYS 1 rv counter, 2 objects hash, 3 order zset; ARGV 1 min, 2 max, 3 count
 local keys = redis.call('ZRANGEBYLEX', KEYS[3], ARGV[1], ARGV[2], 'LIMIT', 0, tonumber(ARGV[3]))
@@ -166,6 +172,8 @@ class Store:
         self._trim_key = f"{p}trim"
         self.gc_queue_key = f"{p}gcq"
         self._commit = self._writer.register_script(_COMMIT_LUA)
+        self._create_many = self._writer.register_script(_CREATE_MANY_LUA)
+        self._key_cache: dict[tuple[str, int | None], list[str]] = {}
         self._range = client.register_script(_RANGE_LUA)
         client.hsetnx(f"{p}meta", "node_shards", self.config.node_shards)
         self.node_shards = int(client.hget(f"{p}meta", "node_shards") or self.config.node_shards)
@@ -174,7 +182,8 @@ class Store:
     def connect(cls, url: str, config: StoreConfig | None = None) -> Store:
         config = config or StoreConfig()
         reads = redis.Redis.from_url(url, socket_keepalive=True, retry=config.retry())
-        writes = redis.Redis.from_url(url, socket_keepalive=True, retry=Retry(NoBackoff(), 0))
+        # Commits skip redis-py's per-command work (emulator.store.wire); any other writer client works too.
+        writes = CommitClient.from_url(url, socket_keepalive=True, retry=Retry(NoBackoff(), 0))
         return cls(reads, config, writer=writes)
 
     def close(self) -> None:
@@ -190,6 +199,8 @@ class Store:
         backoff = EqualJitterBackoff(cap=self.config.retry_cap, base=self.config.retry_base)
         for attempt in range(self.config.retries + 1):
             try:
+                if isinstance(self._writer, CommitClient):
+                    return self._writer.evalsha_many(self._commit, [(keys, args)])[0]
                 return self._commit(keys, args)
             except UNAVAILABLE:
                 if attempt == self.config.retries:
@@ -239,10 +250,14 @@ class Store:
         return zlib.crc32(node_name.encode()) % self.node_shards
 
     def _keys(self, kind: Kind, obj: dict[str, Any]) -> tuple[list[str], bool]:
-        p, r = self.config.prefix, kind.resource
         node = (obj.get("spec") or {}).get("nodeName") if kind is POD else None
-        shard_stream = self.stream_key(kind, self.shard_of(node)) if node else self._rv_key
-        keys = [self._rv_key, f"{p}o:{r}", f"{p}v:{r}", f"{p}i:{r}", f"{p}s:{r}", self._trim_key,
+        shard = self.shard_of(node) if node else None
+        keys = self._key_cache.get((kind.resource, shard))
+        if keys is None:  # the same 10 keys for every write of a kind (and node shard): built once
+            p, r = self.config.prefix, kind.resource
+            shard_stream = self.stream_key(kind, shard) if shard is not None else self._rv_key
+            keys = self._key_cache[(r, shard)] = [
+                self._rv_key, f"{p}o:{r}", f"{p}v:{r}", f"{p}i:{r}", f"{p}s:{r}", self._trim_key,
                 shard_stream, self.objects_key(NAMESPACE), f"{p}ow:{r}", self.gc_queue_key]
         return keys, bool(node)
 
@@ -302,17 +317,44 @@ class Store:
     def create_many(self, kind: Kind, objs: list[dict[str, Any]]) -> list[dict[str, Any] | errors.StatusError]:
         """Create in one pipelined round trip; each element is the stored object or its error."""
         calls = [self._commit_args(kind, "c", obj, "", check_namespace=True) for obj in objs]
+        lean = kind is not POD and kind is not NODE and isinstance(self._writer, CommitClient) and bool(objs)
         out: list[dict[str, Any] | errors.StatusError] = []
-        for obj, reply in zip(objs, self._commit_pipelined(kind, calls), strict=True):
+        for obj, reply in zip(objs, self._create_lean(kind, calls) if lean else self._commit_pipelined(kind, calls),
+                              strict=True):
             try:
                 out.append(self._result(kind, obj, reply))
             except errors.StatusError as e:
                 out.append(e)
         return out
 
+    def _create_lean(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Creates of a kind without node accounting in one ``lua/create_many.lua`` call (the commit script's
+        replies, one per object); if the connection fails before the reply, each is resolved on its own."""
+        p, r = self.config.prefix, kind.resource
+        keys, _ = self._keys(kind, {})
+        keys = keys[:6] + keys[7:9]
+        scripts = []
+        # A script call holds Redis for its whole run: at most _CREATE_CHUNK objects each (a few ms), all
+        # the calls in one round trip.
+        for start in range(0, len(calls), _CREATE_CHUNK):
+            args: list[Any] = [self.config.stream_cap, f"{p}dep:", r]
+            for _keys, a in calls[start:start + _CREATE_CHUNK]:
+                args += (a[1], a[3], a[4], a[7], a[9])  # field, head, tail, namespace, owners (see _commit_args)
+            scripts.append((keys, args))
+        try:
+            replies = self._writer.evalsha_many(self._create_many, scripts)
+        except UNAVAILABLE:
+            return self._resolve_each(kind, calls)
+        return [[1, x] if isinstance(x, int) else [0, x] for chunk in replies for x in chunk]
+
     def _commit_pipelined(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
         """Independent commits in one round trip; if the connection fails before the replies, each is
         resolved on its own (:meth:`_commit_resolved`: read back, commit again only what did not land)."""
+        if isinstance(self._writer, CommitClient):
+            try:
+                return self._writer.evalsha_many(self._commit, calls)
+            except UNAVAILABLE:
+                return self._resolve_each(kind, calls)
         for attempt in range(2):
             # EVALSHA itself: a Script on a pipeline costs a SCRIPT EXISTS round trip on every execute. A Redis
             # that lost the script (restarted without it) answers NOSCRIPT to each call, running none of them.
@@ -327,6 +369,10 @@ class Store:
                 self._writer.script_load(_COMMIT_LUA)
             except UNAVAILABLE:
                 break
+        return self._resolve_each(kind, calls)
+
+    def _resolve_each(self, kind: Kind, calls: list[tuple[list[str], list[Any]]]) -> list[Any]:
+        """Commits whose replies were lost: what each one did (:meth:`_landed`), committing again what did not land."""
         out = []
         for keys, args in calls:
             landed = self._landed(kind, args)
@@ -447,12 +493,11 @@ class Store:
         return codec.decode(data)
 
     def get_many(self, kind: Kind, names: list[tuple[str | None, str]]) -> list[dict[str, Any] | None]:
-        """The objects named (namespace, name), in one round trip (HMGET); None for one that does not exist."""
+        """Several objects of ``kind`` by (namespace, name) in one round trip; None for one that does not exist."""
         if not names:
             return []
-        fields = [object_key(kind, namespace, name) for namespace, name in names]
-        return [None if data is None else codec.decode(data)
-                for data in self.redis.hmget(self.objects_key(kind), fields)]
+        raw = self.redis.hmget(self.objects_key(kind), [object_key(kind, ns, name) for ns, name in names])
+        return [None if data is None else codec.decode(data) for data in raw]
 
     def list(self, kind: Kind, namespace: str | None = None, *, label_selector: LabelSelector | None = None,
              field_selector: FieldSelector | None = None, limit: int = 0,

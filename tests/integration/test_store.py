@@ -15,6 +15,7 @@ from emulator.api.kinds import CONFIGMAP, LIMITRANGE, NAMESPACE, NODE, POD, PRIO
 from emulator.cluster import LocalCluster
 from emulator.config import Config
 from emulator.server.core import ServerCore
+from emulator.store import codec
 from emulator.store.store import Store, StoreConfig, WatchEvent
 from tests import builders as b
 
@@ -466,6 +467,70 @@ def test_terminating_namespace_refuses_new_objects(core: ServerCore) -> None:
     with pytest.raises(errors.StatusError) as exc:
         core.create(POD, b.pod("p", "going"))
     assert exc.value.code == 403
+
+
+def _configmap(name: str, namespace: str = "default", **meta: object) -> dict[str, object]:
+    return {"metadata": {"name": name, "namespace": namespace, **meta}, "data": {"k": name}}
+
+
+def test_create_many_of_a_kind_without_node_room_writes_what_one_create_at_a_time_writes(core: ServerCore) -> None:
+    """Such creates go to the store in one script call (lua/create_many.lua): each object, its resourceVersion,
+    its ADDED event, its namespace check and its owners are what commit.lua gives a create of its own."""
+    ns = core.create(NAMESPACE, b.namespace("going"))
+    core.update_status(NAMESPACE, {**ns, "status": {"phase": "Terminating"}})
+    owner = core.create(CONFIGMAP, _configmap("owner"))
+    ref = {"apiVersion": "v1", "kind": "ConfigMap", "name": "owner", "uid": owner["metadata"]["uid"]}
+    core.create(CONFIGMAP, _configmap("taken"))
+    watch = core.watch(CONFIGMAP, core.store.current_rv())
+    rv0 = core.store.current_rv()
+    bodies = [_configmap("a"), _configmap("taken"), _configmap("b", ownerReferences=[ref]), _configmap("a"),
+              _configmap("c", "missing"), _configmap("d", "going"), _configmap("e")]
+    results = core.create_many(CONFIGMAP, bodies)
+    created = [r for r in results if not isinstance(r, errors.StatusError)]
+    assert [r["metadata"]["name"] for r in created] == ["a", "b", "e"]
+    assert [r["metadata"]["resourceVersion"] for r in created] == [str(rv0 + 1), str(rv0 + 2), str(rv0 + 3)]
+    refused = {i: (r.code, r.reason) for i, r in enumerate(results) if isinstance(r, errors.StatusError)}
+    assert refused == {1: (409, "AlreadyExists"), 3: (409, "AlreadyExists"), 4: (404, "NotFound"),
+                       5: (403, "Forbidden")}
+    for r in created:
+        assert core.get(CONFIGMAP, "default", r["metadata"]["name"]) == r
+    events = drain(watch, 3)
+    assert [(e.type, e.object, e.rv) for e in events] == [("ADDED", r, int(r["metadata"]["resourceVersion"]))
+                                                         for r in created]
+    assert core.store.dependents(owner["metadata"]["uid"]) == [(CONFIGMAP, "default/b")]
+    # the stored bytes are the object's encoding, resourceVersion spliced in, as commit.lua stores them
+    raw = core.store.redis.hmget(core.store.objects_key(CONFIGMAP), [f"default/{r['metadata']['name']}"
+                                                                     for r in created])
+    assert raw == [codec.encode(r) for r in created]
+    single = core.create(CONFIGMAP, _configmap("f"))
+    assert core.store.redis.hget(core.store.objects_key(CONFIGMAP), "default/f") == codec.encode(single)
+
+
+def test_a_large_create_many_is_split_into_script_calls_in_one_round_trip(core: ServerCore) -> None:
+    rv0 = core.store.current_rv()
+    names = [f"cm-{i:03}" for i in range(300)]  # more than one script call holds (_CREATE_CHUNK)
+    bodies = [_configmap(n) for n in names]
+    bodies[200] = _configmap("cm-000")  # taken by the first call: refused by the second
+    results = core.create_many(CONFIGMAP, bodies)
+    assert isinstance(results[200], errors.StatusError) and results[200].reason == "AlreadyExists"
+    created = [r for r in results if not isinstance(r, errors.StatusError)]
+    assert [r["metadata"]["resourceVersion"] for r in created] == [str(rv0 + i) for i in range(1, 300)]
+    entries = core.store.redis.xrange(core.store.stream_key(CONFIGMAP), min=f"({rv0}-0")
+    assert [codec.decode(f[b"o"])["metadata"]["name"] for _id, f in entries] == names[:200] + names[201:]
+
+
+def test_create_many_trims_the_stream_as_single_creates_do(redis_url: str) -> None:
+    c = ServerCore(Store.connect(redis_url, StoreConfig(stream_cap=16)))
+    c.bootstrap()
+    first = c.create(CONFIGMAP, _configmap("first"))
+    for start in range(0, 40, 8):
+        c.create_many(CONFIGMAP, [_configmap(f"c{i}") for i in range(start, start + 8)])
+    assert c.store.redis.xlen(c.store.stream_key(CONFIGMAP)) <= 16 + 16 // 8 + 8
+    with pytest.raises(errors.StatusError) as exc:
+        c.watch(CONFIGMAP, int(first["metadata"]["resourceVersion"]))
+    assert exc.value.code == 410
+    recent = c.store.current_rv() - 3
+    assert [e.object["metadata"]["name"] for e in drain(c.watch(CONFIGMAP, recent), 3)] == ["c37", "c38", "c39"]
 
 
 # --------------------------------------------------------------- durability

@@ -23,13 +23,15 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from emulator.api import errors
-from emulator.api.kinds import POD
+from emulator.api.kinds import CONFIGMAP, POD
 from emulator.apiserver import kubeconfig
 from emulator.apiserver.process import ApiServerProcess
 from emulator.apiserver.settings import ServerSettings
 from emulator.server.core import ServerCore
+from emulator.store import codec
 from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store, StoreConfig
+from emulator.store.wire import Call, CommitClient
 from tests import builders as b
 
 pytestmark = pytest.mark.integration
@@ -163,6 +165,107 @@ def test_a_create_whose_name_is_taken_still_answers_already_exists(lossy: tuple[
     with pytest.raises(errors.StatusError) as e:
         core.create(POD, b.pod("p"))
     assert e.value.reason == "AlreadyExists"
+
+
+class LossyCommitClient(CommitClient):
+    """The store's own write channel (``Store.connect``'s writer) losing the replies of its next round trip:
+    after Redis ran the scripts (``lose_after``), or before the commands left (``lose_before``)."""
+
+    lose_after = 0
+    lose_before = 0
+
+    def _send(self, script: Any, calls: Any) -> list[Any]:
+        if self.lose_before:
+            self.lose_before -= 1
+            raise redis.ConnectionError("injected: connection lost before the commands were sent")
+        replies = super()._send(script, calls)
+        if self.lose_after:
+            self.lose_after -= 1
+            raise redis.ConnectionError("injected: connection lost before the replies")
+        return replies
+
+
+@pytest.fixture
+def lossy_channel(redis_url: str) -> Iterator[tuple[ServerCore, LossyCommitClient]]:
+    writer = LossyCommitClient.from_url(redis_url, retry=Retry(NoBackoff(), 0))
+    config_ = StoreConfig()
+    store = Store(redis.Redis.from_url(redis_url, retry=config_.retry()), config_, writer=writer)
+    core = ServerCore(store)
+    core.bootstrap()
+    yield core, writer
+    store.close()
+
+
+@pytest.mark.parametrize(("write", "setup", "lost"), [
+    (_create, False, "after"), (_create, False, "before"), (_update, True, "after"), (_update, True, "before"),
+    (_delete, True, "after"), (_create_many, False, "after"), (_create_many, False, "before"),
+    (_update_many, True, "after"),
+], ids=["create-ran", "create-not-sent", "update-ran", "update-not-sent", "delete-ran", "create-many-ran",
+        "create-many-not-sent", "update-many-ran"])
+def test_the_commit_channel_resolves_a_lost_reply_by_reading_back(
+        lossy_channel: tuple[ServerCore, LossyCommitClient], write: Callable[[ServerCore], dict[str, Any]],
+        setup: bool, lost: str) -> None:
+    core, writer = lossy_channel
+    if setup:
+        core.create(POD, b.pod("p"))
+    rv_before = core.store.current_rv()
+    setattr(writer, f"lose_{lost}", 1)
+    result = write(core)
+    assert writer.lose_after == writer.lose_before == 0  # the fault was injected
+    assert core.store.current_rv() == rv_before + 1  # the write happened exactly once
+    if write is _delete:
+        with pytest.raises(errors.StatusError, match="not found"):
+            core.store.get(POD, "default", "p")
+        return
+    stored = core.store.get(POD, "default", "p")
+    assert result["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"] == str(rv_before + 1)
+    assert added_events(core, "p") == 1
+
+
+@pytest.mark.parametrize("lost", ["after", "before"], ids=["ran", "not-sent"])
+def test_a_batch_of_creates_in_one_script_call_whose_reply_is_lost_lands_once(
+        lossy_channel: tuple[ServerCore, LossyCommitClient], lost: str) -> None:
+    """Creates of a kind without node room share one script call (lua/create_many.lua): a lost reply is
+    resolved object by object, each stored and announced once."""
+    core, writer = lossy_channel
+    names = ["cm-one", "cm-two", "cm-three"]
+    rv_before = core.store.current_rv()
+    setattr(writer, f"lose_{lost}", 1)
+    results = core.store.create_many(CONFIGMAP, [{"metadata": {"name": n, "namespace": "default", "uid": f"u-{n}"}}
+                                                 for n in names])
+    assert writer.lose_after == writer.lose_before == 0  # the fault was injected
+    assert core.store.current_rv() == rv_before + 3
+    assert [r["metadata"]["resourceVersion"] for r in results] == [str(rv_before + i) for i in (1, 2, 3)]
+    entries = core.store.redis.xrange(core.store.stream_key(CONFIGMAP))
+    assert [codec.decode(fields[b"o"])["metadata"]["name"] for _id, fields in entries] == names
+
+
+def test_the_commit_channel_reloads_a_script_redis_forgot(redis_url: str) -> None:
+    """A restarted Redis has no script cache: NOSCRIPT means the call did not run, so it is loaded and sent again."""
+    store = Store.connect(redis_url)
+    core = ServerCore(store)
+    core.bootstrap()
+    store.redis.script_flush()
+    rv_before = store.current_rv()
+    created = store.create_many(POD, [b.pod("first-pod"), b.pod("second-pod")])
+    assert [c["metadata"]["resourceVersion"] for c in created] == [str(rv_before + 1), str(rv_before + 2)]
+    store.redis.script_flush()
+    updated = store.update(POD, {**created[0], "metadata": {**created[0]["metadata"], "labels": {"v": "2"}}})
+    assert updated["metadata"]["resourceVersion"] == str(rv_before + 3)
+    assert [added_events(core, n) for n in ("first-pod", "second-pod")] == [1, 1]
+    store.close()
+
+
+def test_a_failed_script_call_raises_after_every_reply_is_read(redis_url: str) -> None:
+    """An error reply in a batch raises (as a redis-py pipeline does), and the connection stays usable."""
+    store = Store.connect(redis_url)
+    writer = store._writer
+    assert isinstance(writer, CommitClient)
+    bad: Call = ([], [])  # the commit script indexes ARGV: a Lua error reply
+    with pytest.raises(redis.ResponseError):
+        writer.evalsha_many(store._commit, [bad, bad])
+    assert store.redis.ping() and writer.ping()
+    store.close()
 
 
 # --------------------------------------------------------------------------------------------- the API

@@ -60,10 +60,13 @@ if op == 'c' then
   if ns ~= '' then
     local nsobj = redis.call('HGET', KEYS[8], ns)
     if not nsobj then return {0, 'nonamespace'} end
-    local decoded = cmsgpack.unpack(nsobj)
-    if type(decoded) == 'table' and type(decoded['status']) == 'table'
-        and decoded['status']['phase'] == 'Terminating' then
-      return {0, 'terminating'}
+    -- decode only a namespace whose bytes can hold the phase (most creates land in an active one)
+    if string.find(nsobj, 'Terminating', 1, true) then
+      local decoded = cmsgpack.unpack(nsobj)
+      if type(decoded) == 'table' and type(decoded['status']) == 'table'
+          and decoded['status']['phase'] == 'Terminating' then
+        return {0, 'terminating'}
+      end
     end
   end
 else
@@ -96,9 +99,10 @@ local acct_old, acct_new
 if ARGV[14] == 'pod' then
   acct_old = redis.call('HGET', pfx .. 'acct', ARGV[13] .. '|' .. field) or ''
   acct_new = ARGV[15]
-  local n = parse_acct(acct_new)
-  local o = parse_acct(acct_old)
-  if n and ARGV[16] == '1' and not (o and o.node == n.node) then
+  -- only a binding write checks the node's room (a status write parses nothing here)
+  local n = ARGV[16] == '1' and parse_acct(acct_new) or nil
+  local o = n and parse_acct(acct_old) or nil
+  if n and not (o and o.node == n.node) then
     local cap = hash_numbers(pfx .. 'cap:' .. n.node)
     local alloc = hash_numbers(pfx .. 'alloc:' .. n.node)
     for res, v in pairs(n.res) do
@@ -138,10 +142,12 @@ else
   end
 end
 -- keep the dependents index exact
-local member = ARGV[13] .. '|' .. field
-local old_owners = redis.call('HGET', KEYS[9], field) or ''
+-- a create has none: every delete (this script) drops the object's entry
+local old_owners = ''
+if op ~= 'c' then old_owners = redis.call('HGET', KEYS[9], field) or '' end
 local new_owners = ARGV[10]
 if old_owners ~= new_owners then
+  local member = ARGV[13] .. '|' .. field
   local wanted = {}
   for uid in string.gmatch(new_owners, '[^,]+') do wanted[uid] = true end
   for uid in string.gmatch(old_owners, '[^,]+') do
