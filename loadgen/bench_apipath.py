@@ -205,6 +205,31 @@ def _raw_watcher(kubeconfig: str, pods: int, hello: Any, out: Any) -> None:
     out.put((bound, cpu, len(lines_read), _event_kinds(lines_read)))
 
 
+def _added_watcher(kubeconfig: str, pods: int, hello: Any, out: Any) -> None:
+    """A raw HTTP watch noting when each pod's ADDED arrived (``--server-only --watch``: nothing binds)."""
+    api = _client(kubeconfig)
+    rv = api.list_namespaced_pod(NAMESPACE).metadata.resource_version
+    seen: dict[str, float] = {}
+    resp = api.list_namespaced_pod(NAMESPACE, watch=True, resource_version=rv, timeout_seconds=600,
+                                   _preload_content=False, **_OPEN)
+    buf = b""
+    for chunk in resp.stream(65536):
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        for line in lines:
+            if not line:
+                continue
+            event = json.loads(line)
+            if event["type"] == "BOOKMARK":
+                hello.put(("added watcher", os.getpid()))
+            elif event["type"] == "ADDED":
+                seen.setdefault(event["object"]["metadata"]["name"], time.time())
+        if len(seen) >= pods:
+            break
+    resp.release_conn()
+    out.put(seen)
+
+
 def _changed(old: Any, new: Any, path: str, depth: int) -> list[str]:
     """The paths (down to ``depth`` levels) where ``new`` differs from ``old``."""
     if old == new:
@@ -556,13 +581,15 @@ def run_server_only(args: argparse.Namespace) -> dict[str, Any]:
         core.create(NS, {"metadata": {"name": NAMESPACE}})
         kubeconfig = str(kc.write(data / "kubeconfig", server.url, token))
         ctx = multiprocessing.get_context("spawn")
-        hello, created_q, start = ctx.Queue(), ctx.Queue(), ctx.Event()
+        hello, created_q, added_q, start = ctx.Queue(), ctx.Queue(), ctx.Queue(), ctx.Event()
         pods = [f"p-{i:05d}" for i in range(args.pods)]
         creators = [ctx.Process(target=_creator, args=(kubeconfig, pods[i::args.procs], args.threads, start,
                                                        (hello, created_q)), daemon=True) for i in range(args.procs)]
-        for p in creators:
+        watchers = [ctx.Process(target=_added_watcher, args=(kubeconfig, args.pods, hello, added_q), daemon=True)
+                    for _ in range(1 if args.watch else 0)]
+        for p in creators + watchers:
             p.start()
-        for _ in creators:
+        for _ in creators + watchers:
             hello.get(timeout=120)
         api_pid = server.proc.pid if server.proc is not None else os.getpid()
         redis_pids = [pid for pid in process_tree() if _names([pid]).get(pid, "").startswith("redis-server")]
@@ -570,10 +597,12 @@ def run_server_only(args: argparse.Namespace) -> dict[str, Any]:
         busy0, t0 = _machine_busy(), time.time()
         print(f"creating {args.pods} pods", flush=True)  # (a profiler's cue)
         start.set()
-        creators_cpu, created = 0.0, 0
+        creators_cpu, created, returned = 0.0, 0, {}
         for _ in creators:
             done, cpu = created_q.get(timeout=args.timeout)
             creators_cpu, created = creators_cpu + cpu, created + len(done)
+            returned.update(done)
+        added = added_q.get(timeout=args.timeout) if watchers else {}
         wall = time.time() - t0
         if created != args.pods:
             raise RuntimeError(f"{args.pods - created} creates failed")
@@ -585,6 +614,8 @@ def run_server_only(args: argparse.Namespace) -> dict[str, Any]:
                   "cpuMsPerCreate": {"apiServer": round(1000 * api_cpu / n, 3), "redis": round(1000 * redis_cpu / n, 3),
                                      "creators": round(1000 * creators_cpu / n, 3)},
                   "machineCpuSeconds": round(busy, 1), "loadAverage": [round(x, 1) for x in os.getloadavg()]}
+        if watchers:  # create returned -> its ADDED received by a raw HTTP watch
+            result["createToAddedRaw"] = _percentiles([added[n] - returned[n] for n in returned if n in added])
         print(json.dumps(result, indent=2))
         return result
     finally:
@@ -606,6 +637,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="measure the watch path alone: this many raw watches, pods written to the store")
     p.add_argument("--server-only", action="store_true",
                    help="the create path alone: Redis, the API server and the creators; CPU per create")
+    p.add_argument("--watch", action="store_true",
+                   help="--server-only: also a raw HTTP watch, reporting create returned -> ADDED received")
     p.add_argument("--rate", type=float, default=0.0,
                    help="pods created (--fanout: written) per second in all (0: as fast as they go, the issue's setup)")
     p.add_argument("--client-watcher-nice", type=int, default=0,
