@@ -34,8 +34,9 @@ API server's CPU milliseconds per event written and the write -> received
 latency over all watches.
 
 ``--server-only`` measures the create path alone: Redis, the API server and the
-creators, no watch, no scheduler: CPU milliseconds per create of the API server,
-Redis and the creators.
+creators, no scheduler: CPU milliseconds per create of the API server, Redis
+and the creators (``--watch``: plus one raw HTTP watch, and the seconds from a
+create returning to its ADDED arriving there).
 
 It reports create -> bound p50/p99 as each watcher saw it (and the p50 of each
 quarter of the pods in creation order: a watcher that cannot keep up shows a
