@@ -57,12 +57,8 @@ from emulator.store.store import UNAVAILABLE, Store, StoreConfig, parse_resource
 log = logging.getLogger("kemu.apiserver")
 
 _METHODS = ["GET", "POST", "PUT", "PATCH", "DELETE"]
-# Verbs run off the event loop: those that may take long (whole collections), and creates. Clients
-# create in bursts (a Job, a script's threads) and a pod create waits for two Redis round trips; on the
-# loop, creates back to back held up every watch's delivery behind them (create -> ADDED on a raw HTTP
-# watch p50 0.2 s under 4 x 4 official-client creators on a loaded 2-core VM; 0.015-0.018 s in a thread,
-# for about the same CPU per create: docs/performance.md, "Where the official client's seconds go").
-_THREADED_VERBS = frozenset({"list", "deletecollection", "create"})
+# Verbs whose handlers may take long (whole collections): run them off the event loop.
+_THREADED_VERBS = frozenset({"list", "deletecollection"})
 
 
 def status_response(err: errors.StatusError) -> Response:

@@ -5,8 +5,7 @@ object to send and its HTTP status; :mod:`emulator.apiserver.app` does the
 HTTP. Handlers are synchronous: they call the synchronous
 :class:`~emulator.server.core.ServerCore`, whose single-object operations are
 one or two Redis round trips (~0.1 ms each), so the app runs them directly on
-the event loop and sends only lists, deletecollection and creates to a worker
-thread (creates come in bursts and would hold up the watches' delivery).
+the event loop and sends only lists and deletecollection to a worker thread.
 
 What comes from where upstream (``staging/src/k8s.io/apiserver/pkg/endpoints/handlers``):
 
