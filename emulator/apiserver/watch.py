@@ -86,6 +86,31 @@ INITIAL_EVENTS_END = "k8s.io/initial-events-end"
 MAX_PENDING_EVENTS = 100_000
 # Initial ADDED events are serialized in chunks of this many objects, off the event loop.
 INITIAL_CHUNK = 500
+# The largest HTTP chunk a watch writes (bigger when one event is): upstream writes each event on its
+# own, so clients split lines per chunk. The official Python client's line splitter copies the rest of
+# its buffer for every line (kubernetes.watch.watch.iter_resp_lines), so a chunk of n events costs it
+# O(n^2) bytes copied: ~0.14 ms more per event at 1,000 pod events a chunk, which a watch that fell
+# behind gets when everything pending is written at once.
+FRAME_BYTES = 64 * 1024
+
+
+def frames(data: bytes, limit: int = FRAME_BYTES) -> list[bytes]:
+    """``data`` (whole event lines) cut at line ends into pieces of at most ``limit`` bytes (or one line)."""
+    if len(data) <= limit:
+        return [data]
+    out, start, end = [], 0, len(data)
+    while start < end:
+        cut = start + limit
+        if cut >= end:
+            out.append(data[start:])
+            break
+        nl = data.rfind(b"\n", start, cut)
+        if nl < 0:  # one line longer than the limit: the whole line
+            nl = data.find(b"\n", cut)
+            nl = end - 1 if nl < 0 else nl
+        out.append(data[start:nl + 1])
+        start = nl + 1
+    return out
 
 
 @dataclass(frozen=True)
@@ -375,7 +400,8 @@ async def _stream(req: WatchRequest, source: WatchSource, initial: list[Obj] | N
             await feed.wait(block)
             chunks = feed.take()
             if chunks:
-                yield b"".join(c[0] for c in chunks) if len(chunks) > 1 else chunks[0][0]
+                for frame in frames(b"".join(c[0] for c in chunks) if len(chunks) > 1 else chunks[0][0], FRAME_BYTES):
+                    yield frame
                 sent.inc(sum(c[1] for c in chunks))
                 for c in chunks:
                     lag.observe(c[2])

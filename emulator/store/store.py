@@ -567,16 +567,26 @@ class Store:
         For reads that must not cost a round trip each, such as admission's PriorityClasses and
         LimitRanges for a create. Each result is in key order; no paging, so keep these small.
         """
-        pipe = self.redis.pipeline(transaction=False)
         order = f"{self.config.prefix}i:"
-        for kind, namespace in requests:
-            if namespace and kind.namespaced:
-                self._range([self._rv_key, self.objects_key(kind), order + kind.resource],
-                            [f"[{namespace}/", f"({namespace}/".encode() + b"\xff", -1], client=pipe)
-            else:
-                pipe.hgetall(self.objects_key(kind))
+        for attempt in range(2):
+            pipe = self.redis.pipeline(transaction=False)
+            for kind, namespace in requests:
+                if namespace and kind.namespaced:
+                    # EVALSHA straight on the pipeline: through the Script object redis-py would send a
+                    # SCRIPT EXISTS round trip first on every execute (Pipeline.load_scripts).
+                    pipe.evalsha(self._range.sha, 3, self._rv_key, self.objects_key(kind), order + kind.resource,
+                                 f"[{namespace}/", f"({namespace}/".encode() + b"\xff", -1)
+                else:
+                    pipe.hgetall(self.objects_key(kind))
+            try:
+                replies = pipe.execute()
+                break
+            except redis.exceptions.NoScriptError:  # a restarted or flushed Redis: load it, once
+                if attempt:
+                    raise
+                self.redis.script_load(_RANGE_LUA)
         out: list[list[dict[str, Any]]] = []
-        for reply in pipe.execute():
+        for reply in replies:
             if isinstance(reply, dict):
                 out.append([codec.decode(reply[k]) for k in sorted(reply)])
             else:

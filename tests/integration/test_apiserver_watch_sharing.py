@@ -175,6 +175,44 @@ def test_a_watch_too_far_behind_its_client_ends_after_what_it_was_handed(
     assert asyncio.run(main()) == []
 
 
+@pytest.mark.parametrize("limit", [1, 3000, 1 << 20], ids=["one-line-each", "a-few-lines", "all-in-one"])
+def test_events_read_together_are_written_in_chunks_of_whole_lines(
+        core: ServerCore, redis_url: str, monkeypatch: pytest.MonkeyPatch, limit: int) -> None:
+    # Upstream writes each event on its own; a backlog written as one HTTP chunk costs the official Python
+    # client O(n^2) in its line splitter. Here every chunk holds whole lines and at most FRAME_BYTES of them.
+    monkeypatch.setattr(watch, "FRAME_BYTES", limit)
+    source = WatchSource(core.store, redis_url)
+    start = core.store.current_rv()
+    names = [f"f{i}" for i in range(8)]
+    for name in names:
+        core.create(POD, b.pod(name))  # before the watch: the first read returns all eight
+
+    async def main() -> list[bytes]:
+        chunks: list[bytes] = []
+        body = stream_events(request(), source, None, start, core.clock.now)
+        try:
+            async for chunk in body:
+                chunks.append(chunk)
+                if sum(c.count(b"\n") for c in chunks) >= len(names):
+                    break
+        finally:
+            await body.aclose()
+            await source.close()
+        return chunks
+
+    chunks = asyncio.run(main())
+    lines = [line for c in chunks for line in c.splitlines()]
+    assert [orjson.loads(line)["object"]["metadata"]["name"] for line in lines] == names
+    assert all(c.endswith(b"\n") for c in chunks)
+    # A chunk is within the limit, or is a single line longer than it.
+    assert all(len(c) <= limit or c.count(b"\n") == 1 for c in chunks)
+    line_bytes = [len(line) + 1 for line in lines]
+    if limit < min(line_bytes):
+        assert len(chunks) == len(names)
+    if limit >= sum(line_bytes):
+        assert len(chunks) == 1
+
+
 def test_a_watch_the_stream_trimmed_past_gets_a_410_error_event(redis_url: str) -> None:
     # The API server checks the window before it answers; a watch the trim passes after that (here: from
     # the start) learns it from the shared reader, as an ERROR event carrying the 410 Status, and ends.

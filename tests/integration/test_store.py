@@ -373,6 +373,19 @@ def test_limit_range_defaults_every_container(core: ServerCore) -> None:
     assert res[2] == {"limits": {"memory": "512Mi"}, "requests": {"memory": "100Mi"}}
 
 
+@pytest.mark.parametrize("flushed", [False, True], ids=["scripts-loaded", "after-script-flush"])
+def test_a_pod_create_reads_admission_objects_even_after_redis_forgot_its_scripts(
+        core: ServerCore, flushed: bool) -> None:
+    # Admission's prefetch sends its range script as a bare EVALSHA (no SCRIPT EXISTS round trip first);
+    # a Redis that lost its script cache (restarted, SCRIPT FLUSH) answers NOSCRIPT and the store loads it.
+    core.create(LIMITRANGE, b.limit_range("mem", default={"memory": "512Mi"}, default_request={"memory": "256Mi"}))
+    if flushed:
+        core.store.redis.script_flush()
+    pod = core.create(POD, b.pod("p", containers=[b.container("a")]))
+    assert pod["spec"]["containers"][0]["resources"] == {"limits": {"memory": "512Mi"},
+                                                         "requests": {"memory": "256Mi"}}
+
+
 def test_limit_range_max_is_enforced(core: ServerCore) -> None:
     core.create(LIMITRANGE, b.limit_range("cap", max_={"cpu": "1"}))
     with pytest.raises(errors.StatusError) as exc:
