@@ -100,11 +100,12 @@ class RemoveDuplicates:
         shared = {r.get("uid") or r.get("name") or "" for p in snapshot.multi_owned() for r in utils.owner_refs(p)}
         per_node_group: dict[tuple[Any, str], int] = {}
         by_group: dict[Any, list[Obj]] = {}
-        for first, pods in snapshot.by_first_owner().items():
-            on_nodes = [p["spec"]["nodeName"] for p in pods]
-            if first not in shared and len(set(on_nodes)) == len(on_nodes):
+        crowded_firsts = snapshot.crowded_owners()
+        for first in snapshot.owner_keys():
+            if first not in crowded_firsts and first not in shared:
                 continue  # never two on one node
-            for pod, node_name in zip(pods, on_nodes, strict=True):
+            for pod in snapshot.owner_pods(first):
+                node_name = pod["spec"]["nodeName"]
                 if node_name not in node_names:
                     continue
                 group = _owner_group(pod)
