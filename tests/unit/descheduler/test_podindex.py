@@ -31,8 +31,8 @@ def _start() -> Pods:
         {"topologyKey": "kubernetes.io/hostname", "labelSelector": {"matchLabels": {"app": "rs-b"}}}]}}
     return [_pod("a1", "n1"), _pod("a2", "n1"), _pod("a3", "n2"), _pod("b1", "n2", owner="rs-b", affinity=anti),
             _pod("b2", "n3", owner="rs-b", labels={"tier": "web"}), _pod("c1", "n3", namespace="other"),
-            _pod("f1", "n3", phase="Failed"), _pod("r1", "n2", owner="rs-c", restarts=3), _pod("bare", "n1", owner=None),
-            _pod("pending", None)]
+            _pod("f1", "n3", phase="Failed"), _pod("r1", "n2", owner="rs-c", restarts=3),
+            _pod("bare", "n1", owner=None), _pod("pending", None)]
 
 
 def _changed(pods: Pods, name: str, change: Callable[[dict], None], *, new_version: bool = True) -> Pods:
@@ -40,11 +40,13 @@ def _changed(pods: Pods, name: str, change: Callable[[dict], None], *, new_versi
     out = []
     for p in pods:
         if p["metadata"]["name"] == name:
-            p = copy.deepcopy(p)
-            change(p)
+            updated = copy.deepcopy(p)
+            change(updated)
             if new_version:
-                p["metadata"]["resourceVersion"] = str(next(_rv))
-        out.append(p)
+                updated["metadata"]["resourceVersion"] = str(next(_rv))
+            out.append(updated)
+        else:
+            out.append(p)
     return out
 
 
@@ -79,7 +81,7 @@ EVENTS: dict[str, Callable[[Pods], Pods]] = {
                                                 new_version=False),
     "more requests": lambda pods: _changed(pods, "a2", lambda p: p["spec"]["containers"][0]["resources"].update(
         requests={"cpu": "2", "memory": "1Gi"})),
-    "same object, same version": lambda pods: list(pods),
+    "same object, same version": list,
 }
 
 SEQUENCES = {
