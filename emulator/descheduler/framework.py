@@ -126,6 +126,11 @@ class ClusterSnapshot:
         """``ListPodsOnANode``: Succeeded and Failed pods do not occupy the node."""
         return self._indexed()["active"].get(node, [])
 
+    def active_pods_low_to_high(self, node: str) -> list[Obj]:
+        """:meth:`active_pods_on` sorted by ``utils.sort_pods_low_to_high`` (kept across passes while the node's
+        pods stay the same; a stable sort, so filtering this list gives the sorted filtered pods)."""
+        return self._index().low_to_high(node)
+
     def all_pods(self) -> Iterable[Obj]:
         for pods in self.pods_by_node.values():
             yield from pods
@@ -201,31 +206,29 @@ class ClusterSnapshot:
         return self._indexed()["requested"].get(node) or {"pods": 0}
 
     def required_affinity(self, pod: Obj) -> RequiredNodeAffinity:
-        cache = self._cache("affinity")
-        key = id(pod)
-        if key not in cache:
-            cache[key] = utils.required_affinity(pod)
-        return cache[key]
+        return _parsed_placement(_placement_key(pod), pod)
 
     def matches_node_selector(self, pod: Obj, node: Obj) -> bool:
         """``PodMatchNodeSelector``: nodeSelector and required node affinity."""
         spec = pod["spec"]
         if not spec.get("nodeSelector") and not (spec.get("affinity") or {}).get("nodeAffinity"):
             return True
-        # Pods of one owner share their placement: the verdict is kept per (placement, node) for the pass.
-        by_pod = self._cache("placementKeys")
-        key = by_pod.get(id(pod))
-        if key is None:
-            required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-                "requiredDuringSchedulingIgnoredDuringExecution")
-            key = by_pod[id(pod)] = repr((spec.get("nodeSelector"), required))
-        name = node["metadata"]["name"]
-        verdicts = self._cache("placementVerdicts")
-        verdict = verdicts.get((key, name))
+        # Pods of one owner share their placement: the verdict is kept per (placement, node) across passes,
+        # while the node's labels stay the same (they and the name are all a node selector reads).
+        key = _placement_key(pod)
+        meta = node["metadata"]
+        name, labels = meta["name"], meta.get("labels") or {}
+        by_node = self._index().placement_verdicts
+        entry = by_node.get(name)
+        if entry is None or (entry[0] is not labels and entry[0] != labels):
+            if len(by_node) >= _PLACEMENT_CACHE_MAX:
+                by_node.clear()
+            entry = by_node[name] = (labels, {})
+        verdicts = entry[1]
+        verdict = verdicts.get(key)
         if verdict is None:
-            verdict = verdicts[(key, name)] = self.required_affinity(pod).matches(node["metadata"].get("labels") or {},
-                                                                                 name)
-        return verdict  # type: ignore[no-any-return]
+            verdict = verdicts[key] = _parsed_placement(key, pod).matches(labels, name)
+        return verdict
 
     def _fit_facts(self, node: Obj) -> tuple[tuple[Taint, ...], bool, dict[str, int], dict[str, int]]:
         """(NoSchedule-relevant taints, unschedulable, allocatable, requested) of a node, once per pass."""
@@ -284,6 +287,40 @@ class ClusterSnapshot:
         if self._pod_usage is None:
             self._pod_usage = self.pod_usage_source() if self.pod_usage_source else {}
         return self._pod_usage
+
+
+# A pod's placement (nodeSelector and required node affinity) as a key, by uid: (resourceVersion, key); and
+# each key's parsed affinity. Both are read from the pod alone, so they are kept across passes.
+_placement_keys: dict[str, tuple[str, str]] = {}
+_placements: dict[str, RequiredNodeAffinity] = {}
+_PLACEMENT_CACHE_MAX = 200_000
+
+
+def _placement_key(pod: Obj) -> str:
+    meta = pod["metadata"]
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if uid and rv:
+        cached = _placement_keys.get(uid)
+        if cached is not None and cached[0] == rv:
+            return cached[1]
+    spec = pod["spec"]
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    key = repr((spec.get("nodeSelector"), required))
+    if uid and rv:
+        if len(_placement_keys) >= _PLACEMENT_CACHE_MAX:
+            _placement_keys.clear()
+        _placement_keys[uid] = (rv, key)
+    return key
+
+
+def _parsed_placement(key: str, pod: Obj) -> RequiredNodeAffinity:
+    parsed = _placements.get(key)
+    if parsed is None:
+        if len(_placements) >= _PLACEMENT_CACHE_MAX:
+            _placements.clear()
+        parsed = _placements[key] = utils.required_affinity(pod)
+    return parsed
 
 
 class ProfileEvictor:

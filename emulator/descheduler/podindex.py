@@ -95,7 +95,8 @@ class NodePart:
     """What one node's pods give a pass; valid while the node holds the same objects at the same versions
     (the part holds the objects, so their ids cannot be reused meanwhile)."""
 
-    __slots__ = ("crowded", "failed", "features", "ids", "labels", "multi", "owners", "running", "total", "versions")
+    __slots__ = ("crowded", "failed", "features", "ids", "labels", "multi", "owners", "running", "sorted_running",
+                 "total", "versions")
 
     def __init__(self, pods: list[Obj], versions: tuple[Any, ...], ids: tuple[int, ...]) -> None:
         self.ids, self.versions = ids, versions
@@ -143,6 +144,14 @@ class NodePart:
         self.features = [(k, f) for k, f in enumerate(features) if f]
         self.owners, self.labels, self.multi = owners, labels, multi
         self.crowded = tuple(first for first, pods in owners.items() if len(pods) > 1)
+        self.sorted_running: list[Obj] | None = None
+
+    def low_to_high(self) -> list[Obj]:
+        """The running pods in eviction order (``SortPodsBasedOnPriorityLowToHigh``: priority and QoS, both
+        read from the pod alone), sorted once while the node's pods stay the same."""
+        if self.sorted_running is None:
+            self.sorted_running = utils.sort_pods_low_to_high(list(self.running))
+        return self.sorted_running
 
 
 class PodIndex:
@@ -159,6 +168,9 @@ class PodIndex:
         self._multi: dict[str, list[Obj]] = {}
         self._crowded: dict[str, int] = {}  # first owner -> nodes holding two or more of its running pods
         self._lists: dict[tuple[str, Any], list[Obj]] = {}  # a key's pods in node order, built on first use
+        # node -> (its labels, placement key -> whether they match): ClusterSnapshot.matches_node_selector's
+        # verdicts, kept across passes while the node's labels stay the same.
+        self.placement_verdicts: dict[str, tuple[Mapping[str, str], dict[str, bool]]] = {}
         self.changed_nodes = 0  # how many node parts the last update rebuilt (for tests and the bench)
 
     def update(self, pods_by_node: Mapping[str, list[Obj]]) -> dict[str, Any]:
@@ -259,6 +271,10 @@ class PodIndex:
             out = [p for node in sorted(per_node, key=pos.__getitem__) for p in per_node[node]]
         self._lists[(tag, key)] = out
         return out
+
+    def low_to_high(self, node: str) -> list[Obj]:
+        part = self.parts.get(node)
+        return part.low_to_high() if part is not None else []
 
     # -- what the snapshot reads (callers must not change the lists they get) -------------------------------------
     def owner_pods(self, first: str) -> list[Obj]:

@@ -56,12 +56,18 @@ def target_nodes(variants: Mapping[tuple[str, ...], Obj], nodes: Sequence[Obj], 
     """
     out: dict[str, None] = {}
     cache = {} if cache is None else cache
+    tainted: list[Any] | None = None
     for placement, pod in variants.items():
         matching = cache.get(placement)
         if matching is None:
-            matching = cache[placement] = [n["metadata"]["name"] for n in nodes
-                                           if utils.tolerates_taints(pod, snapshot.node_taints(n), _TARGET_EFFECTS)
-                                           and snapshot.matches_node_selector(pod, n)]
+            if tainted is None:  # most nodes have no taint: only the others need the tolerations checked
+                tainted = [bool(snapshot.node_taints(n)) for n in nodes]
+            spec = pod["spec"]
+            anywhere = not spec.get("nodeSelector") and not (spec.get("affinity") or {}).get("nodeAffinity")
+            matching = cache[placement] = [
+                n["metadata"]["name"] for n, has_taints in zip(nodes, tainted, strict=True)
+                if (not has_taints or utils.tolerates_taints(pod, snapshot.node_taints(n), _TARGET_EFFECTS))
+                and (anywhere or snapshot.matches_node_selector(pod, n))]
         if len(matching) > 1:
             out.update(dict.fromkeys(matching))
     return list(out)
