@@ -262,8 +262,13 @@ class ClusterSnapshot:
     def pod_fits_any_node(self, pod: Obj, nodes: Iterable[Obj]) -> bool:
         return any(self.pod_fits_node(pod, n) for n in nodes)
 
-    def select(self, namespace: str, selector: LabelSelector) -> list[Obj]:
-        """The running pods of ``namespace`` (on nodes) that ``selector`` matches, through a label index."""
+    def select(self, namespace: str, selector: LabelSelector, *, memo_key: str | None = None) -> list[Obj]:
+        """The running pods of ``namespace`` (on nodes) that ``selector`` matches, through a label index.
+
+        With ``memo_key`` (a key for the selector: the same key, the same selector) the answer is kept across
+        passes while the label bucket it came from is unchanged (every pod it can match is in that bucket).
+        Callers must not change the list they get.
+        """
         # Every bucket holds a superset of the matching pods in node order: the smallest one gives the same list.
         index = self._index()
         item: tuple[str, str] | None = None
@@ -276,7 +281,18 @@ class ClusterSnapshot:
                     item, size = (key, value), narrowed
         if not size:
             return []
-        return [p for p in index.label_pods(namespace, item) if selector.matches(p["metadata"].get("labels"))]
+        bucket = index.label_pods(namespace, item)
+        if memo_key is None:
+            return [p for p in bucket if selector.matches(p["metadata"].get("labels"))]
+        memo = index.selected
+        hit = memo.get((namespace, memo_key))
+        if hit is not None and hit[0] is bucket:
+            return hit[1]
+        out = [p for p in bucket if selector.matches(p["metadata"].get("labels"))]
+        if len(memo) >= _PLACEMENT_CACHE_MAX:
+            memo.clear()
+        memo[(namespace, memo_key)] = (bucket, out)
+        return out
 
     def node_usage(self) -> dict[str, Usage]:
         if self._node_usage is None:

@@ -171,6 +171,9 @@ class PodIndex:
         # node -> (its labels, placement key -> whether they match): ClusterSnapshot.matches_node_selector's
         # verdicts, kept across passes while the node's labels stay the same.
         self.placement_verdicts: dict[str, tuple[Mapping[str, str], dict[str, bool]]] = {}
+        # (namespace, selector key) -> (the label bucket it was answered from, the matching pods): select's
+        # answers, valid while that bucket's list is the same object (any change to it builds a new one).
+        self.selected: dict[tuple[str, str], tuple[list[Obj], list[Obj]]] = {}
         self.changed_nodes = 0  # how many node parts the last update rebuilt (for tests and the bench)
 
     def update(self, pods_by_node: Mapping[str, list[Obj]]) -> dict[str, Any]:

@@ -155,3 +155,23 @@ def test_index_answers_match_a_walk_over_every_pod() -> None:
         sel = LabelSelector.from_dict(selector)
         expected = [id(p) for p in running if p["metadata"]["namespace"] == ns and sel.matches(p["metadata"]["labels"])]
         assert _ids(snapshot.select(ns, sel)) == expected, (ns, selector)
+
+
+@pytest.mark.parametrize("events", list(SEQUENCES.values()), ids=list(SEQUENCES))
+def test_selections_kept_across_passes_follow_the_pods(events: list[str]) -> None:
+    """``select(..., memo_key=)`` keeps an answer across passes only while its label bucket is unchanged."""
+    index = PodIndex()
+    selectors = {"rs-b": {"matchLabels": {"app": "rs-b"}}, "web": {"matchLabels": {"tier": "web"}},
+                 "any-app": {"matchExpressions": [{"key": "app", "operator": "Exists"}]}}
+    pods = _start()
+    for event in ["nothing", *events]:
+        pods = EVENTS[event](pods)
+        snapshot = ClusterSnapshot.build([], pods, index=index)
+        for ns in ("default", "other"):
+            for key, raw in selectors.items():
+                sel = LabelSelector.from_dict(raw)
+                running = [p for node_pods in snapshot.pods_by_node.values() for p in node_pods
+                           if p["status"]["phase"] not in ("Failed", "Succeeded")]
+                expected = [id(p) for p in running
+                            if p["metadata"]["namespace"] == ns and sel.matches(p["metadata"]["labels"])]
+                assert _ids(snapshot.select(ns, sel, memo_key=key)) == expected, (event, ns, key)
