@@ -286,12 +286,10 @@ class ClusterSnapshot:
             return [p for p in bucket if selector.matches(p["metadata"].get("labels"))]
         memo = index.selected
         hit = memo.get((namespace, memo_key))
-        if hit is not None and hit[0] is bucket:
-            return hit[1]
+        if hit is not None and hit[1] is bucket:
+            return hit[2]
         out = [p for p in bucket if selector.matches(p["metadata"].get("labels"))]
-        if len(memo) >= _PLACEMENT_CACHE_MAX:
-            memo.clear()
-        memo[(namespace, memo_key)] = (bucket, out)
+        memo[(namespace, memo_key)] = ((namespace, item), bucket, out)
         return out
 
     def node_usage(self) -> dict[str, Usage]:

@@ -171,16 +171,17 @@ class PodIndex:
         # node -> (its labels, placement key -> whether they match): ClusterSnapshot.matches_node_selector's
         # verdicts, kept across passes while the node's labels stay the same.
         self.placement_verdicts: dict[str, tuple[Mapping[str, str], dict[str, bool]]] = {}
-        # (namespace, selector key) -> (the label bucket it was answered from, the matching pods): select's
+        # (namespace, selector key) -> (label key, the bucket it was answered from, the matching pods): select's
         # answers, valid while that bucket's list is the same object (any change to it builds a new one).
-        self.selected: dict[tuple[str, str], tuple[list[Obj], list[Obj]]] = {}
+        self.selected: dict[tuple[str, str], tuple[LabelKey, list[Obj], list[Obj]]] = {}
         self.changed_nodes = 0  # how many node parts the last update rebuilt (for tests and the bench)
 
     def update(self, pods_by_node: Mapping[str, list[Obj]]) -> dict[str, Any]:
         """Bring the indexes to ``pods_by_node``; returns this pass's per-node indexes (running pods, requests,
         Failed pods, the feature indexes)."""
         order = tuple(pods_by_node)
-        if order != self._order:
+        reordered = order != self._order
+        if reordered:
             self._order, self._pos = order, {name: i for i, name in enumerate(order)}
             self._lists.clear()
             for name in [name for name in self.parts if name not in self._pos]:
@@ -212,6 +213,9 @@ class PodIndex:
             for k, feature_pods in part.features:
                 features[k][node] = feature_pods
         self.source, self.changed_nodes = pods_by_node, changed
+        if (changed or reordered) and self.selected:  # answers whose bucket changed would never be used again
+            lists = self._lists
+            self.selected = {k: v for k, v in self.selected.items() if lists.get(("l", v[0])) is v[1]}
         return {"active": active, "requested": requested, "failed": failed, **dict(zip(FEATURES, features,
                                                                                         strict=True))}
 
