@@ -11,14 +11,16 @@
   node (upstream ``GetPodsAssignedToNodeFunc`` over the pod informer's node
   index), priority classes, namespaces, PDBs, and actual usage from
   ``metrics.k8s.io`` when a plugin asks for it. A snapshot does not change
-  during a pass, so it memoises what plugins ask again and again: one walk
-  over the pods builds the running pods per node, what they request, a label
-  index per namespace and small indexes of the pods with node affinity,
-  required anti-affinity, spread constraints, restarts or phase Failed (a node
-  holding the same pod objects at the same resourceVersions as the last pass
-  reuses its part of that walk); NodeFit facts (taints, allocatable, parsed
-  affinity) are computed once per node or pod, and the required-placement
-  verdict once per (placement, node).
+  during a pass, so it memoises what plugins ask again and again. The pod
+  indexes (running pods per node, what they request, the label and owner
+  indexes spanning nodes, the pods with node affinity, required
+  anti-affinity, spread constraints, restarts or phase Failed, each node's
+  pods in eviction order) are the descheduler's
+  :class:`~emulator.descheduler.podindex.PodIndex`, kept across passes: only
+  the nodes whose pods changed are indexed again. NodeFit facts (taints,
+  allocatable) are computed once per node per pass; a pod's parsed placement
+  is kept by uid and resourceVersion, and the required-placement verdict per
+  (placement, node labels) across passes.
 * :class:`Handle` — the snapshot, the clock and the profile's
   :class:`ProfileEvictor` (the evictors' filters in front of the shared
   :class:`~emulator.descheduler.evictions.PodEvictor`; filter verdicts are
