@@ -38,6 +38,7 @@ from emulator.descheduler.api import DeschedulerPolicy, load_policy, load_policy
 from emulator.descheduler.evictions import Eviction, PodEvictor
 from emulator.descheduler.framework import ClusterSnapshot, RunningProfile, Usage
 from emulator.descheduler.metrics import LOOP_DURATION
+from emulator.descheduler.podindex import PodIndex
 
 log = logging.getLogger(__name__)
 
@@ -109,6 +110,7 @@ class Descheduler:
                                   grace_period_seconds=policy.grace_period_seconds, recorder=recorder,
                                   failure_events=policy.eviction_failure_event_notification)
         self.loops = 0
+        self.pod_index = PodIndex()  # kept across passes: only the nodes whose pods changed are indexed again
 
     def run_once(self, snapshot: ClusterSnapshot) -> PassResult:
         started = time.perf_counter()
@@ -116,6 +118,8 @@ class Descheduler:
         nodes = utils.ready_nodes(snapshot.nodes, self.policy.node_selector)
         result.nodes = len(nodes)
         self.evictor.reset_counters()
+        if snapshot.index is None:
+            snapshot.index = self.pod_index
         if len(nodes) <= 1:
             result.skipped = ("The cluster size is 0 or 1 meaning eviction causes service disruption or "
                               "degradation. So aborting..")

@@ -11,14 +11,16 @@
   node (upstream ``GetPodsAssignedToNodeFunc`` over the pod informer's node
   index), priority classes, namespaces, PDBs, and actual usage from
   ``metrics.k8s.io`` when a plugin asks for it. A snapshot does not change
-  during a pass, so it memoises what plugins ask again and again: one walk
-  over the pods builds the running pods per node, what they request, a label
-  index per namespace and small indexes of the pods with node affinity,
-  required anti-affinity, spread constraints, restarts or phase Failed (a node
-  holding the same pod objects at the same resourceVersions as the last pass
-  reuses its part of that walk); NodeFit facts (taints, allocatable, parsed
-  affinity) are computed once per node or pod, and the required-placement
-  verdict once per (placement, node).
+  during a pass, so it memoises what plugins ask again and again. The pod
+  indexes (running pods per node, what they request, the label and owner
+  indexes spanning nodes, the pods with node affinity, required
+  anti-affinity, spread constraints, restarts or phase Failed, each node's
+  pods in eviction order) are the descheduler's
+  :class:`~emulator.descheduler.podindex.PodIndex`, kept across passes: only
+  the nodes whose pods changed are indexed again. NodeFit facts (taints,
+  allocatable) are computed once per node per pass; a pod's parsed placement
+  is kept by uid and resourceVersion, and the required-placement verdict per
+  (placement, node labels) across passes.
 * :class:`Handle` — the snapshot, the clock and the profile's
   :class:`ProfileEvictor` (the evictors' filters in front of the shared
   :class:`~emulator.descheduler.evictions.PodEvictor`; filter verdicts are
@@ -34,7 +36,6 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from operator import itemgetter
 from typing import Any, Protocol, runtime_checkable
 
 from emulator.api.labels import LabelSelector
@@ -53,6 +54,7 @@ from emulator.descheduler.evictions import (
     PodEvictor,
 )
 from emulator.descheduler.metrics import STRATEGY_DURATION
+from emulator.descheduler.podindex import PodIndex
 
 log = logging.getLogger(__name__)
 
@@ -106,6 +108,8 @@ class ClusterSnapshot:
     _node_usage: dict[str, Usage] | None = None
     _pod_usage: dict[tuple[str, str], Usage] | None = None
     _caches: dict[str, dict[Any, Any]] = field(default_factory=dict)
+    # Kept across passes by the descheduler (a snapshot without one builds its own on first use).
+    index: PodIndex | None = None
 
     @classmethod
     def build(cls, nodes: Iterable[Obj], pods: Iterable[Obj], **kwargs: Any) -> ClusterSnapshot:
@@ -124,6 +128,11 @@ class ClusterSnapshot:
         """``ListPodsOnANode``: Succeeded and Failed pods do not occupy the node."""
         return self._indexed()["active"].get(node, [])
 
+    def active_pods_low_to_high(self, node: str) -> list[Obj]:
+        """:meth:`active_pods_on` sorted by ``utils.sort_pods_low_to_high`` (kept across passes while the node's
+        pods stay the same; a stable sort, so filtering this list gives the sorted filtered pods)."""
+        return self._index().low_to_high(node)
+
     def all_pods(self) -> Iterable[Obj]:
         for pods in self.pods_by_node.values():
             yield from pods
@@ -139,76 +148,38 @@ class ClusterSnapshot:
 
     def by_first_owner(self) -> dict[str, list[Obj]]:
         """Running pods by the uid (else name) of their first ownerReference, in node order."""
-        return self._indexed()["owner"]
+        index = self._index()
+        return {first: index.owner_pods(first) for first in index.owner_keys()}
 
     def multi_owned(self) -> list[Obj]:
         """Running pods with more than one ownerReference."""
-        return self._indexed()["multiOwned"]
+        return self._index().multi_owned()
+
+    def crowded_owners(self) -> Mapping[str, int]:
+        """First owners (uid, else name) with two or more running pods on one node: RemoveDuplicates' candidates."""
+        return self._index().crowded_owners()
+
+    def owner_keys(self) -> list[str]:
+        return self._index().owner_keys()
+
+    def owner_pods(self, first: str) -> list[Obj]:
+        return self._index().owner_pods(first)
+
+    def _index(self) -> PodIndex:
+        """The pod index, brought to this snapshot's pods (once per pass: it is kept across passes)."""
+        index = self.index
+        if index is None:
+            index = self.index = PodIndex()
+        if index.source is not self.pods_by_node or "indexes" not in self._caches:
+            self._caches["indexes"] = index.update(self.pods_by_node)
+        return index
 
     def _indexed(self) -> dict[str, Any]:
-        """One walk over every pod builds every per-pass index (a pass must not walk 100,000 pods per plugin):
-        running pods per node, the feature indexes, first owners, each namespace's label index, and what
-        each node's running pods request."""
+        """This pass's per-node indexes: running pods, what they request, Failed pods, the feature indexes."""
         indexes = self._caches.get("indexes")
-        if indexes is not None:
-            return indexes
-        active: dict[str, list[Obj]] = {}
-        features: tuple[dict[str, list[Obj]], ...] = ({}, {}, {}, {})  # by the _F_* bits, in order
-        failed: dict[str, list[Obj]] = {}
-        owners: dict[str, list[Obj]] = {}
-        multi_owned: list[Obj] = []
-        labels: dict[str, dict[Any, list[Obj]]] = {}
-        requested: dict[str, dict[str, int]] = {}
-        # The hot loop of a pass (100,000 pods): names bound locally. A node whose pods are the very objects of
-        # the last pass at the same resourceVersions (the informer hands the controller the same objects until
-        # they change) reuses what the last pass derived for it -- its running pods, their requests and
-        # features, and each running pod's index keys -- so only the indexes spanning nodes are filled again.
-        node_memo = _node_memo
-        for node, pods in self.pods_by_node.items():
-            try:  # in C: this runs for every pod of the cluster
-                versions = tuple(map(_RV, map(_METADATA, pods)))
-            except KeyError:  # a pod without a resourceVersion (not from the store): never memoised
-                versions = tuple([p["metadata"].get("resourceVersion") for p in pods])
-            ids = tuple(map(id, pods))
-            memo = node_memo.get(node)
-            if memo is None or memo[0] != ids or memo[1] != versions:
-                memo = _node_facts(pods, versions, ids)
-                if None not in versions:
-                    if len(node_memo) >= _NODE_MEMO_MAX:
-                        node_memo.clear()
-                    node_memo[node] = memo
-            _, _, running, total, node_failed, node_features, firsts, several, namespaces, pod_labels = memo
-            active[node] = running
-            requested[node] = total
-            if node_failed:
-                failed[node] = node_failed
-            for k, feature_pods in node_features:
-                features[k][node] = feature_pods
-            for pod, first, several_owners, ns, label_items in zip(running, firsts, several, namespaces, pod_labels,
-                                                                   strict=True):
-                if first is not None:
-                    if several_owners:
-                        multi_owned.append(pod)
-                    bucket = owners.get(first)
-                    if bucket is None:
-                        owners[first] = [pod]
-                    else:
-                        bucket.append(pod)
-                index = labels.get(ns)
-                if index is None:
-                    index = labels[ns] = {None: []}
-                index[None].append(pod)
-                for item in label_items:
-                    bucket = index.get(item)
-                    if bucket is None:
-                        index[item] = [pod]
-                    else:
-                        bucket.append(pod)
-        node_aff, anti, spread, restarted = features
-        indexes = self._caches["indexes"] = {
-            "active": active, "nodeAffinity": node_aff, "podAntiAffinity": anti, "topologySpread": spread,
-            "restarts": restarted, "failed": failed, "owner": owners, "multiOwned": multi_owned, "labels": labels,
-            "requested": requested}
+        if indexes is None:
+            self._index()
+            indexes = self._caches["indexes"]
         return indexes
 
     # -- memoised facts (a snapshot does not change during a pass) -------------------------------------
@@ -237,31 +208,29 @@ class ClusterSnapshot:
         return self._indexed()["requested"].get(node) or {"pods": 0}
 
     def required_affinity(self, pod: Obj) -> RequiredNodeAffinity:
-        cache = self._cache("affinity")
-        key = id(pod)
-        if key not in cache:
-            cache[key] = utils.required_affinity(pod)
-        return cache[key]
+        return _parsed_placement(_placement_key(pod), pod)
 
     def matches_node_selector(self, pod: Obj, node: Obj) -> bool:
         """``PodMatchNodeSelector``: nodeSelector and required node affinity."""
         spec = pod["spec"]
         if not spec.get("nodeSelector") and not (spec.get("affinity") or {}).get("nodeAffinity"):
             return True
-        # Pods of one owner share their placement: the verdict is kept per (placement, node) for the pass.
-        by_pod = self._cache("placementKeys")
-        key = by_pod.get(id(pod))
-        if key is None:
-            required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
-                "requiredDuringSchedulingIgnoredDuringExecution")
-            key = by_pod[id(pod)] = repr((spec.get("nodeSelector"), required))
-        name = node["metadata"]["name"]
-        verdicts = self._cache("placementVerdicts")
-        verdict = verdicts.get((key, name))
+        # Pods of one owner share their placement: the verdict is kept per (placement, node) across passes,
+        # while the node's labels stay the same (they and the name are all a node selector reads).
+        key = _placement_key(pod)
+        meta = node["metadata"]
+        name, labels = meta["name"], meta.get("labels") or {}
+        by_node = self._index().placement_verdicts
+        entry = by_node.get(name)
+        if entry is None or (entry[0] is not labels and entry[0] != labels):
+            if len(by_node) >= _PLACEMENT_CACHE_MAX:
+                by_node.clear()
+            entry = by_node[name] = (labels, {})
+        verdicts = entry[1]
+        verdict = verdicts.get(key)
         if verdict is None:
-            verdict = verdicts[(key, name)] = self.required_affinity(pod).matches(node["metadata"].get("labels") or {},
-                                                                                 name)
-        return verdict  # type: ignore[no-any-return]
+            verdict = verdicts[key] = _parsed_placement(key, pod).matches(labels, name)
+        return verdict
 
     def _fit_facts(self, node: Obj) -> tuple[tuple[Taint, ...], bool, dict[str, int], dict[str, int]]:
         """(NoSchedule-relevant taints, unschedulable, allocatable, requested) of a node, once per pass."""
@@ -295,18 +264,35 @@ class ClusterSnapshot:
     def pod_fits_any_node(self, pod: Obj, nodes: Iterable[Obj]) -> bool:
         return any(self.pod_fits_node(pod, n) for n in nodes)
 
-    def select(self, namespace: str, selector: LabelSelector) -> list[Obj]:
-        """The running pods of ``namespace`` (on nodes) that ``selector`` matches, through a label index."""
-        indexes = self._indexed()["labels"]
-        index = indexes.get(namespace) or {None: []}
-        candidates = index[None]
+    def select(self, namespace: str, selector: LabelSelector, *, memo_key: str | None = None) -> list[Obj]:
+        """The running pods of ``namespace`` (on nodes) that ``selector`` matches, through a label index.
+
+        With ``memo_key`` (a key for the selector: the same key, the same selector) the answer is kept across
+        passes while the label bucket it came from is unchanged (every pod it can match is in that bucket).
+        Callers must not change the list they get.
+        """
+        # Every bucket holds a superset of the matching pods in node order: the smallest one gives the same list.
+        index = self._index()
+        item: tuple[str, str] | None = None
+        size = index.label_count(namespace, None)
         for key, _, _ in selector.requirements:
             value = selector.exact(key)
             if value is not None:
-                narrowed = index.get((key, value), [])
-                if len(narrowed) < len(candidates):
-                    candidates = narrowed
-        return [p for p in candidates if selector.matches(p["metadata"].get("labels"))]
+                narrowed = index.label_count(namespace, (key, value))
+                if narrowed < size:
+                    item, size = (key, value), narrowed
+        if not size:
+            return []
+        bucket = index.label_pods(namespace, item)
+        if memo_key is None:
+            return [p for p in bucket if selector.matches(p["metadata"].get("labels"))]
+        memo = index.selected
+        hit = memo.get((namespace, memo_key))
+        if hit is not None and hit[1] is bucket:
+            return hit[2]
+        out = [p for p in bucket if selector.matches(p["metadata"].get("labels"))]
+        memo[(namespace, memo_key)] = ((namespace, item), bucket, out)
+        return out
 
     def node_usage(self) -> dict[str, Usage]:
         if self._node_usage is None:
@@ -319,103 +305,38 @@ class ClusterSnapshot:
         return self._pod_usage
 
 
-_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED = 1, 2, 4, 8
-_METADATA, _RV = itemgetter("metadata"), itemgetter("resourceVersion")
-_FEATURE_BITS = tuple(enumerate((_F_NODE_AFFINITY, _F_ANTI_AFFINITY, _F_SPREAD, _F_RESTARTED)))
-# What one walk needs to know of a pod, by uid: (resourceVersion, phase, requests, feature bits, first owner,
-# several owners, namespace, labels). A pod's facts cannot change under one resourceVersion, and the informer
-# hands the controller the same pods pass after pass, so most passes compute none.
-Facts = tuple[Any, Any, tuple[tuple[str, int], ...], int, str | None, bool, str, tuple[tuple[str, str], ...]]
-_facts_cache: dict[str, Facts] = {}
-_FACTS_CACHE_MAX = 500_000
+# A pod's placement (nodeSelector and required node affinity) as a key, by uid: (resourceVersion, key); and
+# each key's parsed affinity. Both are read from the pod alone, so they are kept across passes.
+_placement_keys: dict[str, tuple[str, str]] = {}
+_placements: dict[str, RequiredNodeAffinity] = {}
+_PLACEMENT_CACHE_MAX = 200_000
 
 
-def _facts(pod: Obj) -> Facts:
+def _placement_key(pod: Obj) -> str:
     meta = pod["metadata"]
     uid, rv = meta.get("uid"), meta.get("resourceVersion")
     if uid and rv:
-        cached = _facts_cache.get(uid)
+        cached = _placement_keys.get(uid)
         if cached is not None and cached[0] == rv:
-            return cached
-    status, spec = pod.get("status") or {}, pod["spec"]
-    flags = 0
-    affinity = spec.get("affinity")
-    if affinity:
-        if affinity.get("nodeAffinity"):
-            flags |= _F_NODE_AFFINITY
-        if (affinity.get("podAntiAffinity") or {}).get("requiredDuringSchedulingIgnoredDuringExecution"):
-            flags |= _F_ANTI_AFFINITY
-    if spec.get("topologySpreadConstraints"):
-        flags |= _F_SPREAD
-    if _restarted(status.get("containerStatuses")) or _restarted(status.get("initContainerStatuses")):
-        flags |= _F_RESTARTED
-    refs = meta.get("ownerReferences")
-    first = (refs[0].get("uid") or refs[0].get("name") or "") if refs else None
-    facts: Facts = (rv, status.get("phase"), tuple(utils.requests_of(pod).items()), flags, first,
-                    bool(refs) and len(refs) > 1, meta.get("namespace") or "",
-                    tuple((meta.get("labels") or {}).items()))
+            return cached[1]
+    spec = pod["spec"]
+    required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
+        "requiredDuringSchedulingIgnoredDuringExecution")
+    key = repr((spec.get("nodeSelector"), required))
     if uid and rv:
-        if len(_facts_cache) >= _FACTS_CACHE_MAX:
-            _facts_cache.clear()
-        _facts_cache[uid] = facts
-    return facts
+        if len(_placement_keys) >= _PLACEMENT_CACHE_MAX:
+            _placement_keys.clear()
+        _placement_keys[uid] = (rv, key)
+    return key
 
 
-# What one node's pods give a pass, by node name: (pod ids, resourceVersions, running pods, their summed requests
-# with "pods", Failed pods, per feature bit index the running pods with it, then aligned with the running pods
-# their cross-node index keys: first owner, several owners, namespace, labels -- lists, not a tuple per pod: a
-# first pass over 100,000 pods would allocate enough objects to set off one more full garbage collection).
-# Valid while the node holds the same objects at the same versions; the memo holds the objects, so their ids
-# cannot be reused meanwhile.
-NodeFacts = tuple[tuple[int, ...], tuple[Any, ...], list[Obj], dict[str, int], list[Obj],
-                  list[tuple[int, list[Obj]]], list[str | None], list[bool], list[str],
-                  list[tuple[tuple[str, str], ...]]]
-_node_memo: dict[str, NodeFacts] = {}
-_NODE_MEMO_MAX = 100_000
-
-
-def _node_facts(pods: list[Obj], versions: tuple[Any, ...], ids: tuple[int, ...]) -> NodeFacts:
-    running: list[Obj] = []
-    total: dict[str, int] = {}
-    failed: list[Obj] = []
-    features: tuple[list[Obj], ...] = ([], [], [], [])  # by the _F_* bits, in order
-    firsts: list[str | None] = []
-    several: list[bool] = []
-    namespaces: list[str] = []
-    pod_labels: list[tuple[tuple[str, str], ...]] = []
-    cached_facts = _facts_cache.get
-    for pod in pods:
-        meta = pod["metadata"]
-        facts = cached_facts(meta.get("uid"))
-        if facts is None or facts[0] != meta.get("resourceVersion") or facts[0] is None:
-            facts = _facts(pod)
-        _, phase, requests, flags, first, several_owners, ns, label_items = facts
-        if phase in ("Failed", "Succeeded"):
-            if phase == "Failed":
-                failed.append(pod)
-            continue
-        running.append(pod)
-        for name, amount in requests:
-            total[name] = total.get(name, 0) + amount
-        if flags:
-            for k, bit in _FEATURE_BITS:
-                if flags & bit:
-                    features[k].append(pod)
-        firsts.append(first)
-        several.append(several_owners)
-        namespaces.append(ns)
-        pod_labels.append(label_items)
-    total["pods"] = len(running)
-    return (ids, versions, running, total, failed, [(k, f) for k, f in enumerate(features) if f], firsts, several,
-            namespaces, pod_labels)
-
-
-def _restarted(statuses: list[Obj] | None) -> bool:
-    if statuses:
-        for c in statuses:
-            if c.get("restartCount"):
-                return True
-    return False
+def _parsed_placement(key: str, pod: Obj) -> RequiredNodeAffinity:
+    parsed = _placements.get(key)
+    if parsed is None:
+        if len(_placements) >= _PLACEMENT_CACHE_MAX:
+            _placements.clear()
+        parsed = _placements[key] = utils.required_affinity(pod)
+    return parsed
 
 
 class ProfileEvictor:

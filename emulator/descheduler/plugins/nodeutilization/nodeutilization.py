@@ -190,7 +190,7 @@ def evict_pods_from_source_nodes(handle: Handle, table: UsageTable, sources: Seq
 
     ``available_capacity`` is each node's capacity capped at the target threshold (rows of the table).
     """
-    evictor = handle.evictor
+    evictor, snapshot = handle.evictor, handle.snapshot
     dest = np.asarray(destinations, dtype=int)
     # Per-eviction bookkeeping in plain floats: numpy's per-call overhead dwarfs a 4-element update.
     available = ((available_capacity[dest] - table.usage[dest]).sum(axis=0) if len(dest) else
@@ -214,15 +214,19 @@ def evict_pods_from_source_nodes(handle: Handle, table: UsageTable, sources: Seq
         # nodes that will lose none (the filters have no side effects, so the outcome is the same).
         if not continue_eviction(node_usage, node_cap, available):
             continue
-        removable = [p for p in table.pods[i] if evictor.filter(p)]
-        if not removable:
-            continue
-        utils.sort_pods_low_to_high(removable, heaviest_first if actual else None)
+        if actual:  # the usage tiebreak changes pass by pass
+            removable = utils.sort_pods_low_to_high([p for p in table.pods[i] if evictor.filter(p)], heaviest_first)
+        else:
+            # The node's pods in eviction order, kept across passes; the filter is asked lazily, for the pods
+            # reached before the node is under its target (a stable sort: the order of upstream's filtered list).
+            removable = snapshot.active_pods_low_to_high(table.nodes[i]["metadata"]["name"])
         count = 0
         try:
             for pod in removable:
                 if max_per_node is not None and count >= max_per_node:
                     break
+                if not evictor.filter(pod):
+                    continue
                 if not open_destination and not tolerates_some_destination(pod, destination_taints):
                     continue
                 if (pod["metadata"].get("namespace") or "") in excluded or not evictor.pre_eviction_filter(pod):

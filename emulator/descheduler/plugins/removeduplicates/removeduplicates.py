@@ -56,12 +56,18 @@ def target_nodes(variants: Mapping[tuple[str, ...], Obj], nodes: Sequence[Obj], 
     """
     out: dict[str, None] = {}
     cache = {} if cache is None else cache
+    tainted: list[Any] | None = None
     for placement, pod in variants.items():
         matching = cache.get(placement)
         if matching is None:
-            matching = cache[placement] = [n["metadata"]["name"] for n in nodes
-                                           if utils.tolerates_taints(pod, snapshot.node_taints(n), _TARGET_EFFECTS)
-                                           and snapshot.matches_node_selector(pod, n)]
+            if tainted is None:  # most nodes have no taint: only the others need the tolerations checked
+                tainted = [bool(snapshot.node_taints(n)) for n in nodes]
+            spec = pod["spec"]
+            anywhere = not spec.get("nodeSelector") and not (spec.get("affinity") or {}).get("nodeAffinity")
+            matching = cache[placement] = [
+                n["metadata"]["name"] for n, has_taints in zip(nodes, tainted, strict=True)
+                if (not has_taints or utils.tolerates_taints(pod, snapshot.node_taints(n), _TARGET_EFFECTS))
+                and (anywhere or snapshot.matches_node_selector(pod, n))]
         if len(matching) > 1:
             out.update(dict.fromkeys(matching))
     return list(out)
@@ -100,11 +106,12 @@ class RemoveDuplicates:
         shared = {r.get("uid") or r.get("name") or "" for p in snapshot.multi_owned() for r in utils.owner_refs(p)}
         per_node_group: dict[tuple[Any, str], int] = {}
         by_group: dict[Any, list[Obj]] = {}
-        for first, pods in snapshot.by_first_owner().items():
-            on_nodes = [p["spec"]["nodeName"] for p in pods]
-            if first not in shared and len(set(on_nodes)) == len(on_nodes):
+        crowded_firsts = snapshot.crowded_owners()
+        for first in snapshot.owner_keys():
+            if first not in crowded_firsts and first not in shared:
                 continue  # never two on one node
-            for pod, node_name in zip(pods, on_nodes, strict=True):
+            for pod in snapshot.owner_pods(first):
+                node_name = pod["spec"]["nodeName"]
                 if node_name not in node_names:
                     continue
                 group = _owner_group(pod)

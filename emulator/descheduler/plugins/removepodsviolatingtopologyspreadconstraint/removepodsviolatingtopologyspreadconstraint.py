@@ -85,6 +85,47 @@ def balance_domains(domains: list[list[Obj]], max_skew: int) -> list[Obj]:
     return chosen
 
 
+# A pod's spread constraints, by uid: (resourceVersion, [(dedup key, constraint, parsed selector or None when it
+# does not parse, the selector's key)]); and parsed selectors by key. Read from the pod alone: kept across passes.
+Declared = list[tuple[str, Obj, LabelSelector | None, str]]
+_declared_cache: dict[str, tuple[str, Declared]] = {}
+_selectors: dict[str, LabelSelector | None] = {}
+_CACHE_MAX = 200_000
+
+
+def _selector(key: str, raw: Any) -> LabelSelector | None:
+    if key in _selectors:
+        return _selectors[key]
+    try:
+        selector: LabelSelector | None = LabelSelector.from_dict(raw)
+    except Exception:
+        selector = None
+    if len(_selectors) >= _CACHE_MAX:
+        _selectors.clear()
+    _selectors[key] = selector
+    return selector
+
+
+def _declared(pod: Obj) -> Declared:
+    meta = pod["metadata"]
+    uid, rv = meta.get("uid"), meta.get("resourceVersion")
+    if uid and rv:
+        hit = _declared_cache.get(uid)
+        if hit is not None and hit[0] == rv:
+            return hit[1]
+    out: Declared = []
+    for c in pod["spec"].get("topologySpreadConstraints") or ():
+        raw = c.get("labelSelector")
+        selector_key = json.dumps(raw, sort_keys=True)
+        key = json.dumps([c.get("maxSkew"), c.get("topologyKey"), c.get("whenUnsatisfiable"), raw], sort_keys=True)
+        out.append((key, c, _selector(selector_key, raw), selector_key))
+    if uid and rv:
+        if len(_declared_cache) >= _CACHE_MAX:
+            _declared_cache.clear()
+        _declared_cache[uid] = (rv, out)
+    return out
+
+
 def _has_placement_constraints(pod: Obj) -> bool:
     spec = pod["spec"]
     return bool(spec.get("nodeSelector") or (spec.get("affinity") or {}).get("nodeAffinity"))
@@ -97,9 +138,10 @@ class RemovePodsViolatingTopologySpreadConstraint:
         self.args = args
         self.handle = handle
 
-    def _constraints(self, pods: Sequence[Obj]) -> list[tuple[Obj, Obj]]:
-        """Distinct (constraint, declaring pod) pairs the args count, in the order first seen."""
-        out: dict[str, tuple[Obj, Obj]] = {}
+    def _constraints(self, pods: Sequence[Obj]) -> list[tuple[Obj, Obj, LabelSelector | None, str]]:
+        """Distinct (constraint, declaring pod, its parsed selector, the selector's key) the args count, in the
+        order first seen."""
+        out: dict[str, tuple[Obj, Obj, LabelSelector | None, str]] = {}
         for pod in pods:
             if self.args.namespaces is not None and not self.args.namespaces.allows(
                     pod["metadata"].get("namespace") or ""):
@@ -107,12 +149,11 @@ class RemovePodsViolatingTopologySpreadConstraint:
             if self.args.label_selector is not None and not self.args.label_selector.matches(
                     pod["metadata"].get("labels")):
                 continue
-            for c in pod["spec"].get("topologySpreadConstraints") or ():
+            for key, c, selector, selector_key in _declared(pod):
                 if (c.get("whenUnsatisfiable") or "DoNotSchedule") not in self.args.constraints:
                     continue
-                key = json.dumps([c.get("maxSkew"), c.get("topologyKey"), c.get("whenUnsatisfiable"),
-                                  c.get("labelSelector")], sort_keys=True)
-                out.setdefault(key, (c, pod))
+                if key not in out:
+                    out[key] = (c, pod, selector, selector_key)
         return list(out.values())
 
     def balance(self, nodes: Sequence[Obj]) -> Status | None:
@@ -139,11 +180,9 @@ class RemovePodsViolatingTopologySpreadConstraint:
             return distinct[key]
 
         for namespace, pods in declaring.items():
-            for constraint, owner in self._constraints(pods):
+            for constraint, owner, selector, selector_key in self._constraints(pods):
                 key = constraint.get("topologyKey") or ""
-                try:
-                    selector = LabelSelector.from_dict(constraint.get("labelSelector"))
-                except Exception:
+                if selector is None:
                     continue
                 values = node_values(key)
                 spec = owner["spec"]
@@ -152,7 +191,7 @@ class RemovePodsViolatingTopologySpreadConstraint:
                                                      if snapshot.matches_node_selector(owner, node_map[name])}
                 else:
                     domains = {v: [] for v in domain_values(key)}
-                for pod in snapshot.select(namespace, selector):
+                for pod in snapshot.select(namespace, selector, memo_key=selector_key):
                     value = values.get(pod["spec"].get("nodeName") or "")
                     if value is not None and value in domains:
                         domains[value].append(pod)
