@@ -22,7 +22,6 @@ conditions with deadlines.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import math
 import shutil
@@ -35,7 +34,8 @@ from typing import Any
 import pytest
 
 from emulator import loadtargets
-from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, NODE, POD
+from emulator.api.errors import StatusError
+from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, NODE, POD, Kind
 from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
@@ -104,24 +104,61 @@ class Cluster:
                 self._next_node += 1
 
     def step(self, seconds: float = 5.0) -> None:
+        """Move cluster time by ``seconds``, in one order every run.
+
+        The controllers run on their own threads and the HPA's sync fires as soon as the clock shows
+        its due time, so the order is the test's to fix: first everything due at the current time is
+        done (:meth:`settle`); the scheduler's part binds the pending pods and the kubelet shard sees
+        the bindings; the shard ticks *at the new time* - pods admitted and started, the load shared,
+        the usage window for that time published - and the HPA's pod cache catches up with it; only
+        then does the clock show the new time, so a sync due then reads that window and those pods
+        (as upstream's reads the latest sample); and what falls due then is done before returning.
+        """
+        self.settle()
         assert self.shard.sync(10), "kubelet informers did not catch up"
         self.bind_pending()
-        self.clock.advance(seconds)
-        self.shard.tick()
+        assert self.shard.sync(10), "the kubelet informers did not deliver the bindings"
+        self.shard.tick(self.clock.now() + seconds)
         assert self.shard.sync(10), "kubelet informers did not catch up"
+        self.settle()
+        self.clock.advance(seconds)
+        self.settle()
 
     def settle(self) -> None:
-        """Wait (bounded) until the HPA controller has done the syncs due at the current cluster time."""
+        """Wait until the controllers have done what is due at the current cluster time.
+
+        * The Deployment's pods exist: after a rescale, the deployment and ReplicaSet controllers
+          created (or marked for deletion) the pods before cluster time moves on, so the new pods
+          start on the next tick rather than a few steps later under load.
+        * The HPA controller's caches hold what the store holds: its HPA objects (its next status
+          write is not refused as a conflict, which kept an old status) and the pods (their phases
+          as the kubelet last wrote them).
+        * Every HPA has its next sync scheduled and none is due, queued or running.
+        """
         controller, queue = self.hpa_controller, self.hpa_controller.queue
+
+        def pods_match_replicas() -> bool:
+            try:
+                replicas = self.replicas()
+            except StatusError:
+                return True  # no Deployment (an HPA whose target is missing)
+            pods = self.core.list(POD, "default").items
+            return sum(1 for p in pods if not p["metadata"].get("deletionTimestamp")) == replicas
 
         def settled() -> bool:
             now = self.clock.now()
-            due = [k for k, t in dict(controller.last_reconciled).items() if t + controller.sync_period <= now]
-            return not due and len(queue) == 0 and queue.longest_running_processor_seconds() == 0
-        # Bounded, not asserted (as before): a key that stays due (an HPA deleted meanwhile) must not fail the step;
-        # the callers check the state they need themselves.
-        with contextlib.suppress(AssertionError):
-            wait_for(settled, 5.0, "the HPA controller's due syncs", interval=0.005)
+            hpas = self.core.list(HORIZONTALPODAUTOSCALER, "default").items
+            if not (pods_match_replicas() and cache_matches(self.core, controller.hpa_informer, HORIZONTALPODAUTOSCALER)
+                    and cache_matches(self.core, controller.pod_informer, POD)):
+                return False
+            reconciled = dict(controller.last_reconciled)
+            # A new HPA's first sync is queued a period after its informer delivered it (upstream's AddRateLimited).
+            waiting = dict(queue._waiting_at)
+            keys = [f"default/{h['metadata']['name']}" for h in hpas]
+            scheduled = all(k in reconciled or k in waiting for k in keys)
+            due = [k for k, t in reconciled.items() if t + controller.sync_period <= now]
+            return scheduled and not due and len(queue) == 0 and queue.longest_running_processor_seconds() == 0
+        wait_for(settled, 60.0, "the controllers' work due at the current cluster time", interval=0.005)
 
     def run_until(self, done: Callable[[], bool], limit: float, seconds: float = 5.0,
                   why: Callable[[], str] = str) -> None:
@@ -166,6 +203,14 @@ def rescale_sizes(core: ServerCore) -> list[int]:
               if e["involvedObject"].get("kind") == "HorizontalPodAutoscaler" and e["reason"] == "SuccessfulRescale"]
     events.sort(key=lambda e: (e["firstTimestamp"], e["metadata"]["name"]))
     return [int(e["message"].split(";")[0].removeprefix("New size: ")) for e in events]
+
+
+def cache_matches(core: ServerCore, informer: Any, kind: Kind) -> bool:
+    """Whether an informer's cache holds the default namespace's objects of ``kind`` at the store's versions."""
+    def versions(objs: list[Obj]) -> dict[str, str]:
+        return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in objs
+                if o["metadata"].get("namespace") == "default"}
+    return versions(informer.indexer.list()) == versions(core.list(kind, "default").items)
 
 
 def rescaled_to(core: ServerCore, size: int) -> list[int] | None:
@@ -482,3 +527,4 @@ def test_custom_metric_walkthrough_scales_out_with_the_load_and_in_after_the_win
                  f"New size: {low}; reason: All metrics below target"):
         assert line in described, described
     assert described.count("SuccessfulRescale") >= 2
+

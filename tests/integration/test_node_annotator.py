@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
 from urllib.parse import parse_qs, urlparse
 
 import numpy as np
@@ -18,8 +19,10 @@ import pytest
 import redis
 
 from emulator.api.kinds import NODE, POD
+from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
+from emulator.controllers.nodeannotator import PASS_KEY
 from emulator.kubelet.shard import KubeletShard
 from emulator.loadaware.history import PROMQL, PrometheusSource, RedisHistory
 from emulator.loadaware.policy import HOT_VALUE, METRICS, parse_value
@@ -91,6 +94,49 @@ def annotations(core: ServerCore, node: str) -> dict[str, str]:
     return core.get(NODE, None, node)["metadata"].get("annotations") or {}
 
 
+def annotator_settle(core: ServerCore, clock: ManualClock, annotator: Any) -> None:
+    """Wait until the annotator's caches hold the store's nodes and pods (the pods' bindings are recorded at the
+    cluster time they were made) and its pass due at the current cluster time has run."""
+    queue = annotator.queue
+
+    def versions(objs: list[Obj]) -> dict[tuple[str, str], str]:
+        return {(o["metadata"].get("namespace") or "", o["metadata"]["name"]): o["metadata"]["resourceVersion"]
+                for o in objs}
+
+    def settled() -> bool:
+        caught_up = (versions(annotator.node_informer.indexer.list()) == versions(core.list(NODE).items)
+                     and versions(annotator.pod_informer.indexer.list()) == versions(core.list(POD).items))
+        next_pass = queue._waiting_at.get(PASS_KEY)
+        return (caught_up and next_pass is not None and next_pass > clock.now() and len(queue) == 0
+                and queue.longest_running_processor_seconds() == 0)
+    wait_for(settled, 60, "the annotator's caches and its pass due at the current cluster time", interval=0.005)
+
+
+def annotator_step(shard: KubeletShard, clock: ManualClock, annotator: Any, seconds: float = 5.0) -> None:
+    """One step in one order: the annotator is done with the current time; the kubelet shard ticks at the new
+    time (its node usage for that time published) and the annotator's caches catch up with it before the clock
+    shows the new time, so a pass due then reads that usage; then that pass runs."""
+    core = shard.core
+    annotator_settle(core, clock, annotator)
+    assert shard.sync(10), "informers did not catch up"
+    shard.tick(clock.now() + seconds)
+    assert shard.sync(10), "informers did not catch up"
+    annotator_settle(core, clock, annotator)
+    clock.advance(seconds)
+    annotator_settle(core, clock, annotator)
+
+
+def annotator_run_until(shard: KubeletShard, clock: ManualClock, annotator: Any, done: Callable[[], bool],
+                        limit: float, seconds: float = 5.0) -> None:
+    """Step (as :func:`annotator_step`) until ``done()``; fails after ``limit`` cluster seconds."""
+    waited = 0.0
+    annotator_settle(shard.core, clock, annotator)
+    while not done():
+        assert waited < limit, f"condition not met after {limit} cluster seconds"
+        annotator_step(shard, clock, annotator, seconds)
+        waited += seconds
+
+
 def test_annotator_writes_kubelet_usage_and_hot_values(env: tuple[ServerCore, ManualClock],
                                                        shards: list[KubeletShard],  # noqa: F811
                                                        manager: list[ControllerManager]) -> None:
@@ -111,7 +157,7 @@ def test_annotator_writes_kubelet_usage_and_hot_values(env: tuple[ServerCore, Ma
     annotator = m.controllers()["node-annotator"]
 
     def wait_pass(passes: int) -> None:
-        run_until(shard, clock, lambda: annotator.passes >= passes, 120, seconds=5)
+        annotator_run_until(shard, clock, annotator, lambda: annotator.passes >= passes, 120)
 
     wait_pass(1)
     busy, idle = annotations(core, "n-00000"), annotations(core, "n-00001")
@@ -135,7 +181,8 @@ def test_annotator_writes_kubelet_usage_and_hot_values(env: tuple[ServerCore, Ma
     assert annotations(core, "n-00001")[HOT_VALUE].split(",")[0] == "3"
     assert annotator.last_written == 1  # only the node whose hot value changed
     # Past the minute and past five minutes the rules let go of them.
-    run_until(shard, clock, lambda: annotations(core, "n-00001")[HOT_VALUE].split(",")[0] == "0", 400, seconds=5)
+    annotator_run_until(shard, clock, annotator,
+                        lambda: annotations(core, "n-00001")[HOT_VALUE].split(",")[0] == "0", 400)
     assert clock.now() - T0 > 300
 
 
