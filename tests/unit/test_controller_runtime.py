@@ -23,6 +23,8 @@ from emulator.controllers.replicaset import (
 )
 from emulator.controllers.runtime import (
     BucketRateLimiter,
+    Controller,
+    ControllerContext,
     ControllerExpectations,
     ItemExponentialFailureRateLimiter,
     UIDTrackingControllerExpectations,
@@ -137,6 +139,32 @@ def test_add_after_waits_on_the_cluster_clock_and_keeps_the_earlier_time() -> No
     assert wait_for(next_key, 5, "the 31 s marker") == "mark-31s"
     assert len(q) == 0
     q.shutdown()
+
+
+class _DeadlineController(Controller):
+    """Asks to be requeued at a fixed cluster time; the clock is stepped while it reconciles."""
+
+    def __init__(self, clock: ManualClock, deadline: float, step: float) -> None:
+        super().__init__("t-deadline", ControllerContext(core=None, informers=None, clock=clock))  # type: ignore[arg-type]
+        self.deadline, self.step, self.manual = deadline, step, clock
+
+    def reconcile(self, key: str) -> float | None:
+        now = self.manual.now()
+        self.manual.advance(self.step)  # a test thread stepping the clock between the read and the requeue
+        return self.deadline - now if now < self.deadline else None
+
+
+@pytest.mark.parametrize("step", [0.0, 5.0, 20.0], ids=["clock-still", "stepped-5s", "stepped-past-deadline"])
+def test_requeue_after_counts_from_the_reconciles_start_so_a_stepped_clock_never_delays_it(step: float) -> None:
+    clock = ManualClock(NOW)
+    ctrl = _DeadlineController(clock, NOW + 10.0, step)
+    ctrl.queue.add("k")
+    assert ctrl.process_next_item(timeout=1.0)
+    assert ctrl.reconciles == 1
+    clock.advance(max(0.0, NOW + 10.0 - clock.now()))  # to the deadline, not a step beyond it
+    assert wait_for(lambda: ctrl.process_next_item(timeout=0.01), 5, "the key back at its deadline")
+    assert ctrl.reconciles == 2
+    ctrl.queue.shutdown()
 
 
 def test_rate_limited_adds_count_retries_and_forget_resets() -> None:

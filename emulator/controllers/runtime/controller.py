@@ -283,6 +283,9 @@ class Controller(abc.ABC):
 
     def _process(self, key: str) -> None:
         started = time.perf_counter()
+        # A requeue delay counts from when the reconcile began: it computed ``deadline - now`` with
+        # a ``now`` no later than this, so the key never fires after the deadline it asked for.
+        began = self.clock.now()
         result = "success"
         try:
             requeue_after = self.reconcile(key)
@@ -294,7 +297,7 @@ class Controller(abc.ABC):
             self.queue.forget(key)
             if requeue_after is not None:
                 result = "requeue_after"
-                self.queue.add_after(key, requeue_after)
+                self.queue.add_after(key, requeue_after, since=began)
         finally:
             took = time.perf_counter() - started
             self.reconciles += 1

@@ -209,15 +209,22 @@ class WorkQueue:
             return max((now - t for t in self._start_times.values()), default=0.0)
 
     # ---------------------------------------------------------------- delaying queue
-    def add_after(self, item: Hashable, delay: float) -> None:
-        """Add ``item`` after ``delay`` cluster seconds (at once if ``delay`` <= 0); counts a retry."""
+    def add_after(self, item: Hashable, delay: float, *, since: float | None = None) -> None:
+        """Add ``item`` after ``delay`` cluster seconds (at once if ``delay`` <= 0); counts a retry.
+
+        The delay counts from ``since`` (cluster time) when given, else from now. A caller that
+        computed ``delay`` as ``deadline - t`` passes ``since=t``: a clock stepped between its
+        read and this call (a test's ManualClock, from another thread) must not push the key
+        past ``deadline``.
+        """
         if self.shutting_down:
             return
         self._m_retries.inc()
-        if delay <= 0:
+        start = self.clock.now() if since is None else since
+        if delay <= 0 or start + delay <= self.clock.now():
             self.add(item)
             return
-        ready = self.clock.now() + delay
+        ready = start + delay
         with self._waiter_cond:
             current = self._waiting_at.get(item)
             if current is not None and current <= ready:
