@@ -17,6 +17,7 @@ from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
 from tests import builders as b
 from tests.waiting import wait_for
+from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration
 
@@ -55,9 +56,15 @@ def reconcile_now(core: ServerCore, manager: ControllerManager, controller: str,
     queue = ctrl.queue  # type: ignore[attr-defined]
     wait_for(lambda: len(queue) == 0 and queue.unfinished_work_seconds() == 0, 10, f"{controller} to be idle")
     before = ctrl.reconciles  # type: ignore[attr-defined]
-    current = core.get(JOB, "default", name)
-    touched = {**current["metadata"].get("annotations", {}), "test/touch": str(before)}
-    core.update(JOB, {**current, "metadata": {**current["metadata"], "annotations": touched}})
+
+    def touch() -> Obj:
+        # An idle queue does not mean the controller is done: an informer may still deliver its
+        # pods' events and the status write they cause can land between this read and write.
+        current = core.get(JOB, "default", name)
+        touched = {**current["metadata"].get("annotations", {}), "test/touch": str(before)}
+        return core.update(JOB, {**current, "metadata": {**current["metadata"], "annotations": touched}})
+
+    retry_on_conflict(touch)
     wait_for(lambda: ctrl.reconciles > before, 10, f"a {controller} reconcile")  # type: ignore[attr-defined]
 
 
