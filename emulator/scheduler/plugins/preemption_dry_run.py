@@ -266,20 +266,40 @@ class VectorDryRun:
         failed_at: list[np.ndarray] = []  # per step: which nodes (positions in ``sequences``) kept out a pod
         failed_pod: list[np.ndarray] = []  # and that pod (position in ``flat``)
         alive = np.arange(len(sequences))
+        # Per node, the last pod it could not take back (position in ``flat``; -1: none yet). The filters are
+        # monotone and a node only fills up as pods are given back, so a later pod asking for at least as much
+        # of every resource cannot fit either: it is a victim without a filter run (the common case: a node's
+        # pods of one shape, the first failure decides the rest).
+        last_failed = np.full(len(sequences), -1, dtype=np.intp)
         k = 0
         while True:
             alive = alive[lengths[alive] > k]
             if not len(alive):
                 break
-            where = nodes[alive]
             picked = offsets[alive] + k
-            step = {name: column[picked] for name, column in amounts.items()}
-            overlay.add(where, step, 1, +1)
-            fails = ~passes(overlay.verdicts(filters, state, pod), len(overlay.pod_counts))[where]
+            prior = last_failed[alive]
+            known = prior >= 0
+            if known.any():
+                ahead = picked[known]
+                behind = prior[known]
+                known[known] = np.logical_and.reduce([column[ahead] >= column[behind] for column in amounts.values()]) \
+                    if amounts else True
+            fails = known
+            trying = ~known
+            if trying.any():
+                tried = picked[trying]
+                where = nodes[alive[trying]]
+                step = {name: column[tried] for name, column in amounts.items()}
+                overlay.add(where, step, 1, +1)
+                rejected = ~passes(overlay.verdicts(filters, state, pod), len(overlay.pod_counts))[where]
+                if rejected.any():
+                    overlay.add(where[rejected], {name: values[rejected] for name, values in step.items()}, 1, -1)
+                    fails = known.copy()
+                    fails[trying] = rejected
             if fails.any():
-                overlay.add(where[fails], {name: values[fails] for name, values in step.items()}, 1, -1)
                 failed_at.append(alive[fails])
                 failed_pod.append(picked[fails])
+                last_failed[alive[fails]] = picked[fails]
             k += 1
         victims: list[list[PodInfo]] = [[] for _ in sequences]
         violations = [0] * len(sequences)
