@@ -31,7 +31,11 @@ arithmetic on the snapshot's columns:
    back its ``k``-th potential victim (the same order as upstream: each
    node's pods by importance, cached until its pods change), one
    ``filter_all`` pass decides for all of them, and the nodes where the pod
-   no longer fits take that pod back out: it is a victim.
+   no longer fits take that pod back out: it is a victim. A pod asking for
+   at least what its node already refused is a victim without a filter run
+   (the filters are monotone and the node only fills up).
+3. Without PDB-violating pods, each candidate's ``pickOneNodeForPreemption``
+   scores are worked out here for all nodes at once (``Victims.pick_key``).
 
 Per node the result -- victims, PDB violations, status -- is exactly what the
 per-node dry run gives; only the work is shared. The caller's walk stops at
