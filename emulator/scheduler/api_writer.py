@@ -27,7 +27,7 @@ from emulator.api.errors import StatusError
 from emulator.api.kinds import EVENT, POD
 from emulator.clock import Clock, rfc3339
 from emulator.scheduler.framework.types import PodInfo
-from emulator.scheduler.queue import SchedulingQueue
+from emulator.scheduler.queue import ASSIGNED_POD_DELETE, SchedulingQueue
 
 if TYPE_CHECKING:
     from emulator.scheduler.scheduler import SchedulerClient, SchedulerOptions
@@ -233,6 +233,12 @@ class ApiWriter:
                 self._q.put(("events", events))
             with self._preempting_lock:
                 self._preempting.discard(payload[0].key)
+            # Upstream deletes the last victim only after the preemptor left its preempting map, so that the
+            # deletion event requeues a preemptor that was attempted (and held) meanwhile. Our victims go in one
+            # batch before that, and their events can reach the queue first: the preemptor, held as still
+            # preempting, would then sit in the unschedulable pool until an unrelated event or the 5-minute
+            # flush. The same move the last deletion makes, now (cheap when no pod waits for one).
+            self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE)
             self._timed("preempt_execute", time.perf_counter() - began)
 
     def _flush_events(self, events: list[dict[str, Any]]) -> None:

@@ -243,3 +243,31 @@ def test_the_later_of_two_nominations_of_a_pod_in_one_batch_wins(core: ServerCor
                             (info, "default-scheduler", "Unschedulable", MESSAGE, "n2", False)])
     assert core.get(POD, "default", "p")["status"]["nominatedNodeName"] == "n2"
     assert core.get(POD, "default", "q")["status"]["nominatedNodeName"] == "n3"
+
+
+# ------------------------------------------------------------------ the preemptor requeued once its preemption is done
+@pytest.mark.parametrize(("rejected_by", "where"), [
+    ("NodeResourcesFit", "backoff"),  # a victim's deletion may make room: requeued (still backing off)
+    ("NodeName", "unschedulable"),  # no deletion helps a pod pinned to another node: it stays
+], ids=["fit-requeued", "nodename-stays"])
+def test_a_preemptor_held_while_its_victims_went_is_requeued_when_the_preemption_is_done(
+        core: ServerCore, clock: ManualClock, rejected_by: str, where: str) -> None:
+    """The preemptor was attempted while its preemption was still being carried out (held: no second preemption)
+    and its victims' deletion events reached the queue before it was back: it went to the unschedulable pool with
+    no event left to move it. Upstream deletes the last victim after the preemptor left its preempting map; the
+    writer makes that deletion's move once it is done."""
+    writer = _writer(core, clock)
+    queue = writer.queue
+    core.create(NODE, b.node("n1"))
+    victims = [victim(core, name, terminationGracePeriodSeconds=0) for name in ("v1", "v2")]
+    preemptor = _pending(core, "preemptor")
+    queue.add(preemptor.pod, preemptor)
+    qp = queue.pop(timeout=0)
+    assert qp is not None
+    cycle = queue.scheduling_cycle
+    qp.unschedulable_plugins.add(rejected_by)
+    assert queue.add_unschedulable_if_not_present(qp, cycle) == "unschedulable"
+    writer._preempt((preemptor, "n1", [PodInfo(v) for v in victims], "default-scheduler"))
+    assert [p["metadata"]["name"] for p in core.list(POD, "default").items] == ["preemptor"]
+    entry = queue.get(preemptor.key)
+    assert entry is not None and entry[0] == where

@@ -83,6 +83,8 @@ from emulator.scheduler.framework.types import Diagnosis, FitError, NodeToStatus
 from emulator.scheduler.plugins.listers import PDBS, ObjectLister, lister_for
 from emulator.scheduler.plugins.preemption_dry_run import (
     NodeOutcome,
+    PickKey,
+    ScoredOutcome,
     VectorDryRun,
     VectorFallback,
     Visit,
@@ -128,6 +130,8 @@ class Victims:
 
     pods: list[PodInfo]
     num_pdb_violations: int = 0
+    # The pods' scores for pickOneNodeForPreemption when the dry run worked them out (see _pick_key).
+    pick_key: PickKey | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass
@@ -181,10 +185,12 @@ def earliest_start_of_highest_priority(victims: Victims) -> float:
     return min(pod_start_time(p) for p in victims.pods if p.priority == top)
 
 
-def _pick_key(candidate: Candidate) -> tuple[int, int, int, int, float]:
+def _pick_key(candidate: Candidate) -> PickKey:
     """Upstream's default score functions for one candidate, in order (higher is better): fewest PDB violations,
     lowest highest-priority victim, lowest sum of priorities (each shifted by 2^31), fewest victims, latest
     earliest start among the highest-priority victims (``GetEarliestPodStartTime``)."""
+    if candidate.victims.pick_key is not None:
+        return candidate.victims.pick_key  # the vectorised dry run's, for the same pods
     pods = candidate.victims.pods
     # Lists, not generators: this runs for every candidate of every preemption (~100 per preemption).
     priorities = [p.priority for p in pods]
@@ -397,11 +403,12 @@ class DefaultPreemption:
         statuses = NodeToStatus(snapshot)
         failures: list[str] = []
 
-        def visit(index: int, outcome: NodeOutcome) -> bool:
-            victims, num_violations, status = outcome
+        def visit(index: int, outcome: NodeOutcome | ScoredOutcome) -> bool:
+            victims, num_violations, status = outcome[0], outcome[1], outcome[2]
+            key = outcome[3] if len(outcome) > 3 else None  # type: ignore[misc]
             name = snapshot.node_names[index]
             if is_success(status) and victims:
-                candidate = Candidate(name, Victims(victims, num_violations))
+                candidate = Candidate(name, Victims(victims, num_violations, key))
                 (non_violating if num_violations == 0 else violating).append(candidate)
                 return bool(non_violating) and len(non_violating) + len(violating) >= num_candidates
             if is_success(status):

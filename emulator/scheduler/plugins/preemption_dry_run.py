@@ -31,7 +31,11 @@ arithmetic on the snapshot's columns:
    back its ``k``-th potential victim (the same order as upstream: each
    node's pods by importance, cached until its pods change), one
    ``filter_all`` pass decides for all of them, and the nodes where the pod
-   no longer fits take that pod back out: it is a victim.
+   no longer fits take that pod back out: it is a victim. A pod asking for
+   at least what its node already refused is a victim without a filter run
+   (the filters are monotone and the node only fills up).
+3. Without PDB-violating pods, each candidate's ``pickOneNodeForPreemption``
+   scores are worked out here for all nodes at once (``Victims.pick_key``).
 
 Per node the result -- victims, PDB violations, status -- is exactly what the
 per-node dry run gives; only the work is shared. The caller's walk stops at
@@ -62,20 +66,33 @@ from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeToStatus, PodInfo, attribute_rejections
 from emulator.scheduler.plugins.pod_index import PodIndex
 
-__all__ = ["GiveBack", "ImportanceIndex", "NodeOutcome", "VectorDryRun", "VectorFallback", "vector_filters"]
+__all__ = ["GiveBack", "ImportanceIndex", "NodeOutcome", "PickKey", "ScoredOutcome", "VectorDryRun", "VectorFallback",
+           "vector_filters"]
 
 NodeOutcome = tuple[list[PodInfo], int, Status | None]  # (victims, PDB violations, status), as select_victims_on_node
-Visit = Callable[[int, NodeOutcome], bool]  # the caller's walk: take one node's outcome, answer whether to stop
+# The victims' scores for pickOneNodeForPreemption, compared as a tuple (higher is better): see
+# default_preemption._pick_key, which works them out one candidate at a time.
+PickKey = tuple[int, int, int, int, float]
+ScoredOutcome = tuple[list[PodInfo], int, Status | None, PickKey | None]  # and the scores, when worked out here
+# The caller's walk: take one node's outcome, answer whether to stop.
+Visit = Callable[[int, NodeOutcome | ScoredOutcome], bool]
+_SHIFT = 2**31  # pickOneNodeForPreemption's sum of priorities shifts each by MaxInt32 + 1 so negatives count
 
 
 @dataclass(frozen=True, slots=True)
 class GiveBack:
     """One node's potential victims in the order the dry run gives them back: the ``violating`` PDB-violating
-    ones first, each group most important first; ``amounts`` (resource -> request per pod, same order) when known."""
+    ones first, each group most important first; ``amounts`` (resource -> request per pod, same order) when known.
+    From :class:`ImportanceIndex` also the same as one ``matrix`` (a row per resource of ``names``) and each pod's
+    ``priorities`` and ``starts`` (the start times the importance order used)."""
 
     pods: Sequence[PodInfo]
     violating: int = 0
     amounts: Mapping[str, np.ndarray] | None = None
+    names: tuple[str, ...] = ()
+    matrix: np.ndarray | None = None
+    priorities: np.ndarray | None = None
+    starts: np.ndarray | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +101,10 @@ class _Ranked:
     ordered: list[PodInfo]  # most important first
     memos: list[dict[str, Any]]  # each one's memos: the sort key's memo gone means its start time changed
     neg_priorities: list[int]  # -priority of each, ascending
-    amounts: dict[str, np.ndarray]  # resource -> request of each, in ``ordered`` order
+    names: tuple[str, ...]  # the resources any of them requests, sorted
+    matrix: np.ndarray  # a row per resource of ``names``: request of each, in ``ordered`` order
+    priorities: np.ndarray  # priority of each
+    starts: np.ndarray | None  # start time of each (``sort_key``'s memo; None if it left none)
     below: dict[int, GiveBack | None]  # preemptor priority -> what :meth:`ImportanceIndex.lower_than` answered
 
 
@@ -117,9 +137,7 @@ class ImportanceIndex:
         else:
             ranked = None
         if ranked is None:
-            ordered = sorted(pods, key=self.sort_key)
-            ranked = self._nodes[index] = _Ranked(pods, ordered, [p.memo_cache for p in ordered],
-                                                  [-p.priority for p in ordered], requests_of(ordered), {})
+            ranked = self._nodes[index] = self._rank(pods)
         try:
             return ranked.below[priority]
         except KeyError:
@@ -128,13 +146,24 @@ class ImportanceIndex:
         given: GiveBack | None
         if start == len(ranked.ordered):
             given = None
-        elif start == 0:
-            given = GiveBack(ranked.ordered, 0, ranked.amounts)
         else:
-            given = GiveBack(ranked.ordered[start:], 0,
-                             {name: column[start:] for name, column in ranked.amounts.items()})
+            matrix = ranked.matrix[:, start:] if start else ranked.matrix
+            given = GiveBack(ranked.ordered[start:] if start else ranked.ordered, 0,
+                             dict(zip(ranked.names, matrix, strict=True)), ranked.names, matrix,
+                             ranked.priorities[start:], None if ranked.starts is None else ranked.starts[start:])
         ranked.below[priority] = given
         return given
+
+    def _rank(self, pods: tuple[PodInfo, ...]) -> _Ranked:
+        ordered = sorted(pods, key=self.sort_key)
+        memos = [p.memo_cache for p in ordered]
+        amounts = requests_of(ordered)
+        names = tuple(sorted(amounts))
+        matrix = np.array([amounts[name] for name in names], dtype=np.int64).reshape(len(names), len(ordered))
+        starts = [m.get(self.memo_key) for m in memos]
+        return _Ranked(pods, ordered, memos, [-p.priority for p in ordered], names, matrix,
+                       np.fromiter((p.priority for p in ordered), dtype=np.int64, count=len(ordered)),
+                       None if None in starts else np.array(starts, dtype=np.float64), {})
 
 
 def vector_filters(handle: Any, state: CycleState) -> list[Any] | None:
@@ -231,33 +260,54 @@ class VectorDryRun:
                                                      [(n, v) for n, v in verdicts if not v.passes_all]))
 
     def _give_back(self, overlay: RequestOverlay, filters: Sequence[Any], state: CycleState, pod: PodInfo, *,
-                   nodes: np.ndarray, sequences: Sequence[GiveBack]) -> list[NodeOutcome]:
+                   nodes: np.ndarray, sequences: Sequence[GiveBack]) -> list[ScoredOutcome]:
         """Give each node's potential victims back in order (``k = 0, 1, ...`` for all nodes at once), keeping
         those the pod still fits with; the rest are the victims. ``overlay`` has them all removed."""
-        flat, amounts = _flatten(sequences)
+        flat, amounts, scored = _flatten(sequences)
         lengths = np.fromiter((len(s.pods) for s in sequences), dtype=np.int64, count=len(sequences))
         offsets = np.zeros(len(sequences), dtype=np.intp)
         np.cumsum(lengths[:-1], out=offsets[1:])
         failed_at: list[np.ndarray] = []  # per step: which nodes (positions in ``sequences``) kept out a pod
         failed_pod: list[np.ndarray] = []  # and that pod (position in ``flat``)
         alive = np.arange(len(sequences))
+        # Per node, the last pod it could not take back (position in ``flat``; -1: none yet). The filters are
+        # monotone and a node only fills up as pods are given back, so a later pod asking for at least as much
+        # of every resource cannot fit either: it is a victim without a filter run (the common case: a node's
+        # pods of one shape, the first failure decides the rest).
+        last_failed = np.full(len(sequences), -1, dtype=np.intp)
         k = 0
         while True:
             alive = alive[lengths[alive] > k]
             if not len(alive):
                 break
-            where = nodes[alive]
             picked = offsets[alive] + k
-            step = {name: column[picked] for name, column in amounts.items()}
-            overlay.add(where, step, 1, +1)
-            fails = ~passes(overlay.verdicts(filters, state, pod), len(overlay.pod_counts))[where]
+            prior = last_failed[alive]
+            known = prior >= 0
+            if known.any():
+                ahead = picked[known]
+                behind = prior[known]
+                known[known] = np.logical_and.reduce([column[ahead] >= column[behind] for column in amounts.values()]) \
+                    if amounts else True
+            fails = known
+            trying = ~known
+            if trying.any():
+                tried = picked[trying]
+                where = nodes[alive[trying]]
+                step = {name: column[tried] for name, column in amounts.items()}
+                overlay.add(where, step, 1, +1)
+                rejected = ~passes(overlay.verdicts(filters, state, pod), len(overlay.pod_counts))[where]
+                if rejected.any():
+                    overlay.add(where[rejected], {name: values[rejected] for name, values in step.items()}, 1, -1)
+                    fails = known.copy()
+                    fails[trying] = rejected
             if fails.any():
-                overlay.add(where[fails], {name: values[fails] for name, values in step.items()}, 1, -1)
                 failed_at.append(alive[fails])
                 failed_pod.append(picked[fails])
+                last_failed[alive[fails]] = picked[fails]
             k += 1
         victims: list[list[PodInfo]] = [[] for _ in sequences]
         violations = [0] * len(sequences)
+        keys: list[PickKey | None] = [None] * len(sequences)
         if failed_at:
             at = np.concatenate(failed_at)
             pods = np.concatenate(failed_pod)
@@ -265,28 +315,64 @@ class VectorDryRun:
             at, pods = at[by_node], pods[by_node]
             for w, j in zip(at.tolist(), pods.tolist(), strict=True):
                 victims[w].append(flat[j])
+            if scored is not None:
+                keys = _pick_keys(victims, at, pods, *scored)
             violating = np.fromiter((s.violating for s in sequences), dtype=np.int64, count=len(sequences)) \
                 if any(s.violating for s in sequences) else None
             if violating is not None:
                 violations = np.bincount(at, weights=(pods - offsets[at]) < violating[at],
                                          minlength=len(sequences)).astype(int).tolist()
         success = Status(Code.SUCCESS)
-        out: list[NodeOutcome] = []
-        for s, chosen, violated in zip(sequences, victims, violations, strict=True):
+        out: list[ScoredOutcome] = []
+        for s, chosen, violated, key in zip(sequences, victims, violations, keys, strict=True):
             if 0 < s.violating < len(s.pods):
                 chosen.sort(key=self.sort_key)
-            out.append((chosen, violated, success))
+            out.append((chosen, violated, success, key))
         return out
 
 
 _KEY = "DefaultPreemption/lower"
 
 
-def _flatten(sequences: Sequence[GiveBack]) -> tuple[list[PodInfo], dict[str, np.ndarray]]:
-    """All pods of ``sequences`` in order, and resource -> each one's request (0 where it asks for none)."""
+def _pick_keys(victims: list[list[PodInfo]], at: np.ndarray, pods: np.ndarray, priorities: np.ndarray,
+               starts: np.ndarray) -> list[PickKey | None]:
+    """Each node's ``pickOneNodeForPreemption`` scores (None: no victims), for all nodes at once. ``at``/``pods``:
+    each victim's node (ascending) and its position in the flattened give-back order.
+
+    Without PDB violations each node's victims are in importance order (priority, then earlier start, as given
+    back), so the first is the highest-priority victim and the earliest started among those
+    (``GetEarliestPodStartTime``). Upstream ``pickOneNodeForPreemption``'s scores, as in ``_pick_key``."""
+    nodes = len(victims)
+    count = np.bincount(at, minlength=nodes)
+    total = np.zeros(nodes, dtype=np.int64)
+    np.add.at(total, at, priorities[pods])
+    total += count * _SHIFT
+    first = np.zeros(nodes, dtype=np.intp)
+    starts_at = np.flatnonzero(np.concatenate(([True], at[1:] != at[:-1])))
+    first[at[starts_at]] = pods[starts_at]
+    top = priorities[first].tolist()
+    earliest = starts[first].tolist()
+    totals = total.tolist()
+    return [(0, -top[w], -totals[w], -len(chosen), earliest[w]) if chosen else None
+            for w, chosen in enumerate(victims)]
+
+
+def _flatten(sequences: Sequence[GiveBack]
+             ) -> tuple[list[PodInfo], dict[str, np.ndarray], tuple[np.ndarray, np.ndarray] | None]:
+    """All pods of ``sequences`` in order, resource -> each one's request (0 where it asks for none), and each
+    one's priority and start time (None unless every sequence knows them and none has PDB-violating pods)."""
     flat = [p for s in sequences for p in s.pods]
+    first = sequences[0]
+    if first.matrix is not None and all(s.matrix is not None and s.names == first.names for s in sequences):
+        matrix = np.concatenate([s.matrix for s in sequences], axis=1)  # type: ignore[misc]
+        amounts = dict(zip(first.names, matrix, strict=True))
+        scored = None
+        if all(s.starts is not None and s.priorities is not None and not s.violating for s in sequences):
+            scored = (np.concatenate([s.priorities for s in sequences]),  # type: ignore[misc]
+                      np.concatenate([s.starts for s in sequences]))  # type: ignore[misc]
+        return flat, amounts, scored
     if any(s.amounts is None for s in sequences):
-        return flat, requests_of(flat)
+        return flat, requests_of(flat), None
     names: set[str] = set().union(*(s.amounts for s in sequences))  # type: ignore[arg-type]
     out = {}
     for name in names:
@@ -295,4 +381,4 @@ def _flatten(sequences: Sequence[GiveBack]) -> tuple[list[PodInfo], dict[str, np
             column = s.amounts.get(name)  # type: ignore[union-attr]
             parts.append(column if column is not None else np.zeros(len(s.pods), dtype=np.int64))
         out[name] = np.concatenate(parts)
-    return flat, out
+    return flat, out, None

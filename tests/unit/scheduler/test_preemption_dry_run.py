@@ -153,3 +153,66 @@ def test_victims_follow_start_times_the_cache_updates_in_place(started, victim):
     state = CycleState()
     fw.schedule_one(preemptor, cache.snapshot(), state=state)
     assert [v.name for v in state.get(dp.RESULT_KEY).victims] == [victim]
+
+
+def upstream_scores(victims: dp.Victims) -> tuple[int, int, int, int, float]:
+    """pickOneNodeForPreemption's default score functions (preemption.go), higher is better: fewest PDB
+    violations, lowest highest-priority victim, lowest sum of priorities each shifted by MaxInt32 + 1, fewest
+    victims, latest earliest start among the highest-priority victims (GetEarliestPodStartTime)."""
+    top = max(p.priority for p in victims.pods)
+    shifted = sum(p.priority + 2**31 for p in victims.pods)
+    earliest = min(dp.pod_start_time(p) for p in victims.pods if p.priority == top)
+    return (-victims.num_pdb_violations, -top, -shifted, -len(victims.pods), earliest)
+
+
+def full_case(seed: int) -> tuple[Snapshot, dict[str, Any]]:
+    """Nodes filled with pods of mixed sizes, priorities and start times (some not started), and a preemptor
+    that fits only by evicting some: every node is a candidate, with different victims."""
+    rng = random.Random(seed)
+    nodes = [sched_node(f"n{i:02d}", cpu="4", memory="8Gi", pods="110") for i in range(rng.randint(3, 30))]
+    pods = []
+    for node in nodes:
+        free = 4000
+        j = 0
+        while free >= 500:
+            milli = min(free, rng.choice([500, 1000, 1500]))
+            free -= milli
+            body = req_pod(f"{node['metadata']['name']}-p{j}", f"{milli}m", "256Mi", node=node["metadata"]["name"],
+                           priority=rng.choice([-5, 0, 0, 3, 10]))
+            body["metadata"]["uid"] = f"uid-{node['metadata']['name']}-{j}"
+            if rng.random() < 0.8:
+                body["status"] = {"phase": "Running", "startTime": rng.choice(HOURS)}
+            pods.append(body)
+            j += 1
+    preemptor = req_pod("preemptor", rng.choice(["1", "2", "3"]), "512Mi", priority=rng.choice([5, 50]))
+    preemptor["metadata"]["uid"] = "uid-preemptor"
+    return Snapshot.build(nodes, pods), preemptor
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
+def test_candidates_scores_from_the_vectorised_dry_run_are_upstreams(seed):
+    # Without PDBs every candidate of the vectorised dry run carries its scores, worked out for all nodes at once.
+    snapshot, preemptor = full_case(seed)
+    fw = framework(True, [], [], seed)
+    info = PodInfo(preemptor)
+    state = CycleState()
+    fw.run_pre_filter_plugins(state, info, snapshot)
+    _, node_to_status = fw.run_filter_plugins(state, info, snapshot)
+    plugin = fw.plugins[dp.NAME]
+    potential = plugin._potential_nodes(snapshot, node_to_status)
+    candidates, _, _ = plugin.dry_run_preemption(state, info, snapshot, potential, [], offset=0,
+                                                 num_candidates=100)
+    assert candidates
+    assert [c.victims.pick_key for c in candidates] == [upstream_scores(c.victims) for c in candidates]
+
+
+@pytest.mark.parametrize("seed", SEEDS, ids=lambda s: f"seed-{s}")
+def test_full_nodes_preemption_chooses_as_the_per_node_dry_run(seed):
+    snapshot, preemptor = full_case(seed)
+    chosen = []
+    for vectorised in (True, False):
+        state = CycleState()
+        framework(vectorised, [], [], seed).schedule_one(preemptor, snapshot, state=state)
+        result = state.get(dp.RESULT_KEY)
+        chosen.append((result.node_name, [v.name for v in result.victims]))
+    assert chosen[0] == chosen[1]
