@@ -196,7 +196,14 @@ _ZERO_PRESENT_LISTS: Final = frozenset({"f:containers"})
 
 def container_paths(flat: Mapping[Path, Any]) -> set[Path]:
     """Every granular map, list and list item under an owned field: the proper prefixes of ``flat``'s paths."""
-    return {path[:n] for path in flat for n in range(1, len(path))}
+    out: set[Path] = set()
+    for path in flat:
+        for n in range(len(path) - 1, 0, -1):
+            prefix = path[:n]
+            if prefix in out:
+                break  # and so are all of its own prefixes
+            out.add(prefix)
+    return out
 
 
 def _in_zero_value(path: Path, lists: set[Path]) -> bool:
@@ -218,13 +225,18 @@ def compare_fields(old: Mapping[Path, Any], new: Mapping[Path, Any], *,
     into Added). ``create``: ``old`` stands for the kind's zero value (:func:`_in_zero_value`).
     """
     changed, removed = diff_fields(old, new)
-    before, after = container_paths(old), container_paths(new)
-    added = after - before
-    if create and added:
-        lists = {p[:-1] for p in new if not p[-1].startswith("f:")}  # item paths are always flattened
-        added = {p for p in added if not _in_zero_value(p, lists)}
-    changed |= added
-    removed |= before - after
+    grown = [p for p in changed if p not in old]
+    if not grown and not removed:
+        return changed, removed  # the same paths with other values: no container came or went
+    if grown:
+        # A map that was there empty (a leaf then) is not added: only its new children are.
+        added = container_paths(dict.fromkeys(grown)) - container_paths(old) - old.keys()
+        if create and added:
+            lists = {p[:-1] for p in new if not p[-1].startswith("f:")}  # item paths are always flattened
+            added = {p for p in added if not _in_zero_value(p, lists)}
+        changed |= added
+    if removed:
+        removed |= container_paths(dict.fromkeys(removed)) - container_paths(new) - new.keys()
     return changed, removed
 
 
