@@ -743,7 +743,10 @@ _CTR_ITEM = {".": {}, "f:image": {}, "f:name": {}, "f:resources": {".": {}, "f:l
      "labeller", {"f:metadata": {"f:labels": {"f:app": {}}}}),
     (_tracked_configmap(data={"a": "1"}), _configmap(data={"a": "1", "b": "2"}), "writer",
      {"f:data": {"f:b": {}}}),
-], ids=["create-maps", "create-structs-and-items", "update-adds-map", "update-changes-map", "update-adds-key"])
+    (_tracked_configmap(data={"a": "1"}, labels={}), _configmap(data={"a": "1"}, labels={"app": "x"}), "labeller",
+     {"f:metadata": {"f:labels": {"f:app": {}}}}),
+], ids=["create-maps", "create-structs-and-items", "update-adds-map", "update-changes-map", "update-adds-key",
+        "update-fills-empty-map"])
 def test_update_owns_the_maps_it_adds(current: Obj | None, new: Obj, manager: str, expected: Obj) -> None:
     obj = record_update(current, new, manager, T1)
     assert fields_of(obj, manager, "Update") == expected
