@@ -63,6 +63,7 @@ import os
 import tempfile
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -166,6 +167,15 @@ def _client_watcher(kubeconfig: str, pods: int, hello: Any, out: Any, nice: int 
     out.put((bound, time.process_time() - cpu0, events))
 
 
+def _stream_lines(resp: Any) -> Iterator[list[bytes]]:
+    """A raw watch response's complete, non-empty lines (one JSON event each), chunk by chunk."""
+    buf = b""
+    for chunk in resp.stream(65536):
+        buf += chunk
+        *lines, buf = buf.split(b"\n")
+        yield [line for line in lines if line]
+
+
 def _raw_watcher(kubeconfig: str, pods: int, hello: Any, out: Any) -> None:
     """The same watch over HTTP, parsed with ``json.loads`` only: the API server's delivery without the models.
 
@@ -181,13 +191,8 @@ def _raw_watcher(kubeconfig: str, pods: int, hello: Any, out: Any) -> None:
     while len(bound) < pods:
         resp = api.list_namespaced_pod(NAMESPACE, watch=True, resource_version=rv, timeout_seconds=600,
                                        _preload_content=False, **opening)
-        buf = b""
-        for chunk in resp.stream(65536):
-            buf += chunk
-            *lines, buf = buf.split(b"\n")
+        for lines in _stream_lines(resp):
             for line in lines:
-                if not line:
-                    continue
                 event = json.loads(line)
                 pod = event["object"]
                 rv = pod["metadata"]["resourceVersion"]
@@ -213,13 +218,8 @@ def _added_watcher(kubeconfig: str, pods: int, hello: Any, out: Any) -> None:
     seen: dict[str, float] = {}
     resp = api.list_namespaced_pod(NAMESPACE, watch=True, resource_version=rv, timeout_seconds=600,
                                    _preload_content=False, **_OPEN)
-    buf = b""
-    for chunk in resp.stream(65536):
-        buf += chunk
-        *lines, buf = buf.split(b"\n")
+    for lines in _stream_lines(resp):
         for line in lines:
-            if not line:
-                continue
             event = json.loads(line)
             if event["type"] == "BOOKMARK":
                 hello.put(("added watcher", os.getpid()))

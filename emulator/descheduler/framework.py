@@ -305,29 +305,20 @@ class ClusterSnapshot:
         return self._pod_usage
 
 
-# A pod's placement (nodeSelector and required node affinity) as a key, by uid: (resourceVersion, key); and
+# A pod's placement (nodeSelector and required node affinity) as a key, by uid and resourceVersion; and
 # each key's parsed affinity. Both are read from the pod alone, so they are kept across passes.
-_placement_keys: dict[str, tuple[str, str]] = {}
 _placements: dict[str, RequiredNodeAffinity] = {}
 _PLACEMENT_CACHE_MAX = 200_000
 
 
-def _placement_key(pod: Obj) -> str:
-    meta = pod["metadata"]
-    uid, rv = meta.get("uid"), meta.get("resourceVersion")
-    if uid and rv:
-        cached = _placement_keys.get(uid)
-        if cached is not None and cached[0] == rv:
-            return cached[1]
+def _placement_text(pod: Obj) -> str:
     spec = pod["spec"]
     required = ((spec.get("affinity") or {}).get("nodeAffinity") or {}).get(
         "requiredDuringSchedulingIgnoredDuringExecution")
-    key = repr((spec.get("nodeSelector"), required))
-    if uid and rv:
-        if len(_placement_keys) >= _PLACEMENT_CACHE_MAX:
-            _placement_keys.clear()
-        _placement_keys[uid] = (rv, key)
-    return key
+    return repr((spec.get("nodeSelector"), required))
+
+
+_placement_key = utils.PodMemo(_placement_text, _PLACEMENT_CACHE_MAX)
 
 
 def _parsed_placement(key: str, pod: Obj) -> RequiredNodeAffinity:

@@ -47,7 +47,6 @@ LabelKey = tuple[str, Any]  # (namespace, (label, value)), or (namespace, None) 
 # several owners, label index keys). A pod's facts cannot change under one resourceVersion, and the informer
 # hands the controller the same pods pass after pass, so most passes compute none.
 Facts = tuple[Any, Any, tuple[tuple[str, int], ...], int, str | None, bool, tuple[LabelKey, ...]]
-_facts_cache: dict[str, Facts] = {}
 _FACTS_CACHE_MAX = 500_000
 
 
@@ -59,13 +58,9 @@ def _restarted(statuses: list[Obj] | None) -> bool:
     return False
 
 
-def pod_facts(pod: Obj) -> Facts:
+def _facts(pod: Obj) -> Facts:
     meta = pod["metadata"]
-    uid, rv = meta.get("uid"), meta.get("resourceVersion")
-    if uid and rv:
-        cached = _facts_cache.get(uid)
-        if cached is not None and cached[0] == rv:
-            return cached
+    rv = meta.get("resourceVersion")
     status, spec = pod.get("status") or {}, pod["spec"]
     flags = 0
     affinity = spec.get("affinity")
@@ -84,11 +79,10 @@ def pod_facts(pod: Obj) -> Facts:
     label_keys: tuple[LabelKey, ...] = ((ns, None), *((ns, item) for item in (meta.get("labels") or {}).items()))
     facts: Facts = (rv, status.get("phase"), tuple(utils.requests_of(pod).items()), flags, first,
                     bool(refs) and len(refs) > 1, label_keys)
-    if uid and rv:
-        if len(_facts_cache) >= _FACTS_CACHE_MAX:
-            _facts_cache.clear()
-        _facts_cache[uid] = facts
     return facts
+
+
+pod_facts = utils.PodMemo(_facts, _FACTS_CACHE_MAX)
 
 
 class NodePart:
@@ -107,12 +101,11 @@ class NodePart:
         owners: dict[str, list[Obj]] = {}
         labels: dict[LabelKey, list[Obj]] = {}
         multi: list[Obj] = []
-        cached_facts = _facts_cache.get
+        cached_facts = pod_facts.cache.get
         for pod in pods:
             meta = pod["metadata"]
-            facts = cached_facts(meta.get("uid"))
-            if facts is None or facts[0] != meta.get("resourceVersion") or facts[0] is None:
-                facts = pod_facts(pod)
+            hit = cached_facts(meta.get("uid"))  # pod_facts' own look-up, inlined: this loop sees every pod
+            facts = hit[1] if hit is not None and hit[0] == meta.get("resourceVersion") else pod_facts(pod)
             _, phase, requests, flags, first, several_owners, label_keys = facts
             if phase in ("Failed", "Succeeded"):
                 if phase == "Failed":

@@ -18,7 +18,7 @@ under one resourceVersion, and a pass over 100,000 pods must not recompute them.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 from emulator.api.nodeaffinity import RequiredNodeAffinity
 from emulator.api.pods import BEST_EFFORT, BURSTABLE, pod_requests, qos_class
@@ -37,6 +37,37 @@ _requests_cache: dict[str, tuple[Any, dict[str, int]]] = {}  # uid -> (resourceV
 _qos_cache: dict[str, tuple[Any, int]] = {}  # uid -> (resourceVersion, rank)
 _allocatable_cache: dict[str, tuple[Any, dict[str, int]]] = {}  # node uid -> (resourceVersion, allocatable)
 _REQUESTS_CACHE_MAX = 500_000
+_T = TypeVar("_T")
+
+
+class PodMemo(Generic[_T]):
+    """A value computed from a pod alone, kept by uid while the pod's resourceVersion stays the same.
+
+    A pod cannot change under one resourceVersion, and the informer hands the descheduler the same pods
+    pass after pass, so most passes compute nothing. At most ``limit`` pods are kept (then it starts over);
+    a pod without a uid or resourceVersion is computed every time. ``cache`` maps uid -> (rv, value).
+    """
+
+    __slots__ = ("cache", "compute", "limit")
+
+    def __init__(self, compute: Callable[[Obj], _T], limit: int) -> None:
+        self.compute = compute
+        self.limit = limit
+        self.cache: dict[str, tuple[Any, _T]] = {}
+
+    def __call__(self, pod: Obj) -> _T:
+        meta = pod["metadata"]
+        uid, rv = meta.get("uid"), meta.get("resourceVersion")
+        if uid and rv:
+            hit = self.cache.get(uid)
+            if hit is not None and hit[0] == rv:
+                return hit[1]
+        value = self.compute(pod)
+        if uid and rv:
+            if len(self.cache) >= self.limit:
+                self.cache.clear()
+            self.cache[uid] = (rv, value)
+        return value
 
 
 # ----------------------------------------------------------------------------- pods

@@ -8,7 +8,9 @@ table (:class:`LoadTable`): for each pod its load target (``kemu.io/load-target`
 CPU cost of one request per second (profile field ``cost-per-request``).
 
 Every tick, given each target's *share* — its request rate divided by its
-ready pods cluster-wide (:func:`emulator.loadtargets.exchange`) — every ready
+ready pods cluster-wide (:func:`emulator.loadtargets.exchange`, which the
+model's tick calls once that tick's container starts and exits are known, so
+the pods counted are the pods that serve) — every ready
 pod of the target serves ``share`` requests/s, and each of its containers
 demands ``cpu curve + share * cost-per-request`` millicores (the profile's
 ``cpu`` curve is the base, with whatever noise or shape it has). The cgroup
@@ -43,14 +45,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from prometheus_client.core import GaugeMetricFamily, Metric
 
-from emulator import loadtargets
 from emulator.collectors import SourceCollector, registered
 from emulator.kubelet.usage import LATENCY_SERIES, REQUESTS_SERIES
 
 if TYPE_CHECKING:
     from emulator.kubelet.model import KubeletModel
 
-__all__ = ["MAX_UTILISATION", "LoadTable", "LoadWindow", "app_series", "exchange"]
+__all__ = ["MAX_UTILISATION", "LoadTable", "LoadWindow", "app_series"]
 
 # rho is capped here: latency at most base / (1 - 0.95) = 20 * base (a throttled pod's queue grows without bound).
 MAX_UTILISATION = 0.95
@@ -192,16 +193,6 @@ class LoadTable:
         self._latency_sum = np.zeros_like(self._latency_sum)
         self._window = 0.0
         return LoadWindow(rate, latency)
-
-
-def exchange(model: KubeletModel, client: Any, prefix: str, shard: int, now: float) -> None:
-    """A kubelet shard's per-tick step: publish its ready pods per target, take each target's share.
-
-    No round trip while the shard has never hosted a pod with a load target.
-    """
-    ready = model.load_ready_counts()
-    if ready:
-        model.set_load_shares(loadtargets.exchange(client, prefix, shard, ready, now))
 
 
 def app_series(model: KubeletModel, pods: Mapping[str, Any]) -> dict[tuple[str, str], dict[str, float]]:

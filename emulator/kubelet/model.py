@@ -43,7 +43,7 @@ conditions are left to the caller.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -442,8 +442,15 @@ class KubeletModel:
 
     # -- the tick -------------------------------------------------------------------------
 
-    def tick(self, now: float) -> TickReport:
-        """Advance every container to ``now`` (seconds, cluster clock)."""
+    def tick(self, now: float,
+             shares: Callable[[dict[str, int]], Mapping[str, float] | None] | None = None) -> TickReport:
+        """Advance every container to ``now`` (seconds, cluster clock).
+
+        ``shares``, when given and some pod has a load target, is called once the tick's starts and
+        exits are known, with the ready pods per target *as they serve this tick*; it returns each
+        target's requests/s per ready pod (None: keep the last shares). So the requests a target's
+        ready pods serve in a tick sum to its rate, also in the tick pods become ready or stop.
+        """
         report = TickReport()
         dt = 0.0 if self.now is None else max(0.0, now - self.now)
         self.now = now
@@ -463,9 +470,15 @@ class KubeletModel:
             codes = self.exit_code[finished]
             self._exit(finished, ends, codes, np.where(codes == 0, COMPLETED, ERROR), report)
         cpu = self.cpu_curve.evaluate(t_local)
-        ready = None
-        if self.load.active:  # ready pods of load targets serve their share: CPU = base + share * cost
-            ready = self._pods_ready(running)
+        # Load targets: the ready pods after this tick's starts and exits are the ones that serve it.
+        ready = self._pods_ready(running) if self.load.targets() else None
+        if ready is not None and shares is not None:  # every target seen: a count that drops to 0 is published
+            got = shares(self.load.ready_counts(ready))
+            if got is not None:
+                self.load.set_shares(got)
+        if not self.load.active:
+            ready = None  # no pod serves a target: nothing to add or account
+        if ready is not None:  # ready pods of load targets serve their share: CPU = base + share * cost
             cpu += self.load.demand(self.c_pod, ready, running)
         memory = self.memory_curve.evaluate(t_local)
         disk = self.disk_curve.evaluate(t_local)

@@ -82,7 +82,7 @@ from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any, TypeVar, cast
 
-from emulator import chaos
+from emulator import chaos, loadtargets
 from emulator.api import errors
 from emulator.api.kinds import NODE, POD
 from emulator.api.meta import resource_version
@@ -318,11 +318,11 @@ class KubeletShard:
         io("renewing leases", self.heartbeat, now)  # first: never behind this tick's pod work
         self.workers.admit_incoming(now)
         self.workers.advance_timed(now)
-        if not cut:  # load targets: share each target's rate among its ready pods (emulator.kubelet.load)
-            io("exchanging load targets", load.exchange, self.model, self.store.redis, self.store.config.prefix,
-               self.index, now)
+        if not cut:
             io("draining queues", queueworker.drain, self.model, self.store.redis, self.store.config.prefix, now)
-        report = self.model.tick(now)
+        # Load targets: the model asks for each target's share once it knows which pods are ready
+        # this tick (emulator.kubelet.load); a partitioned shard keeps the last shares.
+        report = self.model.tick(now, None if cut else self._load_shares)
         self.workers.apply_report(report, now)
         self.node_status.apply_conditions(report.changed_nodes, now)
         self.workers.advance_kills(now)
@@ -349,6 +349,11 @@ class KubeletShard:
         st.max_tick_seconds = max(st.max_tick_seconds, elapsed)
         km.TICK_SECONDS.observe(elapsed)
         return st
+
+    def _load_shares(self, ready: dict[str, int]) -> dict[str, float] | None:
+        """The tick's load-target exchange (:func:`emulator.loadtargets.exchange`); None with the store away."""
+        return self._store_io("exchanging load targets", loadtargets.exchange, self.store.redis,
+                              self.store.config.prefix, self.index, ready, self.state.now)
 
     def _store_io(self, what: str, fn: Callable[..., _T], *args: Any) -> _T | None:
         """Run one step of the tick that talks to the store; None if the store is unreachable.

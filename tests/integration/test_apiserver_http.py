@@ -398,9 +398,9 @@ def test_json_patch_and_dry_run(http: httpx.Client, core: ServerCore) -> None:
     assert r.status_code == 200
     stored = core.get(CONFIGMAP, "default", "cm")
     assert stored["data"] == {"a": "1", "b": "2"}
-    # The creator (named by its User-Agent) owns data.a, the patcher data.b.
+    # The creator (named by its User-Agent) owns data.a and the data map its create added ("."), the patcher data.b.
     owners = {m["manager"]: m["fieldsV1"] for m in stored["metadata"]["managedFields"]}
-    assert owners == {"python-httpx": {"f:data": {"f:a": {}}}, "patcher": {"f:data": {"f:b": {}}}}
+    assert owners == {"python-httpx": {"f:data": {".": {}, "f:a": {}}}, "patcher": {"f:data": {"f:b": {}}}}
 
 
 def test_delete_preconditions_and_results(http: httpx.Client, core: ServerCore) -> None:

@@ -9,7 +9,7 @@ below is worked out from those rules, then read back through what the shard publ
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 
@@ -116,3 +116,57 @@ def test_ready_pods_on_other_shards_count(env: tuple[ServerCore, ManualClock], s
         step(shard, clock)
     settle(shard, clock)
     assert observed(core, clock.now())["web-1"] == pytest.approx(expected(90.0, 2), rel=0.01)
+
+
+def serving(shard: KubeletShard) -> list[float]:
+    """Requests/s each pod of the shard served in its last tick (pods that served none left out)."""
+    table = shard.model.load
+    return [float(r) for r in table.rate[table.p_target >= 0] if r > 0]
+
+
+def start_more(core: ServerCore, delay: str) -> None:
+    pods = [web_pod(f"late-{i}") for i in range(2)]
+    for pod in pods:
+        pod["metadata"]["annotations"]["kemu.io/startup-delay"] = delay
+    core.create_many(POD, pods)
+
+
+def run_one_briefly(core: ServerCore) -> None:
+    pod = web_pod("brief")
+    pod["metadata"]["annotations"]["kemu.io/duration"] = "3s"  # exits after 3 s, restarts after its back-off
+    core.create(POD, pod)
+
+
+def delete_two(core: ServerCore) -> None:
+    for name in ("web-0", "web-1"):
+        core.delete(POD, "default", name, grace_period_seconds=0)
+
+
+@pytest.mark.parametrize(("change", "counts"), [
+    (lambda core: start_more(core, "0s"), {5}),
+    (lambda core: start_more(core, "4s"), {3, 5}),
+    (run_one_briefly, {3, 4}),
+    (delete_two, {1}),
+], ids=["becoming-ready", "becoming-ready-later", "becoming-unready", "deleted"])
+def test_served_requests_sum_to_the_rate_every_tick(env: tuple[ServerCore, ManualClock], shard: KubeletShard,
+                                                    change: Callable[[ServerCore], None], counts: set[int]) -> None:
+    """A Service spreads its rate over the endpoints ready *now*: in the very tick a pod becomes
+    ready, stops or goes, the requests the ready pods serve add up to the rate (share = rate / ready)."""
+    core, clock = env
+    rate = 90.0
+    loadtargets.set_rate(core.store.redis, core.store.config.prefix, "web", rate)
+    core.create_many(POD, [web_pod(f"web-{i}") for i in range(3)])
+    for _ in range(60):  # image pulls, then the containers start
+        step(shard, clock)
+        if len(serving(shard)) == 3:
+            break
+    assert serving(shard) == pytest.approx([rate / 3] * 3)
+    change(core)
+    seen = set()
+    for _ in range(20):
+        step(shard, clock)
+        served = serving(shard)
+        seen.add(len(served))
+        assert sum(served) == pytest.approx(rate), f"{len(served)} pods serving {served}"
+        assert served == pytest.approx([rate / len(served)] * len(served))  # an equal share each
+    assert seen == counts, f"ready pods went through {sorted(seen)}"

@@ -73,15 +73,21 @@ class LossyWriter(redis.Redis):
         return pipe
 
 
-@pytest.fixture
-def lossy(redis_url: str) -> Iterator[tuple[ServerCore, LossyWriter]]:
-    writer = LossyWriter.from_url(redis_url, retry=Retry(NoBackoff(), 0))
+def _core_writing_through(redis_url: str, writer: Any) -> Iterator[ServerCore]:
+    """A bootstrapped core whose store commits through ``writer`` (reads through a client of its own)."""
     config_ = StoreConfig()
     store = Store(redis.Redis.from_url(redis_url, retry=config_.retry()), config_, writer=writer)
     core = ServerCore(store)
     core.bootstrap()
-    yield core, writer
+    yield core
     store.close()
+
+
+@pytest.fixture
+def lossy(redis_url: str) -> Iterator[tuple[ServerCore, LossyWriter]]:
+    writer = LossyWriter.from_url(redis_url, retry=Retry(NoBackoff(), 0))
+    for core in _core_writing_through(redis_url, writer):
+        yield core, writer
 
 
 def added_events(core: ServerCore, name: str) -> int:
@@ -116,15 +122,10 @@ def _update_many(core: ServerCore) -> dict[str, Any]:
     return only
 
 
-@pytest.mark.parametrize(("write", "setup", "lost"), [
-    (_create, False, "after"), (_create, False, "before"), (_update, True, "after"), (_update, True, "before"),
-    (_delete, True, "after"), (_create_many, False, "after"), (_update_many, True, "after"),
-], ids=["create-ran", "create-not-sent", "update-ran", "update-not-sent", "delete-ran", "create-many-ran",
-        "update-many-ran"])
-def test_a_commit_whose_reply_is_lost_is_resolved_by_reading_back(
-        lossy: tuple[ServerCore, LossyWriter], write: Callable[[ServerCore], dict[str, Any]], setup: bool,
-        lost: str) -> None:
-    core, writer = lossy
+def _lose_one_reply(core: ServerCore, writer: LossyWriter | LossyCommitClient,
+                    write: Callable[[ServerCore], dict[str, Any]], setup: bool, lost: str) -> None:
+    """``write`` with the reply of its commit lost (``lost``: after Redis ran it, or before it was sent): it
+    happens exactly once and answers the object as stored."""
     if setup:
         core.create(POD, b.pod("p"))
     rv_before = core.store.current_rv()
@@ -139,6 +140,17 @@ def test_a_commit_whose_reply_is_lost_is_resolved_by_reading_back(
     stored = core.store.get(POD, "default", "p")
     assert result["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"] == str(rv_before + 1)
     assert added_events(core, "p") == 1
+
+
+@pytest.mark.parametrize(("write", "setup", "lost"), [
+    (_create, False, "after"), (_create, False, "before"), (_update, True, "after"), (_update, True, "before"),
+    (_delete, True, "after"), (_create_many, False, "after"), (_update_many, True, "after"),
+], ids=["create-ran", "create-not-sent", "update-ran", "update-not-sent", "delete-ran", "create-many-ran",
+        "update-many-ran"])
+def test_a_commit_whose_reply_is_lost_is_resolved_by_reading_back(
+        lossy: tuple[ServerCore, LossyWriter], write: Callable[[ServerCore], dict[str, Any]], setup: bool,
+        lost: str) -> None:
+    _lose_one_reply(*lossy, write, setup, lost)
 
 
 def test_a_create_that_landed_and_changed_before_the_read_back_returns_the_object_as_it_is_now(
@@ -188,12 +200,8 @@ class LossyCommitClient(CommitClient):
 @pytest.fixture
 def lossy_channel(redis_url: str) -> Iterator[tuple[ServerCore, LossyCommitClient]]:
     writer = LossyCommitClient.from_url(redis_url, retry=Retry(NoBackoff(), 0))
-    config_ = StoreConfig()
-    store = Store(redis.Redis.from_url(redis_url, retry=config_.retry()), config_, writer=writer)
-    core = ServerCore(store)
-    core.bootstrap()
-    yield core, writer
-    store.close()
+    for core in _core_writing_through(redis_url, writer):
+        yield core, writer
 
 
 @pytest.mark.parametrize(("write", "setup", "lost"), [
@@ -205,21 +213,7 @@ def lossy_channel(redis_url: str) -> Iterator[tuple[ServerCore, LossyCommitClien
 def test_the_commit_channel_resolves_a_lost_reply_by_reading_back(
         lossy_channel: tuple[ServerCore, LossyCommitClient], write: Callable[[ServerCore], dict[str, Any]],
         setup: bool, lost: str) -> None:
-    core, writer = lossy_channel
-    if setup:
-        core.create(POD, b.pod("p"))
-    rv_before = core.store.current_rv()
-    setattr(writer, f"lose_{lost}", 1)
-    result = write(core)
-    assert writer.lose_after == writer.lose_before == 0  # the fault was injected
-    assert core.store.current_rv() == rv_before + 1  # the write happened exactly once
-    if write is _delete:
-        with pytest.raises(errors.StatusError, match="not found"):
-            core.store.get(POD, "default", "p")
-        return
-    stored = core.store.get(POD, "default", "p")
-    assert result["metadata"]["resourceVersion"] == stored["metadata"]["resourceVersion"] == str(rv_before + 1)
-    assert added_events(core, "p") == 1
+    _lose_one_reply(*lossy_channel, write, setup, lost)
 
 
 @pytest.mark.parametrize("lost", ["after", "before"], ids=["ran", "not-sent"])

@@ -702,3 +702,69 @@ LAUGHS = b"a: &a [x, x, x, x, x, x, x, x, x, x]\n" + b"".join(
 def test_parse_apply_body_rejects_non_objects(body: bytes) -> None:
     err = fails(parse_apply_body, body)
     assert (err.code, err.reason) == (400, "BadRequest")
+
+
+# ----------------------------------------------------------------------------- "." self-markers
+#
+# Upstream structured-merge-diff serialises a path that is both owned and holds owned children
+# with a ".": {} entry (fieldpath/serialize.go). What an Update owns is TypedValue.Compare's
+# Added + Modified (typed/compare.go): every leaf it set, and every map, list or list item that
+# was absent before the write (a walker with no lhs inserts its own path). A create compares with
+# the kind's Go zero value, where struct fields (spec, template, template.spec) and the
+# non-omitempty containers list already exist, but maps such as labels and every list item do not.
+
+
+def _configmap(data: dict[str, str] | None = None, labels: dict[str, str] | None = None) -> Obj:
+    body: Obj = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c", "namespace": "default"}}
+    if labels is not None:
+        body["metadata"]["labels"] = labels
+    if data is not None:
+        body["data"] = data
+    return body
+
+
+def _tracked_configmap(**kwargs: Any) -> Obj:
+    return record_update(None, _configmap(**kwargs), "creator", T0)
+
+
+_CTR_ITEM = {".": {}, "f:image": {}, "f:name": {}, "f:resources": {".": {}, "f:limits": {".": {}, "f:cpu": {}}}}
+
+
+@pytest.mark.parametrize(("current", "new", "manager", "expected"), [
+    (None, _configmap(data={"a": "1"}, labels={"app": "x"}), "creator",
+     {"f:data": {".": {}, "f:a": {}}, "f:metadata": {"f:labels": {".": {}, "f:app": {}}}}),
+    (None, deployment(ctr("app", resources={"limits": {"cpu": "1"}})), "creator",
+     {"f:spec": {"f:replicas": {}, "f:selector": {},
+                 "f:template": {"f:metadata": {"f:labels": {".": {}, "f:app": {}}},
+                                "f:spec": {"f:containers": {'k:{"name":"app"}': _CTR_ITEM}}}}}),
+    (_tracked_configmap(data={"a": "1"}), _configmap(data={"a": "1"}, labels={"app": "x"}), "labeller",
+     {"f:metadata": {"f:labels": {".": {}, "f:app": {}}}}),
+    (_tracked_configmap(data={"a": "1"}, labels={"app": "x"}), _configmap(data={"a": "1"}, labels={"app": "y"}),
+     "labeller", {"f:metadata": {"f:labels": {"f:app": {}}}}),
+    (_tracked_configmap(data={"a": "1"}), _configmap(data={"a": "1", "b": "2"}), "writer",
+     {"f:data": {"f:b": {}}}),
+    (_tracked_configmap(data={"a": "1"}, labels={}), _configmap(data={"a": "1"}, labels={"app": "x"}), "labeller",
+     {"f:metadata": {"f:labels": {"f:app": {}}}}),
+], ids=["create-maps", "create-structs-and-items", "update-adds-map", "update-changes-map", "update-adds-key",
+        "update-fills-empty-map"])
+def test_update_owns_the_maps_it_adds(current: Obj | None, new: Obj, manager: str, expected: Obj) -> None:
+    obj = record_update(current, new, manager, T1)
+    assert fields_of(obj, manager, "Update") == expected
+
+
+def test_update_that_removes_a_map_drops_its_dot_from_every_manager() -> None:
+    obj = _tracked_configmap(data={"a": "1"}, labels={"app": "x"})
+    assert fields_of(obj, "creator")["f:metadata"] == {"f:labels": {".": {}, "f:app": {}}}
+    obj = record_update(obj, _configmap(data={"a": "1"}), "unlabeller", T1)
+    assert fields_of(obj, "creator") == {"f:data": {".": {}, "f:a": {}}}
+    assert all(e["manager"] != "unlabeller" for e in obj["metadata"]["managedFields"])  # it owns nothing
+
+
+def test_apply_owns_list_items_but_not_the_maps_of_its_config() -> None:
+    """ToFieldSet (typed/tofieldset.go) inserts list items and keys of map-typed maps, not struct fields."""
+    cfg = applied_deployment(labels={"app": "web"}, containers=[ctr("app", resources={"limits": {"cpu": "1"}})])
+    obj = ssa(None, cfg, "kubectl")
+    assert fields_of(obj, "kubectl", "Apply") == {
+        "f:metadata": {"f:labels": {"f:app": {}}},
+        "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {'k:{"name":"app"}': {
+            ".": {}, "f:image": {}, "f:name": {}, "f:resources": {"f:limits": {"f:cpu": {}}}}}}}}}

@@ -30,13 +30,18 @@ own, smaller implementation (field sets in :mod:`.fieldpath`, entries in
   apply). At most 10 update managers are kept; older ones fold into
   ``ancient-changes`` (``capmanagers.go``).
 
+* ``"."`` in ``FieldsV1`` marks a path owned *and* holding owned children.
+  An applier owns its list items (``ToFieldSet``), so ``k:{...}`` items get
+  one; an updater also owns every map, list and item its write added
+  (``Compare``), so ``f:labels`` gets one when the update created the labels
+  (a create compares with the kind's zero value: see
+  :func:`.fieldpath.compare_fields`).
+
 Left out: version conversion (one version per kind), the
 ``last-applied-configuration`` hand-over between client- and server-side
-apply (``lastappliedmanager.go``/``lastappliedupdater.go``), unions,
-defaulting of the applied object beyond list-key defaults, and the ``.``
-self-markers upstream writes for maps created by updates (we write ``.``
-only for list items that also own children). Explicit ``null`` in an
-applied config removes the field and is owned.
+apply (``lastappliedmanager.go``/``lastappliedupdater.go``), unions, and
+defaulting of the applied object beyond list-key defaults. Explicit ``null``
+in an applied config removes the field and is owned.
 """
 
 from __future__ import annotations
@@ -54,7 +59,7 @@ from emulator.api.kinds import Kind
 from emulator.api.types import Obj
 from emulator.apiserver.patch.fieldpath import (
     Path,
-    diff_fields,
+    compare_fields,
     flatten,
     item_element,
     json_compact,
@@ -319,7 +324,7 @@ def server_side_apply(kind: Kind, current: Obj | None, applied: Obj, manager: st
         keep = set(config_set).union(*(e.fields for e in others))
         _prune(merged, me.fields - config_set, keep, schema)
 
-    changed, removed = diff_fields(live_flat, flatten(merged, schema))
+    changed, removed = compare_fields(live_flat, flatten(merged, schema), create=current is None)
     changed, removed = ownable(changed), ownable(removed)
     conflicts = [(e, sorted(e.fields & changed)) for e in others if e.fields & changed]
     if conflicts and not force:
@@ -384,7 +389,7 @@ def record_update(current: Obj | None, new: Obj, manager: str, now: str, *, kind
     if not entries and current is not None:
         return result  # upstream skipnonapplied.go: untracked objects stay untracked until applied
 
-    changed, removed = diff_fields(flatten(live, schema), flatten(result, schema))
+    changed, removed = compare_fields(flatten(live, schema), flatten(result, schema), create=current is None)
     changed, removed = ownable(changed), ownable(removed)
     api_version = kind.api_version if kind is not None else str(new.get("apiVersion", ""))
     me_ident = (manager, UPDATE, api_version, subresource)

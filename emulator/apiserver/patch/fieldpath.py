@@ -181,6 +181,65 @@ def diff_fields(old: Mapping[Path, Any], new: Mapping[Path, Any]) -> tuple[set[P
     return changed, removed
 
 
+# Create compares against the Go zero value of the kind (upstream ``fieldmanager`` gets an empty typed
+# object as the live one), in which struct fields and lists without ``omitempty`` already exist: their
+# paths are never "added", so they get no ``"."``. kemu has no Go types; what it knows instead:
+# map-typed fields (free keys, ``omitempty``: absent from the zero value) and the common pointer
+# structs by name, and PodSpec's ``containers`` as the one granular list without ``omitempty``.
+# Any other map is taken for a (non-pointer) struct.
+_ZERO_ABSENT_MAPS: Final = frozenset(f"f:{name}" for name in (
+    "labels", "annotations", "data", "binaryData", "stringData", "nodeSelector", "limits", "requests",
+    "capacity", "allocatable", "matchLabels", "parameters", "selector",
+    "rollingUpdate", "securityContext", "affinity", "dnsConfig"))
+_ZERO_PRESENT_LISTS: Final = frozenset({"f:containers"})
+
+
+def container_paths(flat: Mapping[Path, Any]) -> set[Path]:
+    """Every granular map, list and list item under an owned field: the proper prefixes of ``flat``'s paths."""
+    out: set[Path] = set()
+    for path in flat:
+        for n in range(len(path) - 1, 0, -1):
+            prefix = path[:n]
+            if prefix in out:
+                break  # and so are all of its own prefixes
+            out.add(prefix)
+    return out
+
+
+def _in_zero_value(path: Path, lists: set[Path]) -> bool:
+    """Whether a container path exists in the Go zero value of the kind (see :data:`_ZERO_ABSENT_MAPS`)."""
+    if any(not element.startswith("f:") for element in path):
+        return False  # at or inside a list item: no item exists in a zero value
+    if path in lists:
+        return path[-1] in _ZERO_PRESENT_LISTS
+    return path[-1] not in _ZERO_ABSENT_MAPS
+
+
+def compare_fields(old: Mapping[Path, Any], new: Mapping[Path, Any], *,
+                   create: bool = False) -> tuple[set[Path], set[Path]]:
+    """Upstream ``TypedValue.Compare`` as (added or modified, removed), non-leaf paths included.
+
+    Besides the leaves of :func:`diff_fields`, a granular map, list or list item that ``new`` has
+    and ``old`` has not is added (so the writer owns it: ``"."`` in its ``FieldsV1``), and one
+    that only ``old`` has is removed (typed/compare.go: a walker with no lhs inserts its path
+    into Added). ``create``: ``old`` stands for the kind's zero value (:func:`_in_zero_value`).
+    """
+    changed, removed = diff_fields(old, new)
+    grown = [p for p in changed if p not in old]
+    if not grown and not removed:
+        return changed, removed  # the same paths with other values: no container came or went
+    if grown:
+        # A map that was there empty (a leaf then) is not added: only its new children are.
+        added = container_paths(dict.fromkeys(grown)) - container_paths(old) - old.keys()
+        if create and added:
+            lists = {p[:-1] for p in new if not p[-1].startswith("f:")}  # item paths are always flattened
+            added = {p for p in added if not _in_zero_value(p, lists)}
+        changed |= added
+    if removed:
+        removed |= container_paths(dict.fromkeys(removed)) - container_paths(new) - new.keys()
+    return changed, removed
+
+
 def ownable_filter(kind: Kind | None, subresource: str) -> Callable[[Iterable[Path]], set[Path]]:
     """The filter from 'fields touched' to 'fields a manager may own' for this endpoint."""
     if subresource == "status":

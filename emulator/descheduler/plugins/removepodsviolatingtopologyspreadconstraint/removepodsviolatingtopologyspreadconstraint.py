@@ -88,7 +88,6 @@ def balance_domains(domains: list[list[Obj]], max_skew: int) -> list[Obj]:
 # A pod's spread constraints, by uid: (resourceVersion, [(dedup key, constraint, parsed selector or None when it
 # does not parse, the selector's key)]); and parsed selectors by key. Read from the pod alone: kept across passes.
 Declared = list[tuple[str, Obj, LabelSelector | None, str]]
-_declared_cache: dict[str, tuple[str, Declared]] = {}
 _selectors: dict[str, LabelSelector | None] = {}
 _CACHE_MAX = 200_000
 
@@ -106,24 +105,17 @@ def _selector(key: str, raw: Any) -> LabelSelector | None:
     return selector
 
 
-def _declared(pod: Obj) -> Declared:
-    meta = pod["metadata"]
-    uid, rv = meta.get("uid"), meta.get("resourceVersion")
-    if uid and rv:
-        hit = _declared_cache.get(uid)
-        if hit is not None and hit[0] == rv:
-            return hit[1]
+def _declare(pod: Obj) -> Declared:
     out: Declared = []
     for c in pod["spec"].get("topologySpreadConstraints") or ():
         raw = c.get("labelSelector")
         selector_key = json.dumps(raw, sort_keys=True)
         key = json.dumps([c.get("maxSkew"), c.get("topologyKey"), c.get("whenUnsatisfiable"), raw], sort_keys=True)
         out.append((key, c, _selector(selector_key, raw), selector_key))
-    if uid and rv:
-        if len(_declared_cache) >= _CACHE_MAX:
-            _declared_cache.clear()
-        _declared_cache[uid] = (rv, out)
     return out
+
+
+_declared = utils.PodMemo(_declare, _CACHE_MAX)
 
 
 def _has_placement_constraints(pod: Obj) -> bool:
