@@ -206,7 +206,7 @@ class DaemonSetController(PodOwnerController):
                 # Due minReadySeconds after the pod's Ready transition, not after this handler ran: a
                 # clock that moved meanwhile (a test's, from another thread) must not make it late.
                 ready = _ready_since(new)
-                self.queue.add_after(key, min_ready + 0.001, since=ready if ready is not None else self.clock.now())
+                self.queue.add_after(key, min_ready, since=ready if ready is not None else self.clock.now())
         return key
 
     # ------------------------------------------------------------ reconcile
