@@ -15,6 +15,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from emulator.api.kinds import Kind
+from emulator.api.types import Obj
 from emulator.server.core import ServerCore
 
 
@@ -77,3 +78,16 @@ class StoreWrites:
 def store_writes(core: ServerCore, *kinds: Kind, block: float = 0.1) -> StoreWrites:
     """Wake a :func:`wait_for` on writes to ``kinds`` (the first one is waited on, the others drained)."""
     return StoreWrites(core, *kinds, block=block)
+
+
+def cache_matches(core: ServerCore, informer: Any, kind: Kind, namespace: str = "default") -> bool:
+    """Whether an informer's cache holds ``namespace``'s objects of ``kind`` at the store's versions.
+
+    A controller on a ManualClock must have *seen* the state (its own last writes included) before a
+    test moves time on or looks at the outcome: a reconcile counted on a stale cache (one that returned
+    early, waiting for its own write to come back) is not a look at the new time.
+    """
+    def versions(objs: list[Obj]) -> dict[str, str]:
+        return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in objs
+                if o["metadata"].get("namespace") == namespace}
+    return versions(informer.indexer.list()) == versions(core.list(kind, namespace).items)

@@ -157,15 +157,21 @@ def _pod_node(pod: Obj) -> str:
     return ""
 
 
+def _ready_since(pod: Obj) -> float | None:
+    """The lastTransitionTime of the pod's Ready condition (None when it has none)."""
+    for cond in (pod.get("status") or {}).get("conditions") or []:
+        if cond.get("type") == "Ready" and cond.get("lastTransitionTime"):
+            return parse_rfc3339(cond["lastTransitionTime"])
+    return None
+
+
 def _available(pod: Obj, min_ready: int, now: float) -> bool:
     if not is_pod_ready(pod):
         return False
     if min_ready <= 0:
         return True
-    for cond in (pod.get("status") or {}).get("conditions") or []:
-        if cond.get("type") == "Ready" and cond.get("lastTransitionTime"):
-            return parse_rfc3339(cond["lastTransitionTime"]) + min_ready <= now
-    return False
+    since = _ready_since(pod)
+    return since is not None and since + min_ready <= now
 
 
 class DaemonSetController(PodOwnerController):
@@ -197,7 +203,10 @@ class DaemonSetController(PodOwnerController):
             min_ready = int((self.ds_informer.indexer.get_by_key(key) or {}).get("spec", {}).get("minReadySeconds")
                             or 0)
             if min_ready and not is_pod_ready(old) and is_pod_ready(new):
-                self.enqueue_after(key, min_ready + 0.001)
+                # Due minReadySeconds after the pod's Ready transition, not after this handler ran: a
+                # clock that moved meanwhile (a test's, from another thread) must not make it late.
+                ready = _ready_since(new)
+                self.queue.add_after(key, min_ready, since=ready if ready is not None else self.clock.now())
         return key
 
     # ------------------------------------------------------------ reconcile

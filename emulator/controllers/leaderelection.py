@@ -49,7 +49,7 @@ from emulator.api.gotime import micro_time
 from emulator.api.kinds import LEASE
 from emulator.api.types import Obj
 from emulator.clock import Clock
-from emulator.controllers.runtime import EVENT_NORMAL, EventRecorder, wait_for
+from emulator.controllers.runtime import EVENT_NORMAL, EventRecorder, wait_until
 from emulator.server.core import ServerCore
 
 log = logging.getLogger(__name__)
@@ -238,6 +238,10 @@ class LeaderElector:
 
     def _acquire(self) -> bool:
         while not self._stop.is_set():
+            # Every wait is to an absolute cluster time taken before the attempt: a clock stepped during
+            # the attempt (a test's ManualClock, from another thread) then shortens the wait, never
+            # pushes the next try past the time it was due.
+            tried = self.clock.now()
             ok = self.try_acquire_or_renew()
             self._maybe_report_new_leader()
             if ok:
@@ -245,22 +249,24 @@ class LeaderElector:
                          self.config.lease_name)
                 self._event("became leader")
                 return True
-            if not wait_for(self.clock, self._jittered(), self._stop):
+            if not wait_until(self.clock, tried + self._jittered(), self._stop):
                 return False
         return False
 
     def _renew(self) -> None:
         cfg = self.config
         while not self._stop.is_set():
-            deadline = self.clock.now() + cfg.renew_deadline
+            tried = self.clock.now()
+            deadline = tried + cfg.renew_deadline
             renewed = False
             while not self._stop.is_set():
                 if self.try_acquire_or_renew():
                     renewed = True
                     break
-                remaining = deadline - self.clock.now()
-                if remaining <= 0 or not wait_for(self.clock, min(cfg.retry_period, remaining), self._stop):
+                if deadline <= self.clock.now() or not wait_until(
+                        self.clock, min(tried + cfg.retry_period, deadline), self._stop):
                     break
+                tried = self.clock.now()
             self._maybe_report_new_leader()
             if self._stop.is_set():
                 return
@@ -269,7 +275,7 @@ class LeaderElector:
                          cfg.lease_namespace, cfg.lease_name)
                 self._event("stopped leading")
                 return
-            if not wait_for(self.clock, cfg.retry_period, self._stop):
+            if not wait_until(self.clock, tried + cfg.retry_period, self._stop):
                 return
 
     def _run(self) -> None:

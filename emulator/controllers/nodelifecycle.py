@@ -343,6 +343,14 @@ class NodeLifecycleController(Controller):
                 continue
             add = UNREACHABLE if ready == "Unknown" else NOT_READY
             drop = NOT_READY if add == UNREACHABLE else UNREACHABLE
+            if any(t.get("effect") == "NoExecute" and t.get("key") == add
+                   for t in (node.get("spec") or {}).get("taints") or []):
+                # Already tainted (queued again by a pass whose cache was behind our own write): keep its
+                # timeAdded, which the taint manager counts tolerationSeconds from. Upstream's timed queue
+                # keeps a processed node in its set, so a node is never tainted twice.
+                with self._lock:
+                    self._buckets[zone_of(node)].tokens += 1.0
+                continue
             taints = [t for t in (node.get("spec") or {}).get("taints") or []
                       if not (t.get("effect") == "NoExecute" and t.get("key") in (add, drop))]
             taints.append({"key": add, "effect": "NoExecute", "timeAdded": rfc3339(now)})

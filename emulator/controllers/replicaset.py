@@ -430,7 +430,11 @@ class ReplicaSetController(Controller):
             self.enqueue(rs)
             min_ready = int((rs.get("spec") or {}).get("minReadySeconds") or 0)
             if min_ready > 0 and not is_pod_ready(old) and is_pod_ready(new):
-                self.enqueue_after(meta_key(rs), min_ready + 1.0)
+                # Counted from the pod's Ready transition, not from this handler: a clock moved in between
+                # (a test's, from another thread) must not make the key late for the pod's availability.
+                ready = pod_ready_time(new)
+                self.queue.add_after(meta_key(rs), min_ready + 1.0,
+                                     since=ready if ready is not None else self.clock.now())
             return
         if label_changed or ref_changed:
             for rs in self._pod_replica_sets(new):

@@ -235,9 +235,12 @@ class Reflector:
             raise
         if self._stopped.is_set():
             return
+        # The resync period counts from before the list is handed over: its handlers may see the items
+        # (and a test step a ManualClock) before this thread goes on, which must not push the resync later.
+        listed_at = self.clock.now()
         self._sync_with(items, rv, paged)
         self.lists += 1
-        self._next_resync = self.clock.now() + self.resync_period
+        self._next_resync = listed_at + self.resync_period
         try:
             if self.multiplexer is not None:
                 self._watch_multiplexed(rv)
@@ -308,8 +311,9 @@ class Reflector:
         self._set_last_sync(last_rv)
 
     def _maybe_resync(self) -> None:
-        if self.resync_period <= 0 or self.clock.now() < self._next_resync:
+        now = self.clock.now()
+        if self.resync_period <= 0 or now < self._next_resync:
             return
         if self.should_resync is None or self.should_resync():
             self.target.resync()
-        self._next_resync = self.clock.now() + self.resync_period
+        self._next_resync = now + self.resync_period  # from the check, not after the resync ran

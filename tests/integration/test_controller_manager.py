@@ -21,6 +21,7 @@ from emulator.api.types import Obj
 from emulator.clock import ManualClock, SystemClock
 from emulator.cluster import LocalCluster
 from emulator.config import Config
+from emulator.controllers.leaderelection import LeaderElectionConfig, LeaderElector
 from emulator.controllers.manager import ControllerManager, ManagerConfig
 from emulator.server.core import ServerCore
 from emulator.store.store import Store
@@ -258,3 +259,37 @@ def test_killing_the_leader_actor_hands_the_rollout_to_the_standby(redis_url: st
         kubelet.stop()
         for actor in actors:
             ray.kill(actor)
+
+
+class _SteppedElector(LeaderElector):
+    """Steps the shared ManualClock during its ``step_on``-th attempt, as a test thread may at any moment."""
+
+    def __init__(self, core: ServerCore, config: LeaderElectionConfig, clock: ManualClock, step_on: int,
+                 step: float) -> None:
+        super().__init__(core, config, clock=clock)
+        self.manual, self.step_on, self.step = clock, step_on, step
+        self.attempts = 0
+
+    def try_acquire_or_renew(self) -> bool:
+        ok = super().try_acquire_or_renew()
+        self.attempts += 1
+        if self.attempts == self.step_on:
+            self.manual.advance(self.step)
+        return ok
+
+
+@pytest.mark.parametrize(("held_by_other", "step_on"), [(False, 2), (True, 1)], ids=["renewal", "acquire-retry"])
+def test_the_next_attempt_is_due_a_retry_period_after_the_last_began_even_if_the_clock_moved_during_it(
+        core: ServerCore, clock: ManualClock, held_by_other: bool, step_on: int) -> None:
+    retry, step = 2.0, 1.5
+    config = LeaderElectionConfig(identity="stepped", retry_period=retry, jitter=0.0)
+    if held_by_other:  # a live holder: every attempt fails and the elector retries every retryPeriod
+        assert LeaderElector(core, LeaderElectionConfig(identity="other"), clock=clock).try_acquire_or_renew()
+    elector = _SteppedElector(core, config, clock, step_on, step).start()
+    try:
+        wait_for(lambda: elector.attempts == step_on, 10, f"attempt {step_on} (the clock moved during it)")
+        assert elector.is_leader() is not held_by_other
+        clock.advance(retry - step)  # a retry period after that attempt began, not after the clock moved
+        wait_for(lambda: elector.attempts == step_on + 1, 10, "the next attempt, a retry period after")
+    finally:
+        elector.stop(release=False)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
+from typing import Any
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -19,7 +20,7 @@ from emulator.api.types import Obj
 from emulator.clock import ManualClock, parse_rfc3339, rfc3339
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
-from tests.waiting import wait_for
+from tests.waiting import cache_matches, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -44,13 +45,27 @@ def scheduled(job: Obj) -> float:
 
 
 def step_and_sync(clock: ManualClock, manager: ControllerManager, seconds: float) -> None:
-    """Move cluster time and wait until the controller has looked again at the new time."""
-    ctrl = manager.controllers()["cronjob"]
-    before = ctrl.reconciles  # type: ignore[attr-defined]
+    """Move cluster time and wait until the controller has looked again at the new time.
+
+    "Looked" means a reconcile that started once the controller's caches held the store's CronJob
+    and Jobs. A reconcile on a cache still behind the controller's own last status write returns
+    early (it waits for that write's update event) yet counts: waiting for any reconcile let the
+    Replace case look before the real one (every run with a 50 ms watch linger).
+    """
+    ctrl: Any = manager.controllers()["cronjob"]
+    core = ctrl.core
+
+    def idle_and_current() -> bool:
+        return (len(ctrl.queue) == 0 and ctrl.queue.unfinished_work_seconds() == 0
+                and cache_matches(core, ctrl.cron_informer, CRONJOB) and cache_matches(core, ctrl.job_informer, JOB))
+
+    wait_for(idle_and_current, 10, "the controller done with the current time")  # before time moves on
     clock.advance(seconds)
-    ctrl.enqueue_key("default/report")  # type: ignore[attr-defined]
-    wait_for(lambda: ctrl.reconciles > before and len(ctrl.queue) == 0  # type: ignore[attr-defined]
-             and ctrl.queue.unfinished_work_seconds() == 0, 10, "a reconcile at the new time")  # type: ignore[attr-defined]
+    wait_for(idle_and_current, 10, "the controller's caches to hold the store's CronJob and Jobs")
+    before = ctrl.reconciles
+    ctrl.enqueue_key("default/report")
+    wait_for(lambda: ctrl.reconciles > before and len(ctrl.queue) == 0 and ctrl.queue.unfinished_work_seconds() == 0,
+             10, "a reconcile at the new time")
 
 
 def complete(core: ServerCore, job: Obj) -> None:

@@ -13,6 +13,7 @@ import pytest
 from emulator.api import errors
 from emulator.api.kinds import DAEMONSET, NODE, POD
 from emulator.api.types import Obj
+from emulator.clock import ManualClock
 from emulator.controllers.daemonset import REVISION_LABEL, replace_node_name_affinity
 from emulator.controllers.manager import ControllerManager
 from emulator.server.core import ServerCore
@@ -151,3 +152,21 @@ def test_rolling_update_respects_max_unavailable(core: ServerCore, manager: Cont
     wait_for(rolled, 20, "all pods on the new revision")
     monitor.stop()
     assert monitor.min_after(4) == 3  # maxUnavailable 1: never two nodes down at once
+
+
+def test_min_ready_seconds_count_from_the_ready_transition_not_from_when_the_controller_saw_it(
+        core: ServerCore, clock: ManualClock, manager: ControllerManager) -> None:
+    add_node(core, "n1")
+    body = daemonset()
+    body["spec"]["minReadySeconds"] = 30
+    core.create(DAEMONSET, body)
+    (pod,) = wait_for(lambda: live(core), 10, "the daemon pod")
+    # The kubelet stamped Ready 20 s of cluster time before the controller hears of it (a ManualClock a test
+    # stepped in between): the pod is available 30 s after that stamp, 10 s from now.
+    ready_at = clock.now() - 20
+    bound = core.bind("default", pod["metadata"]["name"], pinned_node(pod))
+    core.update_status(POD, {**bound, "status": running_ready_status(bound, ready_at)})
+    wait_for(lambda: ds_status(core).get("numberReady") == 1, 10, "the pod counted Ready")
+    assert ds_status(core)["numberAvailable"] == 0
+    clock.advance(10)  # exactly ready_at + minReadySeconds: upstream's IsPodAvailable holds from then on
+    wait_for(lambda: ds_status(core).get("numberAvailable") == 1, 10, "the pod available at its Ready time + 30 s")

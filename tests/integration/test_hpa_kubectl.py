@@ -35,7 +35,7 @@ import pytest
 
 from emulator import loadtargets
 from emulator.api.errors import StatusError
-from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, NODE, POD, Kind
+from emulator.api.kinds import DEPLOYMENT, EVENT, HORIZONTALPODAUTOSCALER, NODE, POD
 from emulator.api.types import Obj
 from emulator.clock import ManualClock
 from emulator.controllers.manager import ControllerManager, ManagerConfig
@@ -44,7 +44,7 @@ from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig
 from tests.kubectl_env import serving_api
 from tests.shards import metrics_shard
-from tests.waiting import wait_for
+from tests.waiting import cache_matches, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -203,14 +203,6 @@ def rescale_sizes(core: ServerCore) -> list[int]:
               if e["involvedObject"].get("kind") == "HorizontalPodAutoscaler" and e["reason"] == "SuccessfulRescale"]
     events.sort(key=lambda e: (e["firstTimestamp"], e["metadata"]["name"]))
     return [int(e["message"].split(";")[0].removeprefix("New size: ")) for e in events]
-
-
-def cache_matches(core: ServerCore, informer: Any, kind: Kind) -> bool:
-    """Whether an informer's cache holds the default namespace's objects of ``kind`` at the store's versions."""
-    def versions(objs: list[Obj]) -> dict[str, str]:
-        return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in objs
-                if o["metadata"].get("namespace") == "default"}
-    return versions(informer.indexer.list()) == versions(core.list(kind, "default").items)
 
 
 def rescaled_to(core: ServerCore, size: int) -> list[int] | None:

@@ -7,6 +7,7 @@ kubelet (``tests/kubelet_standin.py``) where pods must run.
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -21,7 +22,7 @@ from emulator.server.core import ServerCore
 from tests import builders as b
 from tests import workloads as w
 from tests.kubelet_standin import StandInKubelet, running_ready_status
-from tests.waiting import wait_for
+from tests.waiting import cache_matches, wait_for
 from tests.workloads import retry_on_conflict
 
 pytestmark = pytest.mark.integration
@@ -99,6 +100,28 @@ def test_status_counts_ready_and_available_after_min_ready_seconds(core: ServerC
     assert rs_status(core)["availableReplicas"] == 0
     clock.advance(31)  # the controller requeued itself for minReadySeconds later
     wait_for(lambda: rs_status(core).get("availableReplicas") == 2, 20, "two available replicas")
+
+
+def test_min_ready_seconds_count_from_the_ready_transition_not_from_when_the_controller_saw_it(
+        core: ServerCore, clock: ManualClock, manager: ControllerManager) -> None:
+    body = w.replica_set("web", 1, LABELS)
+    body["spec"]["minReadySeconds"] = 30
+    core.create(REPLICASET, body)
+    (pod,) = wait_for(lambda: pods_of(core), 20, "the pod")
+    # The kubelet stamped Ready 20 s of cluster time before the controller hears of it (a ManualClock a test
+    # stepped in between): available once more than 30 s have passed since that stamp (upstream's strict
+    # IsPodAvailable), so a second past ready_at + 30 s, 11 s from now.
+    ready_at = clock.now() - 20
+    core.update_status(POD, {**pod, "status": running_ready_status(pod, ready_at)})
+    wait_for(lambda: rs_status(core).get("readyReplicas") == 1, 20, "one ready replica")
+    assert rs_status(core).get("availableReplicas", 0) == 0
+    ctrl: Any = manager.controllers()["replicaset"]
+    # Before time moves, the controller has seen everything, its own status write included (whose late
+    # update event would otherwise make it look again at the new time, whatever it had asked for).
+    wait_for(lambda: cache_matches(core, ctrl.rs_informer, REPLICASET) and cache_matches(core, ctrl.pod_informer, POD)
+             and len(ctrl.queue) == 0 and ctrl.queue.unfinished_work_seconds() == 0, 20, "the controller idle")
+    clock.advance(11)
+    wait_for(lambda: rs_status(core).get("availableReplicas") == 1, 20, "available a second past Ready time + 30 s")
 
 
 def test_scale_down_removes_pods_in_upstream_order(core: ServerCore, clock: ManualClock,

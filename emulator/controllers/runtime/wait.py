@@ -39,5 +39,11 @@ def wait_until(clock: Clock, deadline: float, stop: threading.Event) -> bool:
 
 
 def wait_for(clock: Clock, cluster_seconds: float, stop: threading.Event) -> bool:
-    """Wait ``cluster_seconds`` of cluster time; False if ``stop`` was set first."""
+    """Wait ``cluster_seconds`` of cluster time from now; False if ``stop`` was set first.
+
+    A delay worked out from an earlier read of the clock (``deadline - now``, or a period since an
+    attempt began) goes to :func:`wait_until` with the absolute time instead: a clock stepped
+    between that read and this call (a test's ManualClock, from another thread) would make the wait
+    end late by the step.
+    """
     return wait_until(clock, clock.now() + cluster_seconds, stop)
