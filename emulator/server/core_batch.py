@@ -15,7 +15,7 @@ preemption's victims: status patch then delete).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from emulator.api import errors
@@ -140,7 +140,8 @@ class BatchWrites:
         return out
 
     def patch_status_many(self, kind: Kind, targets: list[tuple[str | None, str, str]],
-                          change: Callable[[int, Obj], Obj | None]) -> list[Obj | errors.StatusError]:
+                          change: Callable[[int, Obj], Obj | None], *,
+                          known: Sequence[Obj | None] | None = None) -> list[Obj | errors.StatusError]:
         """Status patches of many objects, (namespace, name, uid) each, in two store round trips (read, writes):
         for internal writers that patch many objects at once (the scheduler's nominations, a preemption's victims).
 
@@ -148,15 +149,30 @@ class BatchWrites:
         or None to leave it as it is. A write that loses a race to another writer is made again on the new object
         (a patch has no resourceVersion precondition). Returns, per target, the object as it is after the call
         or its error: 404 when it is gone, 409 when its uid is not ``uid`` (re-created under the same name).
+
+        ``known[i]`` (optional): the caller's copy of target ``i`` as it read it (an informer's), with its
+        ``metadata.resourceVersion`` and uid. The first write is then made on it without reading the store: if
+        the object changed since, that write fails its resourceVersion precondition and the object is read and
+        written again as without ``known`` (one round trip fewer when the copy is current, as it mostly is). A
+        copy under another uid, or without a resourceVersion, is not used.
         """
         out: list[Obj | errors.StatusError | None] = [None] * len(targets)
         pending = list(range(len(targets)))
-        for _ in range(_DELETE_ATTEMPTS):
+        for attempt in range(_DELETE_ATTEMPTS):
             if not pending:
                 break
             writes: list[tuple[int, Obj]] = []
-            for i, current in zip(pending, self.store.get_many(kind, [targets[i][:2] for i in pending]),
-                                  strict=True):
+            currents: list[Obj | None] = [None] * len(pending)
+            unread = list(range(len(pending)))
+            if attempt == 0 and known is not None:
+                unread = [j for j, i in enumerate(pending) if not _usable_copy(known[i], targets[i][2])]
+                for j, i in enumerate(pending):
+                    currents[j] = known[i]
+            if unread:
+                for j, current in zip(unread, self.store.get_many(kind, [targets[pending[j]][:2] for j in unread]),
+                                      strict=True):
+                    currents[j] = current
+            for i, current in zip(pending, currents, strict=True):
                 _, name, uid = targets[i]
                 found = "" if current is None else current["metadata"].get("uid") or ""
                 if current is None or (uid and found != uid):
@@ -182,7 +198,8 @@ class BatchWrites:
         return [res if res is not None else errors.internal("no outcome") for res in out]
 
     def update_status_and_delete_many(self, kind: Kind, targets: list[tuple[str | None, str, str]],
-                                      change: Callable[[Obj], Obj | None]) -> list[Obj | errors.StatusError]:
+                                      change: Callable[[Obj], Obj | None], *,
+                                      known: Sequence[Obj | None] | None = None) -> list[Obj | errors.StatusError]:
         """For each (namespace, name, uid): a status patch, then a delete with the object's own grace period
         and a uid precondition -- upstream's preemption of a victim (``PatchPodStatus`` with DisruptionTarget,
         then ``DeletePod``), for all of them in three store round trips (read, status writes, deletes).
@@ -190,12 +207,13 @@ class BatchWrites:
         ``change`` gets a copy of an object's status and returns the new one (None: no change); the patches are
         :meth:`patch_status_many`'s. A delete that loses a race is made again on its own (:meth:`delete` plans it
         against the stored object). Returns, per target, the object as the delete left it (deleted, or marked for
-        graceful deletion) or its error: 404 when it is gone, 409 when its uid is not ``uid``.
+        graceful deletion) or its error: 404 when it is gone, 409 when its uid is not ``uid``. ``known``: the
+        caller's copies of the objects, as :meth:`patch_status_many` takes them (two round trips when current).
         """
         out: list[Obj | errors.StatusError | None] = []
         written: dict[int, Obj] = {}
         for i, res in enumerate(self.patch_status_many(
-                kind, targets, lambda _, current: change({**(current.get("status") or {})}))):
+                kind, targets, lambda _, current: change({**(current.get("status") or {})}), known=known)):
             out.append(res if isinstance(res, errors.StatusError) else None)
             if not isinstance(res, errors.StatusError):
                 written[i] = res
@@ -218,3 +236,11 @@ class BatchWrites:
                 except errors.StatusError as e:
                     out[i] = e
         return [res if res is not None else errors.internal("no outcome") for res in out]
+
+
+def _usable_copy(copy: Obj | None, uid: str) -> bool:
+    """Whether a caller's copy can stand for the stored object in a first, resourceVersion-checked write."""
+    if copy is None:
+        return False
+    meta = copy.get("metadata") or {}
+    return bool(meta.get("resourceVersion")) and (not uid or (meta.get("uid") or "") == uid)

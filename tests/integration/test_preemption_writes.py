@@ -162,6 +162,66 @@ def test_batches_work_after_redis_lost_the_commit_script(core: ServerCore) -> No
     assert [p["metadata"]["name"] for p in core.list(POD, "default").items] == []
 
 
+def _hmget_calls(core: ServerCore) -> int:
+    """How many HMGETs (the store's reads of many objects) this Redis has served."""
+    return int(core.store.redis.info("commandstats").get("cmdstat_hmget", {}).get("calls", 0))
+
+
+def _copy_current(core: ServerCore, pod: dict[str, Any]) -> dict[str, Any] | None:
+    return pod
+
+
+def _copy_stale(core: ServerCore, pod: dict[str, Any]) -> dict[str, Any] | None:
+    current = core.get(POD, "default", "v")  # another writer changes the pod after the caller's copy
+    core.update_status(POD, {**current, "status": {**current["status"], "message": "someone else"}})
+    return pod
+
+
+def _copy_gone(core: ServerCore, pod: dict[str, Any]) -> dict[str, Any] | None:
+    core.delete(POD, "default", "v", grace_period_seconds=0)
+    return pod
+
+
+def _copy_recreated(core: ServerCore, pod: dict[str, Any]) -> dict[str, Any] | None:
+    core.delete(POD, "default", "v", grace_period_seconds=0)
+    victim(core, "v", terminationGracePeriodSeconds=0)
+    return pod
+
+
+def _no_copy(core: ServerCore, pod: dict[str, Any]) -> dict[str, Any] | None:
+    return None
+
+
+@pytest.mark.parametrize(("setup", "want", "reads"), [
+    (_copy_current, "deleted", 0),  # the copy is what is stored: written and deleted without a read
+    (_copy_stale, "deleted, kept the other write", 1),  # its write is stale: read, written again on the new pod
+    (_copy_gone, "404", 0),  # the write on the copy answers 404 itself
+    (_copy_recreated, "409", 1),  # the write is stale; the read finds another uid
+    (_no_copy, "deleted", 1),
+], ids=["current-copy", "stale-copy", "gone-since-copy", "recreated-since-copy", "no-copy"])
+def test_the_callers_copy_spares_the_read_and_changes_no_outcome(core: ServerCore, setup: Any, want: str,
+                                                                 reads: int) -> None:
+    """``known``: the caller's copy (the scheduler's informer) stands for the stored victim in the first,
+    resourceVersion-checked write; whatever happened since, each victim ends as without it."""
+    pod = victim(core, "v", terminationGracePeriodSeconds=0)
+    uid = pod["metadata"]["uid"]
+    known = setup(core, pod)
+    before = _hmget_calls(core)
+    [result] = core.update_status_and_delete_many(POD, [("default", "v", uid)], disruption, known=[known])
+    assert _hmget_calls(core) - before == reads
+    if want in ("404", "409"):
+        assert isinstance(result, errors.StatusError) and result.code == int(want)
+        if want == "409":
+            stored = core.get(POD, "default", "v")
+            assert not has_condition(stored) and stored["metadata"]["uid"] != uid
+        return
+    assert not isinstance(result, errors.StatusError) and has_condition(result)
+    assert (result["status"].get("message") == "someone else") == want.endswith("other write")
+    with pytest.raises(errors.StatusError) as exc:
+        core.get(POD, "default", "v")
+    assert exc.value.code == 404
+
+
 # ------------------------------------------------------------------ patch_status_many
 def test_patch_status_many_gives_each_object_its_outcome(core: ServerCore) -> None:
     """Written, unchanged (the change says so: no write), gone (404) and re-created (409), in one batch."""
@@ -203,21 +263,24 @@ def _bind(core: ServerCore, info: PodInfo) -> None:
     core.bind("default", info.name, "n2")
 
 
-@pytest.mark.parametrize(("setup", "want"), [
-    (lambda core, info: None, "nominated"),  # PodScheduled=False and the nomination, and the event
-    (_bind, "bound"),  # bound since the scheduler saw it: the failure is history (no write, no event)
-    (lambda core, info: core.delete(POD, "default", info.name), "gone"),  # no event
+@pytest.mark.parametrize(("setup", "want", "reads"), [
+    (lambda core, info: None, "nominated", 0),  # PodScheduled=False and the nomination, and the event
+    (_bind, "bound", 1),  # bound since the scheduler saw it: the failure is history (no write, no event)
+    (lambda core, info: core.delete(POD, "default", info.name), "gone", 0),  # no event
 ], ids=["nominated", "bound-meanwhile", "gone"])
 def test_failures_written_in_one_batch_as_one_by_one(core: ServerCore, clock: ManualClock, setup: Any,
-                                                     want: str) -> None:
+                                                     want: str, reads: int) -> None:
     """A batch of failures (the case's pod between two plain ones) ends as ``_write_failure`` one by one would
     leave each: the nomination written unless the pod was bound or deleted since the scheduler saw it, and a
-    FailedScheduling event only for the pods still pending."""
+    FailedScheduling event only for the pods still pending. The scheduler's copies are written on directly:
+    the store is read (one HMGET) only when one of them is stale."""
     writer = _writer(core, clock)
     infos = [_pending(core, name) for name in ("first", "case", "last")]
     setup(core, infos[1])
+    before = _hmget_calls(core)
     events = writer._write_failures([(info, "default-scheduler", "Unschedulable", MESSAGE, "n1", False)
                                      for info in infos])
+    assert _hmget_calls(core) - before == reads
     assert sorted(e["involvedObject"]["name"] for e in events) == sorted(
         ["first", "last"] + (["case"] if want == "nominated" else []))
     assert all(e["reason"] == "FailedScheduling" and e["message"] == MESSAGE for e in events)
