@@ -152,6 +152,8 @@ def read_streams(client: redis.Redis, positions: Mapping[str, int], trim_key: st
 
     try:
         reply, marks = conn.retry.call_with_retry(once, lambda _error: conn.disconnect())
+    except ResponseError:
+        raise  # both replies were read: the connection is in step and goes back to the pool as it is
     except BaseException:
         conn.disconnect()  # a reply may be left unread: never hand this socket out again as it is
         raise
