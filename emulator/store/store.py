@@ -57,7 +57,7 @@ from emulator.api import errors
 from emulator.api.kinds import NODE, POD, Kind, by_resource
 from emulator.api.meta import resource_version
 from emulator.api.selectors import FieldSelector, LabelSelector
-from emulator.store import codec
+from emulator.store import codec, wire
 from emulator.store.commit import (
     _COMMIT_LUA,
     _CREATE_MANY_LUA,
@@ -152,6 +152,8 @@ class Store(Commits):
         p = self.config.prefix
         self._rv_key = f"{p}rv"
         self._trim_key = f"{p}trim"
+        # Watch reads skip redis-py's pipeline when the reading client is a plain one (emulator.store.wire).
+        self._fast_reads = wire.can_read_fast(client)
         self.gc_queue_key = f"{p}gcq"
         self._commit = self._writer.register_script(_COMMIT_LUA)
         self._create_many = self._writer.register_script(_CREATE_MANY_LUA)
@@ -438,6 +440,9 @@ class Store(Commits):
         informers' watch multiplexer share. ``block_ms`` None returns at once.
         """
         streams = list(positions)
+        if self._fast_reads:
+            found, marks = wire.read_streams(self.redis, positions, self._trim_key, count=count, block_ms=block_ms)
+            return StreamRead(found, dict(zip(streams, marks, strict=True)))
         pipe = self.redis.pipeline(transaction=False)
         pipe.xread({s: f"{positions[s]}-0" for s in streams}, count=count, block=block_ms)
         pipe.hmget(self._trim_key, streams)

@@ -19,11 +19,19 @@ outcome by reading back, never by running the script blindly again); a
 ``NOSCRIPT`` reply (Redis restarted from its AOF without its script cache)
 means the call did not run, so the script is loaded and those calls sent
 again.
+
+:func:`read_streams` is the watch readers' read (every informer multiplexer's
+and the API server's): one ``XREAD`` of many streams and one ``HMGET`` of
+their trim watermarks, packed the same way and sent in one ``sendall``, the
+replies parsed into what redis-py's pipeline would return. Through a redis-py
+pipeline that read cost ~190 µs of the reader's CPU on the 2-core VM (pipeline
+set-up, its Python packer, the response callbacks); packed here, ~90 µs
+(``docs/performance.md``, "The readers' read").
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
@@ -82,3 +90,78 @@ class CommitClient(redis.Redis):
             raise
         finally:
             pool.release(conn)
+
+
+# redis-py clients read_streams may bypass: exactly these classes (a test's wrapper or subclass that
+# intercepts pipelines keeps redis-py's path, and with it whatever it injects).
+FAST_READ_CLIENTS: tuple[type, ...] = (redis.Redis, CommitClient)
+
+StreamEntries = dict[str, list[tuple[bytes, dict[bytes, bytes]]]]
+
+
+def can_read_fast(client: Any) -> bool:
+    """Whether :func:`read_streams` may read through ``client`` (a plain redis-py client, hiredis present)."""
+    return _hiredis_pack is not None and type(client) in FAST_READ_CLIENTS
+
+
+def _entries(items: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    # redis-py's parse_stream_list: (id, {field: value}) per entry; an entry without fields reads (None, None).
+    out: list[tuple[Any, Any]] = []
+    for item in items or ():
+        if item is None:
+            out.append((None, None))
+            continue
+        flat = item[1]
+        out.append((item[0], dict(zip(flat[::2], flat[1::2], strict=False)) if flat is not None else {}))
+    return out
+
+
+def read_streams(client: redis.Redis, positions: Mapping[str, int], trim_key: str, *, count: int,
+                 block_ms: int | None) -> tuple[StreamEntries, list[Any]]:
+    """``XREAD [COUNT count] [BLOCK block_ms] STREAMS <streams> <position>-0 ...`` then ``HMGET trim_key <streams>``.
+
+    One round trip on a pooled connection, as ``Store.read_streams`` does through a pipeline: the
+    entries of each stream that has any (stream name -> [(id, fields)]) and the watermarks in
+    ``positions``' order. Connection errors are retried with the client's ``Retry`` (a read is
+    idempotent; the connection is dropped first), as redis-py's pipeline does; an error reply is
+    raised once both replies are read, so the connection stays in step.
+    """
+    assert _hiredis_pack is not None
+    streams = list(positions)
+    xread: list[Any] = ["XREAD", "COUNT", count]
+    if block_ms is not None:
+        xread += ["BLOCK", block_ms]
+    xread += ["STREAMS", *streams, *(f"{positions[s]}-0" for s in streams)]
+    packed = [_hiredis_pack(tuple(xread)) + _hiredis_pack(("HMGET", trim_key, *streams))]
+    pool = client.connection_pool
+    conn = pool.get_connection()
+
+    def once() -> tuple[Any, Any]:
+        conn.send_packed_command(packed)
+        replies: list[Any] = []
+        error: ResponseError | None = None
+        for _ in range(2):
+            try:
+                replies.append(conn.read_response())
+            except ResponseError as e:  # an error reply: the connection is still in step
+                error = error or e
+                replies.append(None)
+        if error is not None:
+            raise error
+        return replies[0], replies[1]
+
+    try:
+        reply, marks = conn.retry.call_with_retry(once, lambda _error: conn.disconnect())
+    except ResponseError:
+        raise  # both replies were read: the connection is in step and goes back to the pool as it is
+    except BaseException:
+        conn.disconnect()  # a reply may be left unread: never hand this socket out again as it is
+        raise
+    finally:
+        pool.release(conn)
+    entries: StreamEntries = {}
+    if reply:
+        pairs = reply.items() if isinstance(reply, dict) else reply  # RESP3 answers a map, RESP2 a list of pairs
+        for name, items in pairs:
+            entries[name.decode() if isinstance(name, bytes) else name] = _entries(items)
+    return entries, list(marks)

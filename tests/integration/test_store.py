@@ -664,3 +664,82 @@ def test_bind_many_is_each_an_atomic_bind(core: ServerCore) -> None:
     with pytest.raises(errors.StatusError) as exc:  # and now the node is full
         core.bind("default", "p3", "n1")
     assert "Insufficient cpu" in exc.value.message
+
+
+# ------------------------------------------------------------- the readers' read (emulator.store.wire)
+class PipelineReads(redis.Redis):
+    """A redis-py client the packed read leaves alone (not exactly redis.Redis): the pipeline path, as reference."""
+
+
+def _stream_store(url: str, client_class: type[redis.Redis], protocol: int | None, **config: int) -> Store:
+    kwargs = {} if protocol is None else {"protocol": protocol}
+    return Store(client_class.from_url(url, **kwargs), StoreConfig(**config))
+
+
+@pytest.mark.parametrize("protocol", [None, 2, 3], ids=["default", "resp2", "resp3"])
+@pytest.mark.parametrize(("positions", "count"), [
+    ("mid", 1000),
+    ("mid", 2),
+    ("start", 1000),
+    ("end", 1000),
+], ids=["from-the-middle", "count-limits-each-stream", "everything", "nothing-new"])
+def test_packed_stream_read_returns_what_the_pipeline_read_returns(redis_url: str, protocol: int, positions: str,
+                                                                   count: int) -> None:
+    core = ServerCore(Store.connect(redis_url, StoreConfig(stream_cap=16)))
+    core.bootstrap()
+    start = core.store.current_rv()
+    created = [core.create(CONFIGMAP, _configmap(f"c{i}")) for i in range(24)]  # trims: a watermark to read
+    core.create(POD, b.pod("p"))
+    mid = int(created[20]["metadata"]["resourceVersion"])
+    at = {"mid": mid, "start": start, "end": core.store.current_rv()}[positions]
+    fast = _stream_store(redis_url, redis.Redis, protocol, stream_cap=16)
+    slow = _stream_store(redis_url, PipelineReads, None, stream_cap=16)  # the store's client, as connect() makes it
+    assert fast._fast_reads and not slow._fast_reads
+    streams = {fast.stream_key(CONFIGMAP): at, fast.stream_key(POD): at, fast.stream_key(NODE): at}
+    got, want = fast.read_streams(streams, count=count), slow.read_streams(streams, count=count)
+    assert got == want
+    if positions == "mid":
+        assert [e[0] for e in got.entries[fast.stream_key(CONFIGMAP)]][:1] == [f"{mid + 1}-0".encode()]
+        assert got.first_retained[fast.stream_key(CONFIGMAP)] is not None
+    if positions == "end":
+        assert got.entries == {}
+
+
+def test_packed_stream_read_blocks_until_an_entry_arrives(core: ServerCore, redis_url: str) -> None:
+    store = Store.connect(redis_url)
+    stream = store.stream_key(CONFIGMAP)
+    at = store.current_rv()
+    assert store.read_streams({stream: at}, block_ms=10).entries == {}  # nothing within the block
+    writer = threading.Thread(target=lambda: core.create(CONFIGMAP, _configmap("late")))
+    writer.start()
+    read = store.read_streams({stream: at}, block_ms=20_000)
+    writer.join()
+    assert [codec.decode(f[b"o"])["metadata"]["name"] for _, f in read.entries[stream]] == ["late"]
+
+
+def test_packed_stream_read_error_reply_leaves_the_connection_in_step(core: ServerCore, redis_url: str) -> None:
+    store = Store.connect(redis_url)
+    store.redis.set("not-a-stream", "x")
+    at = store.current_rv()
+    core.create(CONFIGMAP, _configmap("after"))
+    with pytest.raises(redis.ResponseError, match="WRONGTYPE"):
+        store.read_streams({"not-a-stream": 0, store.stream_key(CONFIGMAP): at})
+    # Both replies were read: the pool keeps its one connection, still open, and the next read gets its own replies.
+    (conn,) = store.redis.connection_pool._available_connections
+    assert conn._sock is not None
+    read = store.read_streams({store.stream_key(CONFIGMAP): at})
+    assert [codec.decode(f[b"o"])["metadata"]["name"] for _, f in read.entries[store.stream_key(CONFIGMAP)]] \
+        == ["after"]
+    assert store.redis.connection_pool._available_connections == [conn]
+
+
+def test_packed_stream_read_retries_over_a_killed_connection(core: ServerCore, redis_url: str) -> None:
+    store = Store.connect(redis_url)
+    stream = store.stream_key(CONFIGMAP)
+    at = store.current_rv()
+    core.create(CONFIGMAP, _configmap("kept"))
+    assert stream in store.read_streams({stream: at}).entries  # the reader's pooled connection now exists
+    killed = redis.Redis.from_url(redis_url).client_kill_filter(_type="normal", skipme=True)
+    assert killed >= 1
+    read = store.read_streams({stream: at})  # the read is idempotent: redis-py's Retry reconnects and reads again
+    assert [codec.decode(f[b"o"])["metadata"]["name"] for _, f in read.entries[stream]] == ["kept"]
