@@ -80,8 +80,9 @@ def store_writes(core: ServerCore, *kinds: Kind, block: float = 0.1) -> StoreWri
     return StoreWrites(core, *kinds, block=block)
 
 
-def cache_matches(core: ServerCore, informer: Any, kind: Kind, namespace: str = "default") -> bool:
-    """Whether an informer's cache holds ``namespace``'s objects of ``kind`` at the store's versions.
+def cache_matches(core: ServerCore, informer: Any, kind: Kind, namespace: str | None = "default") -> bool:
+    """Whether an informer's cache holds ``namespace``'s objects of ``kind`` (None: cluster-scoped) at the store's
+    versions.
 
     A controller on a ManualClock must have *seen* the state (its own last writes included) before a
     test moves time on or looks at the outcome: a reconcile counted on a stale cache (one that returned
