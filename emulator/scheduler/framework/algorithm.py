@@ -52,7 +52,7 @@ from emulator.scheduler.framework.types import (
     ScheduleResult,
     SchedulingError,
 )
-from emulator.scheduler.framework.visiting import rotated, select_host, visit_all_nodes
+from emulator.scheduler.framework.visiting import rotated, select_host, visit_all_but, visit_all_nodes
 
 __all__ = ["SchedulingAlgorithm", "go_list"]
 
@@ -118,6 +118,12 @@ class SchedulingAlgorithm:
             # Nothing rejects any node (the usual case on a roomy cluster): the first ``wanted`` in visiting order.
             return rotated(candidates, n, start)[:wanted] if candidates is not None or wanted >= n \
                 else (np.arange(start, start + wanted, dtype=np.intp) % n)
+        if not masks and not per_node and candidates is None:
+            # Only the nominated-pods pass rejects (a few nodes): the visit without a mask over every node.
+            assert first_pass is not None
+            feasible, rejected = visit_all_but(first_pass.failed, n, start, wanted)
+            first_pass.record(diagnosis, rejected)
+            return feasible
         if not masks:
             passes = np.ones(snapshot.num_nodes, dtype=bool)
         else:
@@ -179,7 +185,7 @@ class SchedulingAlgorithm:
                            rejected: np.ndarray, first_pass: FirstPass | None) -> None:
         """Record rejected nodes: those that failed the nominated-pods pass with its status, the rest lazily."""
         if first_pass is not None:
-            hit = np.isin(rejected, first_pass.failed)
+            hit = first_pass.among(rejected)
             self._record_vector_failures(diagnosis, filters, verdicts, rejected[~hit])
             first_pass.record(diagnosis, rejected[hit])
             return
