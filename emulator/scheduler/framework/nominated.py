@@ -99,8 +99,10 @@ def active_extensions(pre_filter_plugins: Sequence[Any], state: CycleState) -> l
     """(name, PreFilterExtensions) of the PreFilter plugins not skipped this cycle that have extensions."""
     out = []
     for plugin in pre_filter_plugins:
+        if plugin.name in state.skip_filter_plugins:  # first: most are skipped for a plain pod
+            continue
         ext = plugin.pre_filter_extensions() if hasattr(plugin, "pre_filter_extensions") else None
-        if ext is not None and plugin.name not in state.skip_filter_plugins:
+        if ext is not None:
             out.append((plugin.name, ext))
     return out
 

@@ -711,11 +711,13 @@ class Snapshot:
             nz_cpu += pod.nonzero_cpu
             nz_mem += pod.nonzero_memory
         all_pods = (*base.pods, *pods)
+        # Read-only views: shared with the node's own when the pods add nothing to them.
+        ports = HostPortInfo([port for pod in all_pods for port in pod.host_ports]) \
+            if any(pod.host_ports for pod in pods) else base.used_ports
         return NodeInfo(
             index=index, node=base.node, pods=all_pods, allocatable=base.allocatable,
             allowed_pod_number=base.allowed_pod_number, requested=requested,
-            nonzero_requested={CPU: nz_cpu, MEMORY: nz_mem},
-            used_ports=HostPortInfo([port for pod in all_pods for port in pod.host_ports]),
+            nonzero_requested={CPU: nz_cpu, MEMORY: nz_mem}, used_ports=ports,
             image_states=base.image_states, device_free=base.device_free)
 
     def __repr__(self) -> str:
