@@ -27,7 +27,7 @@ OpportunisticBatching hint.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -88,6 +88,7 @@ MAX_PERMIT_TIMEOUT = 15 * 60.0  # framework.go maxTimeout
 
 assert MIN_NODE_SCORE == 0  # run_score_plugins' range check relies on it
 _FEW_NODES = 8  # filtering fewer nodes than this, their nominated pods are looked up one by one
+_LAZY_LIMIT = 64  # up to this many nodes with nominations, a cycle's first pass judges only the nodes it visits
 
 
 def _merge(result: PreFilterResult | None, other: PreFilterResult | None) -> PreFilterResult | None:
@@ -321,6 +322,28 @@ class Framework(SchedulingAlgorithm):
         nominated = nominated_on(self.nominator, pod, snapshot, candidates)
         if not nominated:
             return None
+        return self._first_pass_on(state, pod, snapshot, nominated, filters=filters, extensions=extensions)
+
+    def _nominated_lazily(self, state: CycleState, pod: PodInfo,
+                          snapshot: Snapshot) -> Mapping[int, Sequence[PodInfo]] | None:
+        """The nodes with nominated pods ``pod`` counts (``nominated_on``; empty: none) when there are few enough
+        to judge only those a visit meets (``_filter``); None when there are many: ``_nominated_failures``."""
+        assert self.nominator is not None
+        by_node = self.nominator.nominated_pods_by_node()
+        if not by_node:
+            return {}
+        if len(by_node) > _LAZY_LIMIT:
+            return None
+        return nominated_on(self.nominator, pod, snapshot)
+
+    def _first_pass_on(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                       nominated: Mapping[int, Sequence[PodInfo]], *, filters: Sequence[Any] | None = None,
+                       extensions: Sequence[tuple[str, Any]] | None = None) -> FirstPass | None:
+        """The first pass on the nodes of ``nominated`` (their counted pods added): ``first_pass_failures``."""
+        if filters is None and self.vectorised:
+            filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins]
+        if extensions is None:
+            extensions = active_extensions(self._points["preFilter"], state)
         return first_pass_failures(
             state, pod, snapshot, nominated, extensions=extensions,
             filters=filters,
