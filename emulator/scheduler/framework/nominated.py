@@ -14,13 +14,14 @@ that may never come (its required pod affinity, say). A node that fails the
 first pass reports the first pass's status, as upstream returns it.
 
 Cost: only nodes with such nominated pods pay for a first pass, and only
-when a nominator is wired in (the scheduler wires its queue). The first pass
-runs on one fork of the snapshot with every nominated pod assumed on its
-node -- each node only sees its own -- so when no PreFilter plugin with
-extensions is active for the pod (the plugins whose filters read other
-nodes' pods through the CycleState), the vectorised filters judge all those
-nodes at once; otherwise each node gets its own CycleState clone and its
-pods' ``AddPod`` calls, as upstream.
+when a nominator is wired in (the scheduler wires its queue). With few of
+them (the usual case), a cycle runs it only on those its visit meets
+(``SchedulingAlgorithm._visit_judging_nominated``), each judged on its own
+as upstream (:func:`first_pass_failures`: the node's view with its
+nominated pods added, ``AddPod`` on a CycleState clone, every Filter
+plugin); with many, the vectorised filters judge them all at once on a
+what-if view with the nominated pods' requests added
+(:class:`NominatedColumns`, :func:`first_pass_by_columns`).
 """
 
 from __future__ import annotations
