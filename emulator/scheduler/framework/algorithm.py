@@ -52,11 +52,27 @@ from emulator.scheduler.framework.types import (
     ScheduleResult,
     SchedulingError,
 )
-from emulator.scheduler.framework.visiting import rotated, select_host, visit_all_nodes
+from emulator.scheduler.framework.visiting import rotated, select_host, visit_all_but, visit_all_nodes
 
 __all__ = ["SchedulingAlgorithm", "go_list"]
 
 EMPTY = np.zeros(0, dtype=np.intp)
+
+
+def _visit_all(masks: list[np.ndarray], failed: np.ndarray, n: int, start: int,
+               wanted: int) -> tuple[np.ndarray, np.ndarray]:
+    """(feasible, rejected met) visiting all ``n`` nodes from ``start``: those the ``masks`` reject and ``failed``."""
+    if not masks:
+        if len(failed):
+            return visit_all_but(failed, n, start, wanted)
+        feasible = rotated(None, n, start)[:wanted] if wanted >= n \
+            else np.arange(start, start + wanted, dtype=np.intp) % n
+        return feasible, np.zeros(0, dtype=np.intp)
+    passes = masks[0] if len(masks) == 1 else np.logical_and.reduce(masks)
+    if len(failed):
+        passes = passes.copy()  # may be a plugin's (memoised) mask
+        passes[failed] = False
+    return visit_all_nodes(passes, start, wanted)
 
 
 def go_list(names: Sequence[str]) -> str:
@@ -71,8 +87,9 @@ class SchedulingAlgorithm:
     lists and state (declared below) and calls its ``run_*_plugins``
     methods (``run_pre_filter_plugins``, ``run_filter_plugins_on_node``,
     ``run_pre_score_plugins``, ``run_score_plugins``,
-    ``run_post_filter_plugins``), its ``_nominated_failures`` (the first
-    pass of ``RunFilterPluginsWithNominatedPods``) and ``_filter_failure``.
+    ``run_post_filter_plugins``), its ``_nominated_failures``,
+    ``_nominated_lazily`` and ``_first_pass_on`` (the first pass of
+    ``RunFilterPluginsWithNominatedPods``) and ``_filter_failure``.
     """
 
     # Set by Framework.__init__.
@@ -108,16 +125,33 @@ class SchedulingAlgorithm:
         filters = [p for p in self._filters if p.name not in state.skip_filter_plugins]
         if not filters:
             return rotated(candidates, n, start)[:wanted]
+        nominated = with_nominated and self.nominator is not None
+        # Few nominations over all nodes: their first pass runs only on the nodes the visit meets (as upstream's,
+        # which stops at numFeasibleNodesToFind), see _visit_judging_nominated; else all of them up front.
+        lazy = self._nominated_lazily(state, pod, snapshot) if nominated and candidates is None and wanted else None
         first_pass = self._nominated_failures(state, pod, snapshot, candidates) \
-            if with_nominated and self.nominator is not None else None
+            if nominated and lazy is None else None
         verdicts = [self._verdict(p, state, pod, snapshot) for p in filters]
         vec = [j for j, v in enumerate(verdicts) if v is not None and not v.passes_all]
         per_node = [j for j, v in enumerate(verdicts) if v is None]
         masks = [verdicts[j].mask for j in vec]  # type: ignore[union-attr]
+        if lazy and per_node:  # the per-node walk below judges every node it meets: give it every first pass
+            first_pass, lazy = self._first_pass_on(state, pod, snapshot, lazy), None
+        if lazy:
+            feasible, rejected, first_pass = self._visit_judging_nominated(
+                state, pod, snapshot, masks=masks, nominated=lazy, start=start, wanted=wanted)
+            self._record_rejections(diagnosis, filters, verdicts, rejected, first_pass)
+            return feasible
         if not masks and not per_node and first_pass is None:
             # Nothing rejects any node (the usual case on a roomy cluster): the first ``wanted`` in visiting order.
             return rotated(candidates, n, start)[:wanted] if candidates is not None or wanted >= n \
                 else (np.arange(start, start + wanted, dtype=np.intp) % n)
+        if not masks and not per_node and candidates is None:
+            # Only the nominated-pods pass rejects (a few nodes): the visit without a mask over every node.
+            assert first_pass is not None
+            feasible, rejected = visit_all_but(first_pass.failed, n, start, wanted)
+            first_pass.record(diagnosis, rejected)
+            return feasible
         if not masks:
             passes = np.ones(snapshot.num_nodes, dtype=bool)
         else:
@@ -175,11 +209,42 @@ class SchedulingAlgorithm:
         self._record_vector_failures(diagnosis, filters, verdicts, np.asarray(vector_failed, dtype=np.intp))
         return np.asarray(found, dtype=np.intp)
 
+    def _visit_judging_nominated(self, state: CycleState, pod: PodInfo, snapshot: Snapshot, *,
+                                 masks: list[np.ndarray], nominated: Mapping[int, Sequence[PodInfo]], start: int,
+                                 wanted: int) -> tuple[np.ndarray, np.ndarray, FirstPass | None]:
+        """The visit over all nodes (feasible, rejected met, first-pass failures) where the first pass with
+        nominated pods runs only on the nominated nodes the visit meets, up to and including the node that
+        stops it: the same answer as judging them all first, at a cost in those met (about
+        ``wanted / nodes`` of them on a roomy cluster). A node failing it pushes the stop further, which may
+        meet more of them: repeat until none is left unjudged in the window."""
+        n = snapshot.num_nodes
+        failures: dict[int, Status] = {}
+        judged: set[int] = set()
+        while True:
+            failed = np.fromiter(failures, dtype=np.intp, count=len(failures))
+            feasible, rejected = _visit_all(masks, failed, n, start, wanted)
+            if len(feasible) < wanted:
+                last = n - 1  # every node was met
+            else:
+                met = [(int(a[-1]) - start) % n for a in (feasible, rejected) if len(a)]
+                last = min(max(met) + 1, n - 1)  # and the feasible node one beyond, which stops the visit
+            todo = {i: pods for i, pods in nominated.items() if i not in judged and (i - start) % n <= last}
+            if not todo:
+                break
+            judged.update(todo)
+            first_pass = self._first_pass_on(state, pod, snapshot, todo)
+            if first_pass is not None:
+                failures.update((i, first_pass.status(i)) for i in first_pass.failed.tolist())
+        if not failures:
+            return feasible, rejected, None
+        return feasible, rejected, FirstPass(np.fromiter(failures, dtype=np.intp, count=len(failures)),
+                                             explicit=failures)
+
     def _record_rejections(self, diagnosis: Diagnosis, filters: list[Any], verdicts: list[FilterVerdict | None],
                            rejected: np.ndarray, first_pass: FirstPass | None) -> None:
         """Record rejected nodes: those that failed the nominated-pods pass with its status, the rest lazily."""
         if first_pass is not None:
-            hit = np.isin(rejected, first_pass.failed)
+            hit = first_pass.among(rejected)
             self._record_vector_failures(diagnosis, filters, verdicts, rejected[~hit])
             first_pass.record(diagnosis, rejected[hit])
             return

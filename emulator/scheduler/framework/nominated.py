@@ -14,13 +14,14 @@ that may never come (its required pod affinity, say). A node that fails the
 first pass reports the first pass's status, as upstream returns it.
 
 Cost: only nodes with such nominated pods pay for a first pass, and only
-when a nominator is wired in (the scheduler wires its queue). The first pass
-runs on one fork of the snapshot with every nominated pod assumed on its
-node -- each node only sees its own -- so when no PreFilter plugin with
-extensions is active for the pod (the plugins whose filters read other
-nodes' pods through the CycleState), the vectorised filters judge all those
-nodes at once; otherwise each node gets its own CycleState clone and its
-pods' ``AddPod`` calls, as upstream.
+when a nominator is wired in (the scheduler wires its queue). With few of
+them (the usual case), a cycle runs it only on those its visit meets
+(``SchedulingAlgorithm._visit_judging_nominated``), each judged on its own
+as upstream (:func:`first_pass_failures`: the node's view with its
+nominated pods added, ``AddPod`` on a CycleState clone, every Filter
+plugin); with many, the vectorised filters judge them all at once on a
+what-if view with the nominated pods' requests added
+(:class:`NominatedColumns`, :func:`first_pass_by_columns`).
 """
 
 from __future__ import annotations
@@ -36,14 +37,15 @@ from emulator.scheduler.framework.overlay import RequestOverlay, VectorFallback,
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import (
     Diagnosis,
+    NodeInfo,
     NodeToStatus,
     PodInfo,
     SchedulingError,
     attribute_rejections,
 )
 
-__all__ = ["Counted", "FirstPass", "NominatedColumns", "PodNominator", "active_extensions", "first_pass_by_columns",
-           "first_pass_failures", "nominated_on"]
+__all__ = ["PER_NODE_LIMIT", "Counted", "FirstPass", "NominatedColumns", "PodNominator", "active_extensions",
+           "first_pass_by_columns", "first_pass_failures", "nominated_on"]
 
 
 class PodNominator(Protocol):
@@ -71,6 +73,11 @@ def nominated_on(nominator: PodNominator | None, pod: PodInfo, snapshot: Snapsho
     own_node = getattr(nominator, "nominated_node", lambda _: None)(pod.pod) if is_foreign is not None else None
     if nodes is None:
         items: Any = by_node.items()
+    elif len(by_node) < len(nodes):  # few nominations among many nodes: look each up in the asked-for set
+        asked = np.zeros(snapshot.num_nodes, dtype=bool)
+        asked[nodes] = True
+        items = ((name, pods) for name, pods in by_node.items()
+                 if (index := snapshot.index_of(name)) is not None and asked[index])
     else:  # only the nodes asked about: a cycle filtering one node does not pay for every nomination
         names = snapshot.node_names
         items = ((name, pods) for name in (names[i] for i in np.asarray(nodes).tolist())
@@ -93,8 +100,10 @@ def active_extensions(pre_filter_plugins: Sequence[Any], state: CycleState) -> l
     """(name, PreFilterExtensions) of the PreFilter plugins not skipped this cycle that have extensions."""
     out = []
     for plugin in pre_filter_plugins:
+        if plugin.name in state.skip_filter_plugins:  # first: most are skipped for a plain pod
+            continue
         ext = plugin.pre_filter_extensions() if hasattr(plugin, "pre_filter_extensions") else None
-        if ext is not None and plugin.name not in state.skip_filter_plugins:
+        if ext is not None:
             out.append((plugin.name, ext))
     return out
 
@@ -114,6 +123,16 @@ class FirstPass:
     def __bool__(self) -> bool:
         return bool(len(self.failed))
 
+    def among(self, indices: np.ndarray) -> np.ndarray:
+        """Bool per node of ``indices``: whether it failed (a few comparisons when few failed, not ``np.isin``'s
+        sort)."""
+        if len(self.failed) > 8:
+            return np.isin(indices, self.failed)
+        hit = np.zeros(len(indices), dtype=bool)
+        for index in self.failed.tolist():
+            hit |= indices == index
+        return hit
+
     def status(self, index: int) -> Status:
         """Node ``index``'s first-pass status (it must have failed)."""
         explicit = self._explicit.get(index)
@@ -132,23 +151,31 @@ class FirstPass:
         diagnosis.node_to_status.add_groups(attribute_rejections(np.sort(indices), self._verdicts))
 
 
+PER_NODE_LIMIT = 16  # up to this many nodes with counted nominated pods, the first pass runs per node
+
+
 def first_pass_failures(
         state: CycleState, pod: PodInfo, snapshot: Snapshot, nominated: Mapping[int, Sequence[PodInfo]], *,
         extensions: Sequence[tuple[str, Any]], filters: Sequence[Any] | None,
         filter_nodes: Callable[[CycleState, PodInfo, Snapshot, np.ndarray, Diagnosis], np.ndarray],
-        filter_node: Callable[[CycleState, PodInfo, int, Snapshot], Status | None]) -> FirstPass | None:
+        filter_node: Callable[[CycleState, PodInfo, NodeInfo], Status | None]) -> FirstPass | None:
     """The nodes of ``nominated`` where ``pod`` does not fit with the nominated pods added (the first pass), with
     their statuses; None when it fits on all. Raises what the filters raise (a SchedulingError on a plugin error).
 
-    ``filters`` are the active Filter plugins when the vectorised ones may be used (None: per node only);
-    when they are all vector-safe the nominated pods' requests are added to a :class:`RequestOverlay`.
-    ``filter_nodes(state, pod, snapshot, nodes, diagnosis)`` judges ``nodes`` at once (vectorised, without
-    nominated pods: the runtime's filter) and returns the feasible ones; ``filter_node`` runs every Filter
-    plugin per node (``RunFilterPlugins``).
+    Up to :data:`PER_NODE_LIMIT` nodes, each is judged as upstream's ``addGENominatedPods`` +
+    ``RunFilterPlugins`` do: a copy of the node's view with its nominated pods added
+    (``Snapshot.node_info_with``), their ``AddPod`` extensions run on a clone of the CycleState, every Filter
+    plugin run on that view (``filter_node``, ``RunFilterPlugins``) -- a cost in the number of those nodes,
+    not in the cluster's size. Beyond that, the vectorised filters judge them all at once: ``filters`` are the
+    active Filter plugins when the vectorised ones may be used (None: per node only); when they are all
+    vector-safe the nominated pods' requests are added to a :class:`RequestOverlay`, else
+    ``filter_nodes(state, pod, snapshot, nodes, diagnosis)`` (the runtime's filter, without nominated pods)
+    judges the nodes on a fork with the pods assumed.
     """
     if not nominated:
         return None
-    if not extensions and filters is not None and vector_safe(filters):
+    many = len(nominated) > PER_NODE_LIMIT and not extensions
+    if many and filters is not None and vector_safe(filters):
         overlay = RequestOverlay(snapshot)
         overlay.change(list(nominated), list(nominated.values()), +1)
         try:
@@ -159,12 +186,12 @@ def first_pass_failures(
             nodes = np.fromiter(nominated, dtype=np.intp, count=len(nominated))
             failed = nodes[~passes(verdicts, snapshot.num_nodes)[nodes]]
             return FirstPass(failed, verdicts=verdicts) if len(failed) else None
-    fork = snapshot.fork()
-    for index, pods in nominated.items():
-        for p in pods:
-            fork.assume(p, index)
     failures: dict[int, Status] = {}
-    if not extensions:
+    if many:
+        fork = snapshot.fork()
+        for index, pods in nominated.items():
+            for p in pods:
+                fork.assume(p, index)
         nodes = np.asarray(sorted(nominated), dtype=np.intp)
         diagnosis = Diagnosis(NodeToStatus(fork))
         feasible = set(filter_nodes(state, pod, fork, nodes, diagnosis).tolist())
@@ -176,15 +203,15 @@ def first_pass_failures(
                 failures[index] = status
         return _explicit(failures)
     for index, pods in nominated.items():
-        cloned = state.clone()
-        info = fork.node_info(index)
+        info = snapshot.node_info_with(index, pods)
+        cloned = state.clone() if extensions else state  # without extensions nothing writes to it
         for p in pods:
             for plugin_name, ext in extensions:
                 status = ext.add_pod(cloned, pod, p, info)
                 if not is_success(status):  # upstream: an error, which ends the cycle
                     raise SchedulingError(Status.error(f'running AddPod on PreFilter plugin "{plugin_name}": '
                                                        f'{status.message}'))  # type: ignore[union-attr]
-        status = filter_node(cloned, pod, index, fork)
+        status = filter_node(cloned, pod, info)
         if not is_success(status):
             assert status is not None
             failures[index] = status

@@ -27,7 +27,7 @@ OpportunisticBatching hint.
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -46,6 +46,7 @@ from emulator.scheduler.framework.interface import (
     is_success,
 )
 from emulator.scheduler.framework.nominated import (
+    PER_NODE_LIMIT,
     FirstPass,
     NominatedColumns,
     PodNominator,
@@ -60,6 +61,7 @@ from emulator.scheduler.framework.registry import PluginFactory
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import (
     Diagnosis,
+    NodeInfo,
     NodeScores,
     NodeToStatus,
     PodInfo,
@@ -86,6 +88,7 @@ MAX_PERMIT_TIMEOUT = 15 * 60.0  # framework.go maxTimeout
 
 assert MIN_NODE_SCORE == 0  # run_score_plugins' range check relies on it
 _FEW_NODES = 8  # filtering fewer nodes than this, their nominated pods are looked up one by one
+_LAZY_LIMIT = 64  # up to this many nodes with nominations, a cycle's first pass judges only the nodes it visits
 
 
 def _merge(result: PreFilterResult | None, other: PreFilterResult | None) -> PreFilterResult | None:
@@ -272,7 +275,11 @@ class Framework(SchedulingAlgorithm):
     def run_filter_plugins_on_node(self, state: CycleState, pod: PodInfo, node_index: int,
                                    snapshot: Snapshot) -> Status | None:
         """Every Filter plugin on one node, per node (``RunFilterPlugins``); the first rejection, with its plugin."""
-        info = snapshot.node_info(node_index)
+        return self.run_filter_plugins_on_info(state, pod, snapshot.node_info(node_index))
+
+    def run_filter_plugins_on_info(self, state: CycleState, pod: PodInfo, info: NodeInfo) -> Status | None:
+        """Every Filter plugin on one node's view ``info`` (which may hold more pods than the snapshot's node: the
+        nominated-pods pass); the first rejection, with its plugin."""
         for plugin in self._filters:
             if plugin.name in state.skip_filter_plugins:
                 continue
@@ -293,12 +300,17 @@ class Framework(SchedulingAlgorithm):
     def _nominated_failures(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
                             candidates: np.ndarray | None) -> FirstPass | None:
         """The first pass of ``RunFilterPluginsWithNominatedPods`` over the candidates with nominated pods."""
-        if self.nominator is None or not self.nominator.nominated_pods_by_node():
+        if self.nominator is None:
+            return None
+        by_node = self.nominator.nominated_pods_by_node()
+        if not by_node:
             return None  # the common case: nothing nominated anywhere
         filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins] \
             if self.vectorised else None
         extensions = active_extensions(self._points["preFilter"], state)
-        if filters is not None and not extensions and vector_safe(filters) and (
+        # Few nodes with nominations (the usual case, PreemptionAsync's): first_pass_failures judges them one
+        # by one, at a cost in their number. Many: the nominated pods' columns, all nodes at once.
+        if len(by_node) > PER_NODE_LIMIT and filters is not None and not extensions and vector_safe(filters) and (
                 candidates is None or len(candidates) > _FEW_NODES):
             counted = self.nominated_columns.counted(self.nominator, pod, snapshot)
             if counted is not None:
@@ -310,12 +322,34 @@ class Framework(SchedulingAlgorithm):
         nominated = nominated_on(self.nominator, pod, snapshot, candidates)
         if not nominated:
             return None
+        return self._first_pass_on(state, pod, snapshot, nominated, filters=filters, extensions=extensions)
+
+    def _nominated_lazily(self, state: CycleState, pod: PodInfo,
+                          snapshot: Snapshot) -> Mapping[int, Sequence[PodInfo]] | None:
+        """The nodes with nominated pods ``pod`` counts (``nominated_on``; empty: none) when there are few enough
+        to judge only those a visit meets (``_filter``); None when there are many: ``_nominated_failures``."""
+        assert self.nominator is not None
+        by_node = self.nominator.nominated_pods_by_node()
+        if not by_node:
+            return {}
+        if len(by_node) > _LAZY_LIMIT:
+            return None
+        return nominated_on(self.nominator, pod, snapshot)
+
+    def _first_pass_on(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                       nominated: Mapping[int, Sequence[PodInfo]], *, filters: Sequence[Any] | None = None,
+                       extensions: Sequence[tuple[str, Any]] | None = None) -> FirstPass | None:
+        """The first pass on the nodes of ``nominated`` (their counted pods added): ``first_pass_failures``."""
+        if filters is None and self.vectorised:
+            filters = [p for p in self._points["filter"] if p.name not in state.skip_filter_plugins]
+        if extensions is None:
+            extensions = active_extensions(self._points["preFilter"], state)
         return first_pass_failures(
             state, pod, snapshot, nominated, extensions=extensions,
             filters=filters,
             filter_nodes=lambda st, p, snap, nodes, diag: self._filter(
                 st, p, snap, nodes, 0, wanted=len(nodes), diagnosis=diag, with_nominated=False),
-            filter_node=self.run_filter_plugins_on_node)
+            filter_node=self.run_filter_plugins_on_info)
 
     def run_filter_plugins(self, state: CycleState, pod: PodInfo,
                            snapshot: Snapshot, nodes: np.ndarray | None = None) -> tuple[np.ndarray, NodeToStatus]:

@@ -198,6 +198,23 @@ class Snapshot:
         self._owned = set()  # shared now: the next in-place change here must copy first
         return child
 
+    def scratch(self) -> Snapshot:
+        """A fork to try pods out on (``assume``/``forget``) while this snapshot does not change.
+
+        Unlike :meth:`fork`, this snapshot keeps its arrays as its own: the scratch copy copies what it changes,
+        but a later in-place change here would show through in it, so drop it before this snapshot changes.
+        Costs this snapshot nothing (a :meth:`fork` makes its next ``assume`` copy five columns) -- for the
+        nominated-pods pass, which adds a few nodes' nominated pods in every cycle while any are nominated.
+        """
+        child = Snapshot.__new__(Snapshot)
+        for name in Snapshot.__slots__:
+            setattr(child, name, getattr(self, name))
+        child._infos = {}
+        child._owned = set()
+        child._log = []
+        child._log_base = child.generation
+        return child
+
     def with_requested(self, requested: Mapping[str, np.ndarray], pod_counts: np.ndarray) -> Snapshot:
         """A fork whose requested columns (those in ``requested``) and pod counts are the given arrays, not copies.
 
@@ -674,6 +691,34 @@ class Snapshot:
                 device_free=tuple(int(f) for f, c in zip(self._devices.free[index], self._devices.capacity[index],
                                                          strict=True) if c > 0))
         return info
+
+    def node_info_with(self, index: int, pods: Sequence[PodInfo]) -> NodeInfo:
+        """Node ``index``'s view with ``pods`` added, this snapshot unchanged (upstream ``nodeInfo.Snapshot()``
+        then ``AddPodInfo`` for each): what an :meth:`assume` of each on a fork would show, at a cost in that
+        node's pods, not in the cluster's columns."""
+        if any(pod_gpu_request(pod) for pod in pods):  # which devices they take: the device table's decision
+            scratch = self.scratch()
+            for pod in pods:
+                scratch.assume(pod, index)
+            return scratch.node_info(index)
+        base = self.node_info(index)
+        requested = dict(base.requested)
+        nz_cpu, nz_mem = base.nonzero_requested[CPU], base.nonzero_requested[MEMORY]
+        for pod in pods:
+            for name, amount in pod.requests.items():
+                if amount:  # as assume: a zero request leaves the column (and so the view) as it was
+                    requested[name] = requested.get(name, 0) + amount
+            nz_cpu += pod.nonzero_cpu
+            nz_mem += pod.nonzero_memory
+        all_pods = (*base.pods, *pods)
+        # Read-only views: shared with the node's own when the pods add nothing to them.
+        ports = HostPortInfo([port for pod in all_pods for port in pod.host_ports]) \
+            if any(pod.host_ports for pod in pods) else base.used_ports
+        return NodeInfo(
+            index=index, node=base.node, pods=all_pods, allocatable=base.allocatable,
+            allowed_pod_number=base.allowed_pod_number, requested=requested,
+            nonzero_requested={CPU: nz_cpu, MEMORY: nz_mem}, used_ports=ports,
+            image_states=base.image_states, device_free=base.device_free)
 
     def __repr__(self) -> str:
         return f"Snapshot(nodes={self.num_nodes}, pods={self.num_pods}, generation={self.generation})"

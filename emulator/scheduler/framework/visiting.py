@@ -17,6 +17,7 @@ __all__ = [
     "num_feasible_nodes_to_find",
     "rotated",
     "select_host",
+    "visit_all_but",
     "visit_all_nodes",
 ]
 
@@ -123,3 +124,18 @@ def visit_all_nodes(passes: np.ndarray, start: int, wanted: int) -> tuple[np.nda
         stop = start  # every node was visited
     rejected = np.concatenate((start + np.flatnonzero(~passes[start:]), np.flatnonzero(~passes[:stop])))
     return feasible, rejected
+
+
+def visit_all_but(failed: np.ndarray, n: int, start: int, wanted: int) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`visit_all_nodes`' answer when only the nodes ``failed`` (distinct, few) of ``n`` are rejected:
+    at a cost in ``wanted`` and their number, not in ``n`` (the nominated-pods pass rejecting a few nodes)."""
+    rel = np.sort((np.asarray(failed, dtype=np.intp) - start) % n)  # their places in the visiting order
+    stop = wanted  # the place of the first feasible node beyond the quota: every rejection before it pushes it on
+    for r in rel.tolist():
+        if r > stop:
+            break
+        stop += 1
+    stop = min(stop, n)  # past the end: every node was visited
+    met = rel[rel < stop]
+    feasible = (np.delete(np.arange(stop, dtype=np.intp), met) + start) % n
+    return feasible[:wanted], (met + start) % n

@@ -201,7 +201,7 @@ class NodeResourcesFit:
         out = []
         if len(node.pods) + 1 > node.allowed_pod_number:
             out.append(InsufficientResource("pods", TOO_MANY_PODS, 1, len(node.pods), node.allowed_pod_number, False))
-        for name, amount in self._checked(pod):
+        for name, amount in pod.memo(self._checked_key, self._checked):
             allocatable = node.allocatable.get(name, 0)
             used = node.requested.get(name, 0)
             if amount > allocatable - used:
