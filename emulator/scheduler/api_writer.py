@@ -67,6 +67,7 @@ class ApiWriter:
         self._seq = itertools.count()
         self._nominated_seq: dict[str, int] = {}  # pod -> when its latest urgent nomination was handed over
         self._preempting: set[str] = set()  # preemptors whose victims are not all handled yet
+        self._held: set[str] = set()  # of those, the ones attempted (and held) while their preemption ran
         # Preemptor -> (node, victims asked to go whose going the scheduler's cache has not shown yet).
         self._awaiting: dict[str, tuple[str, frozenset[str]]] = {}
         self._preempting_lock = threading.Lock()
@@ -109,7 +110,10 @@ class ApiWriter:
         """Whether pod ``key``'s preemption is still being carried out (upstream async preemption's
         ``IsPodRunningPreemption``): it must not preempt again meanwhile."""
         with self._preempting_lock:
-            return key in self._preempting
+            if key in self._preempting:
+                self._held.add(key)
+                return True
+            return False
 
     def awaited_victims(self, key: str) -> tuple[str, frozenset[str]] | None:
         """(node, victims) of pod ``key``'s latest preemption until :meth:`victims_seen` (a victim whose deletion
@@ -233,12 +237,16 @@ class ApiWriter:
                 self._q.put(("events", events))
             with self._preempting_lock:
                 self._preempting.discard(payload[0].key)
+                held = payload[0].key in self._held
+                self._held.discard(payload[0].key)
             # Upstream deletes the last victim only after the preemptor left its preempting map, so that the
             # deletion event requeues a preemptor that was attempted (and held) meanwhile. Our victims go in one
             # batch before that, and their events can reach the queue first: the preemptor, held as still
             # preempting, would then sit in the unschedulable pool until an unrelated event or the 5-minute
-            # flush. The same move the last deletion makes, now (cheap when no pod waits for one).
-            self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE)
+            # flush. The same move the last deletion makes, now -- only when the preemptor was held: otherwise
+            # it would move pods no deletion has moved yet (a graceful victim's goes when the pod is gone).
+            if held:
+                self.queue.move_all_to_active_or_backoff(ASSIGNED_POD_DELETE)
             self._timed("preempt_execute", time.perf_counter() - began)
 
     def _flush_events(self, events: list[dict[str, Any]]) -> None:

@@ -309,12 +309,14 @@ def test_the_later_of_two_nominations_of_a_pod_in_one_batch_wins(core: ServerCor
 
 
 # ------------------------------------------------------------------ the preemptor requeued once its preemption is done
-@pytest.mark.parametrize(("rejected_by", "where"), [
-    ("NodeResourcesFit", "backoff"),  # a victim's deletion may make room: requeued (still backing off)
-    ("NodeName", "unschedulable"),  # no deletion helps a pod pinned to another node: it stays
-], ids=["fit-requeued", "nodename-stays"])
+@pytest.mark.parametrize(("rejected_by", "held", "where"), [
+    ("NodeResourcesFit", True, "backoff"),  # a victim's deletion may make room: requeued (still backing off)
+    ("NodeName", True, "unschedulable"),  # no deletion helps a pod pinned to another node: it stays
+    # Not attempted during its preemption: the writer moves nothing (the victims' own events do, as upstream).
+    ("NodeResourcesFit", False, "unschedulable"),
+], ids=["fit-requeued", "nodename-stays", "not-held-stays"])
 def test_a_preemptor_held_while_its_victims_went_is_requeued_when_the_preemption_is_done(
-        core: ServerCore, clock: ManualClock, rejected_by: str, where: str) -> None:
+        core: ServerCore, clock: ManualClock, rejected_by: str, held: bool, where: str) -> None:
     """The preemptor was attempted while its preemption was still being carried out (held: no second preemption)
     and its victims' deletion events reached the queue before it was back: it went to the unschedulable pool with
     no event left to move it. Upstream deletes the last victim after the preemptor left its preempting map; the
@@ -329,6 +331,10 @@ def test_a_preemptor_held_while_its_victims_went_is_requeued_when_the_preemption
     assert qp is not None
     cycle = queue.scheduling_cycle
     qp.unschedulable_plugins.add(rejected_by)
+    with writer._preempting_lock:
+        writer._preempting.add(preemptor.key)  # what ``preempt`` records before handing the work to a worker
+    if held:
+        assert writer.is_preempting(preemptor.key)  # the scheduler's attempt meanwhile, which holds it
     assert queue.add_unschedulable_if_not_present(qp, cycle) == "unschedulable"
     writer._preempt((preemptor, "n1", [PodInfo(v) for v in victims], "default-scheduler"))
     assert [p["metadata"]["name"] for p in core.list(POD, "default").items] == ["preemptor"]
