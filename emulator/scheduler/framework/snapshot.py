@@ -188,6 +188,12 @@ class Snapshot:
 
     def fork(self) -> Snapshot:
         """A new snapshot sharing everything with this one; later changes to either copy what they touch."""
+        child = self._sharing_copy()
+        self._owned = set()  # shared now: the next in-place change here must copy first
+        return child
+
+    def _sharing_copy(self) -> Snapshot:
+        """A snapshot sharing this one's arrays, owning none, with an empty change log."""
         child = Snapshot.__new__(Snapshot)
         for name in Snapshot.__slots__:
             setattr(child, name, getattr(self, name))
@@ -195,7 +201,6 @@ class Snapshot:
         child._owned = set()
         child._log = []
         child._log_base = child.generation
-        self._owned = set()  # shared now: the next in-place change here must copy first
         return child
 
     def scratch(self) -> Snapshot:
@@ -206,14 +211,7 @@ class Snapshot:
         Costs this snapshot nothing (a :meth:`fork` makes its next ``assume`` copy five columns) -- for the
         nominated-pods pass, which adds a few nodes' nominated pods in every cycle while any are nominated.
         """
-        child = Snapshot.__new__(Snapshot)
-        for name in Snapshot.__slots__:
-            setattr(child, name, getattr(self, name))
-        child._infos = {}
-        child._owned = set()
-        child._log = []
-        child._log_base = child.generation
-        return child
+        return self._sharing_copy()
 
     def with_requested(self, requested: Mapping[str, np.ndarray], pod_counts: np.ndarray) -> Snapshot:
         """A fork whose requested columns (those in ``requested``) and pod counts are the given arrays, not copies.
