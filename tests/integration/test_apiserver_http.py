@@ -14,13 +14,15 @@ import httpx
 import orjson
 import pytest
 
-from emulator.api.kinds import CONFIGMAP, DEPLOYMENT, NAMESPACE, NODE, POD
+from emulator.api.kinds import CLUSTERROLE, CONFIGMAP, DEPLOYMENT, NAMESPACE, NODE, POD, all_kinds
 from emulator.apiserver.process import ApiServerProcess
+from emulator.auth.rbac import aggregated_rules
 from emulator.server.core import ServerCore
 from emulator.store.redis_server import EmbeddedRedis
 from emulator.store.store import Store, StoreConfig
 from tests import builders as b
 from tests.kubectl_env import running_api
+from tests.waiting import store_writes, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -57,13 +59,34 @@ def status_of(r: httpx.Response, code: int) -> dict[str, Any]:
     return body
 
 
+def settled_rv(core: ServerCore) -> int:
+    """The store's resourceVersion once the API server has nothing left to write on its own.
+
+    The server's RBAC source does upstream's clusterrole-aggregation: after each test's flush and
+    ``bootstrap()`` it notices the new ClusterRoles (within its one-second quiet check) and writes the
+    aggregated rules into ``admin``, ``edit`` and ``view`` over a few passes. Those writes would land
+    between a "stores nothing" check's baseline and its comparison whenever the test runs slower than
+    the server (heavy load), so the baseline is taken once no ClusterRole needs aggregating: the
+    bootstrap state always does, and only the server's own writes settle it.
+    """
+    wait_for(lambda: not aggregated_rules(core.list(CLUSTERROLE).items), 30, "the server's ClusterRole aggregation",
+             wake=store_writes(core, CLUSTERROLE))
+    return core.store.current_rv()
+
+
+def written_since(core: ServerCore, rv: int) -> list[str]:
+    """What was stored after ``rv`` (the failure message of a "stores nothing" check)."""
+    return [f"{kind.resource}/{o['metadata'].get('name')}@{o['metadata']['resourceVersion']}"
+            for kind in all_kinds() for o in core.list(kind).items if int(o["metadata"]["resourceVersion"]) > rv]
+
+
 def pod_json(name: str, **kw: Any) -> bytes:
     return orjson.dumps(b.pod(name, **kw))
 
 
 # ---------------------------------------------------------------- errors: each is a Status and stores nothing
 def test_malformed_json_is_400_and_stores_nothing(http: httpx.Client, core: ServerCore) -> None:
-    rv = core.store.current_rv()
+    rv = settled_rv(core)
     body = status_of(http.post("/api/v1/namespaces/default/pods", content=b'{"metadata": {"name": "x"', headers=JSON),
                      400)
     assert body["reason"] == "BadRequest" and "json parse error" in body["message"]
@@ -71,43 +94,43 @@ def test_malformed_json_is_400_and_stores_nothing(http: httpx.Client, core: Serv
     for wrong in (b'{"metadata": {"name": "x"}, "spec": "oops"}', b'[1, 2]',
                   b'{"metadata": {"name": "x"}, "spec": {"containers": [1]}}'):
         assert status_of(http.post("/api/v1/namespaces/default/pods", content=wrong, headers=JSON), 400)
-    assert core.store.current_rv() == rv
+    assert core.store.current_rv() == rv, written_since(core, rv)
     assert core.list(POD).items == []
 
 
 def test_invalid_object_is_422_naming_the_field(http: httpx.Client, core: ServerCore) -> None:
-    rv = core.store.current_rv()
+    rv = settled_rv(core)
     bad = b.pod("bad")
     bad["spec"]["containers"][0]["name"] = "Not_A_DNS_Label"
     body = status_of(http.post("/api/v1/namespaces/default/pods", content=orjson.dumps(bad), headers=JSON), 422)
     assert body["reason"] == "Invalid"
     assert "spec.containers[0].name" in [c["field"] for c in body["details"]["causes"]]
-    assert core.store.current_rv() == rv
+    assert core.store.current_rv() == rv, written_since(core, rv)
 
 
 def test_stale_resource_version_is_409_and_stores_nothing(http: httpx.Client, core: ServerCore) -> None:
     cm = core.create(CONFIGMAP, {"metadata": {"name": "cm", "namespace": "default"}, "data": {"v": "1"}})
     core.update(CONFIGMAP, {**cm, "data": {"v": "2"}})
-    rv = core.store.current_rv()
+    rv = settled_rv(core)
     stale = {**cm, "data": {"v": "3"}}  # carries the first resourceVersion
     body = status_of(http.put("/api/v1/namespaces/default/configmaps/cm", content=orjson.dumps(stale), headers=JSON),
                      409)
     assert body["reason"] == "Conflict"
-    assert core.store.current_rv() == rv
+    assert core.store.current_rv() == rv, written_since(core, rv)
     assert core.get(CONFIGMAP, "default", "cm")["data"] == {"v": "2"}
 
 
 def test_oversize_body_is_413_and_stores_nothing(http: httpx.Client, core: ServerCore) -> None:
-    rv = core.store.current_rv()
+    rv = settled_rv(core)
     big = {"metadata": {"name": "big"}, "data": {"blob": "x" * (3 * 1024 * 1024 + 1)}}
     body = status_of(http.post("/api/v1/namespaces/default/configmaps", content=orjson.dumps(big), headers=JSON),
                      413)
     assert body["reason"] == "RequestEntityTooLarge" and "3145728" in body["message"]
-    assert core.store.current_rv() == rv
+    assert core.store.current_rv() == rv, written_since(core, rv)
 
 
 def test_unsupported_content_type_is_415_and_stores_nothing(http: httpx.Client, core: ServerCore) -> None:
-    rv = core.store.current_rv()
+    rv = settled_rv(core)
     r = http.post("/api/v1/namespaces/default/pods", content=pod_json("p"), headers={"Content-Type": "text/plain"})
     assert status_of(r, 415)["reason"] == "UnsupportedMediaType"
     # Protobuf is decoded (emulator.apiserver.protobuf): JSON bytes labelled protobuf are a bad request.
@@ -117,12 +140,12 @@ def test_unsupported_content_type_is_415_and_stores_nothing(http: httpx.Client, 
     # A patch type that is not a patch type is 415 too.
     r = http.patch("/api/v1/namespaces/default/pods/p", content=b"{}", headers=JSON)
     assert status_of(r, 415)["reason"] == "UnsupportedMediaType"
-    assert core.store.current_rv() == rv
+    assert core.store.current_rv() == rv, written_since(core, rv)
 
 
 def test_name_and_namespace_must_match_the_url(http: httpx.Client, core: ServerCore) -> None:
     created = core.create(CONFIGMAP, {"metadata": {"name": "a", "namespace": "default"}})
-    rv = core.store.current_rv()
+    rv = settled_rv(core)
     renamed = {**created, "metadata": {**created["metadata"], "name": "b"}}
     body = status_of(http.put("/api/v1/namespaces/default/configmaps/a", content=orjson.dumps(renamed), headers=JSON),
                      400)
@@ -130,7 +153,7 @@ def test_name_and_namespace_must_match_the_url(http: httpx.Client, core: ServerC
     elsewhere = {"metadata": {"name": "c", "namespace": "kube-system"}}
     r = http.post("/api/v1/namespaces/default/configmaps", content=orjson.dumps(elsewhere), headers=JSON)
     assert "namespace of the provided object does not match" in status_of(r, 400)["message"]
-    assert core.store.current_rv() == rv
+    assert core.store.current_rv() == rv, written_since(core, rv)
 
 
 def test_unknown_paths_404_and_wrong_methods_405(http: httpx.Client) -> None:
