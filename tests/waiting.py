@@ -5,7 +5,8 @@ with a deadline, failing with what they waited for. ``tick`` moves the test's wo
 checks (advance a ManualClock, run a kubelet step); ``wake`` blocks until something may have
 changed (:func:`store_writes`: the next write to some kinds) instead of pausing on a timer.
 Import it (``from tests.waiting import wait_for``): helpers such as the kubelet stand-in use it
-outside test functions too, so it is a function rather than a fixture.
+outside test functions too, so it is a function rather than a fixture. :func:`wait_for_aof_write`
+is the condition a test waits on before it kills Redis.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
+
+import redis
 
 from emulator.api.kinds import Kind
 from emulator.api.types import Obj
@@ -92,3 +95,23 @@ def cache_matches(core: ServerCore, informer: Any, kind: Kind, namespace: str | 
         return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in objs
                 if o["metadata"].get("namespace") == namespace}
     return versions(informer.indexer.list()) == versions(core.list(kind, namespace).items)
+
+
+def wait_for_aof_write(client: redis.Redis, timeout: float = 20.0) -> None:
+    """Wait until Redis has written its AOF buffer, so every write it acknowledged so far survives a ``kill -9``.
+
+    Redis appends each write to an in-memory AOF buffer and ``write(2)`` s the buffer before it
+    replies; once written, the data is in the kernel's page cache and outlives the process. With
+    ``appendfsync everysec`` there is one exception: while the previous second's background
+    ``fsync`` still runs (a busy disk), Redis postpones that ``write(2)`` for up to 2 s yet sends the
+    replies (``docs/architecture.md``, "Durability"), so a crash right after acknowledged writes can
+    lose them. An empty buffer (``aof_buffer_length`` 0), read after the writes were acknowledged,
+    means they are in the file; after a failed write (``aof_last_write_status`` err) Redis keeps the
+    buffer and retries, so that is waited out too. ``aof_pending_bio_fsync`` is not waited for: an
+    fsync only matters if the machine dies, not the process.
+    """
+    def written() -> bool:
+        info = client.info("persistence")
+        assert info["aof_enabled"], "Redis runs without an AOF: nothing survives a kill -9"
+        return info["aof_last_write_status"] == "ok" and int(info["aof_buffer_length"]) == 0
+    wait_for(written, timeout, "Redis to write its AOF buffer (acknowledged writes survive a kill -9)")
