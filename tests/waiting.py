@@ -17,7 +17,7 @@ from typing import Any, Protocol
 
 import redis
 
-from emulator.api.kinds import Kind
+from emulator.api.kinds import HORIZONTALPODAUTOSCALER, POD, Kind
 from emulator.api.types import Obj
 from emulator.server.core import ServerCore
 
@@ -95,6 +95,32 @@ def cache_matches(core: ServerCore, informer: Any, kind: Kind, namespace: str | 
         return {o["metadata"]["name"]: o["metadata"]["resourceVersion"] for o in objs
                 if o["metadata"].get("namespace") == namespace}
     return versions(informer.indexer.list()) == versions(core.list(kind, namespace).items)
+
+
+def hpa_controller_settled(core: ServerCore, controller: Any, namespace: str = "default") -> bool:
+    """Whether a HorizontalController on a ManualClock has done what is due at the current cluster time.
+
+    * Its caches hold what the store holds: the HPAs (its next status write is not refused as a
+      conflict, which would keep an old status) and the pods (as last written).
+    * Every HPA has its next sync scheduled: reconciled, or (a new one) queued a sync period after
+      its informer delivered it (upstream's ``AddRateLimited``).
+    * None is due, queued or being reconciled.
+
+    A test that moves the clock by a sync period waits for this before and after the move, so each
+    move is one sync of every HPA at the new time.
+    """
+    now = controller.clock.now()
+    if not (cache_matches(core, controller.hpa_informer, HORIZONTALPODAUTOSCALER, namespace)
+            and cache_matches(core, controller.pod_informer, POD, namespace)):
+        return False
+    queue = controller.queue
+    reconciled = dict(controller.last_reconciled)
+    waiting = dict(queue._waiting_at)
+    keys = [f"{namespace}/{h['metadata']['name']}" for h in core.list(HORIZONTALPODAUTOSCALER, namespace).items]
+    scheduled = all(k in reconciled or k in waiting for k in keys)
+    due = [k for k, t in reconciled.items() if t + controller.sync_period <= now]
+    due += [k for k, t in waiting.items() if t <= now]  # due, not yet handed to the queue by its waiter
+    return scheduled and not due and len(queue) == 0 and queue.longest_running_processor_seconds() == 0
 
 
 def wait_for_aof_write(client: redis.Redis, timeout: float = 20.0) -> None:
