@@ -60,6 +60,7 @@ class GCStats:
 @dataclass
 class _Sweep:
     kinds: list[Kind]
+    began: float  # cluster time: the next sweep is due ``sweep_interval`` after it, however long this one takes
     index: int = 0
     cursor: int = 0
 
@@ -365,9 +366,12 @@ class GarbageCollector:
         return errors.get_or_none(self.store, kind, ns, name)
 
     # ------------------------------------------------------------------ sweep
-    def start_sweep(self) -> None:
-        """Begin a full sweep now (it then proceeds ``sweep_budget`` objects per :meth:`sync_once`)."""
-        self._sweep = _Sweep(sorted(all_kinds(), key=lambda k: k.resource))
+    def start_sweep(self, now: float | None = None) -> None:
+        """Begin a full sweep now (it then proceeds ``sweep_budget`` objects per :meth:`sync_once`).
+
+        ``now`` is the cluster time the caller found the sweep due at (default: the clock's now).
+        """
+        self._sweep = _Sweep(sorted(all_kinds(), key=lambda k: k.resource), self.clock.now() if now is None else now)
 
     def sweep(self, budget: int | None = None) -> bool:
         """Run the sweep in progress (starting one if none is) for up to ``budget`` objects; True when it finished."""
@@ -377,9 +381,10 @@ class GarbageCollector:
 
     def _sweep_step(self) -> None:
         if self._sweep is None:
-            if self._next_sweep is None or self.clock.now() < self._next_sweep:
+            now = self.clock.now()  # one read: a clock stepped from another thread cannot shift the period
+            if self._next_sweep is None or now < self._next_sweep:
                 return
-            self.start_sweep()
+            self.start_sweep(now)
         self._sweep_run(self.sweep_budget)
 
     def _sweep_run(self, budget: int) -> bool:
@@ -400,7 +405,9 @@ class GarbageCollector:
         self._sweep = None
         self.stats.sweeps_completed += 1
         if self.sweep_interval is not None:
-            self._next_sweep = self.clock.now() + self.sweep_interval
+            # From the sweep's start, not its end: a sweep spread over many passes (while cluster time
+            # moves on) must not push the next one later each time (WorkQueue.add_after's since=).
+            self._next_sweep = sweep.began + self.sweep_interval
         return True
 
     def _sweep_object(self, kind: Kind, key: str, obj: Obj, sweep: _Sweep) -> None:

@@ -384,6 +384,19 @@ class KubeletModel:
         self._pod_rows[p_row] = None
         self._free_pod_rows.append(p_row)
 
+    def begin_termination(self, uid: str) -> None:
+        """The kubelet sent the pod's containers SIGTERM (its deletion began); they run on until they stop.
+
+        A queue worker takes no new item from then on, as a worker that handles SIGTERM finishes
+        and exits (:mod:`~emulator.kubelet.queueworker`). Readiness is left alone: upstream's prober
+        keeps a running container without a readiness probe ready while the pod terminates
+        (``prober_manager.go`` ``UpdatePodStatus``; ``worker.go`` stops only liveness and startup
+        probes on a deletionTimestamp), so the Ready condition stays True until the containers stop.
+        """
+        record = self._pods.get(uid)
+        if record is not None:
+            self.queues.clear_pod(record.row)
+
     def _alloc_row(self) -> int:
         if not self._free_rows:
             old = len(self.state)

@@ -361,6 +361,7 @@ class PodWorkers:
             stop_after = rec.termination_delay if running else 0.0
             rec.kill_exit = 137 if stop_after > grace else 0
             kill_at = now + min(stop_after, grace)
+            self.state.model.begin_termination(rec.uid)  # SIGTERM: a queue worker takes no new item
         else:
             rec.kill_exit = 0
             kill_at = now

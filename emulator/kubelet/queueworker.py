@@ -5,11 +5,16 @@ depth is what KEDA's ``redis`` scaler reads. kemu's pods run no process, so the 
 model does the popping: a pod whose behaviour names a ``queue`` (the profile field, or
 the annotation ``kemu.io/queue: jobs`` on its template) and an ``items-per-second`` rate
 consumes that many items per second of cluster time from the Redis list of that name
-while it is ready (the ``queue-worker`` profile is such a pod).
+while it is ready (the ``queue-worker`` profile is such a pod). Once its deletion begins (the
+kubelet sends SIGTERM) it takes no new item, as a worker that handles SIGTERM finishes and
+exits, although it stays Ready until its containers stop, as upstream's prober keeps it
+(:meth:`~emulator.kubelet.model.KubeletModel.begin_termination`).
 
-Per shard tick (:func:`drain`), for every queue its ready workers on the shard earn
-``sum(rate) * dt`` items of credit; the whole part is popped with one real ``LPOP key
-count`` in one Lua script per queue (atomic, so two shards never get the same item, and
+Per shard tick (:func:`drain`, before the tick's deletions and starts), for every queue the
+workers ready as the last tick left them earn ``sum(rate) * dt`` items of credit: a pod works
+from the tick that started it to the one that sees it stop or sends it SIGTERM (off by less
+than a tick only for a start delay or an exit between ticks). The whole part is popped with
+one real ``LPOP key count`` in one Lua script per queue (atomic, so two shards never get the same item, and
 an item is never both counted and left behind). The script also adds the count to the
 hash ``P queue:consumed`` (queue -> items consumed) and appends the items to the list
 ``P queue:done:<queue>`` (the last :data:`DONE_KEEP`), so tests and reports count what was

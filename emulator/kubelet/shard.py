@@ -314,12 +314,13 @@ class KubeletShard:
             for obj in io("registering nodes", self.node_status.register) or ():
                 self._host(obj, now, adopted=False)
             io("syncing cloud instances", self.cloud.sync, now)
+            # Queue workers: what the pods ready since the last tick consumed up to now, before the
+            # deletions seen below send SIGTERM (a terminating worker takes no new item).
+            io("draining queues", queueworker.drain, self.model, self.store.redis, self.store.config.prefix, now)
         self._drain(now)
         io("renewing leases", self.heartbeat, now)  # first: never behind this tick's pod work
         self.workers.admit_incoming(now)
         self.workers.advance_timed(now)
-        if not cut:
-            io("draining queues", queueworker.drain, self.model, self.store.redis, self.store.config.prefix, now)
         # Load targets: the model asks for each target's share once it knows which pods are ready
         # this tick (emulator.kubelet.load); a partitioned shard keeps the last shares.
         report = self.model.tick(now, None if cut else self._load_shares)

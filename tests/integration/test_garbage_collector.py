@@ -284,6 +284,37 @@ def test_sweep_is_periodic_in_cluster_time(core: ServerCore) -> None:
     assert not exists(core, POD, "orphaned") and gc.stats.sweeps_completed == 1
 
 
+@pytest.mark.parametrize("step", [1.0, 400.0], ids=["ends-within-the-interval", "outlasts-the-interval"])
+def test_the_next_sweep_is_due_an_interval_after_the_last_one_began(core: ServerCore, step: float) -> None:
+    """A sweep spread over passes while cluster time moves on: the next is due ``sweep_interval`` after its start."""
+    clock = core.clock
+    assert isinstance(clock, ManualClock)
+    interval = 600.0
+    for i in range(3):
+        core.create(CONFIGMAP, {"metadata": {"name": f"cm-{i}"}})
+        core.create(POD, w.owned_pod(f"plain-{i}"))
+    gc = gc_for(core, sweep_interval=interval, sweep_budget=3)
+    began = clock.now()
+    gc.sync_once()  # due at once; a few objects per pass, and the clock moves between passes
+    passes = 1
+    while gc.stats.sweeps_completed == 0:
+        assert passes < 1000, "the first sweep did not finish"
+        clock.advance(step)
+        gc.sync_once()
+        passes += 1
+    assert passes >= 3, passes  # namespaces, configmaps, pods, the bootstrap RBAC: several passes
+    due = began + interval
+    swept = gc.stats.swept_objects
+    if clock.now() < due:
+        clock.advance(due - 1 - clock.now())
+        gc.sync_once()
+        assert gc.stats.swept_objects == swept, "a sweep began before it was due"
+        clock.advance(1)
+    gc.sync_once()
+    assert gc.stats.swept_objects > swept, (
+        f"no sweep {clock.now() - began:g} s after the last one began (it ended at {passes - 1} x {step:g} s)")
+
+
 def test_sweep_releases_a_foreground_owner_whose_announcement_was_lost(core: ServerCore) -> None:
     owner = core.create(CONFIGMAP, {"metadata": {"name": "owner"}})
     core.create(POD, w.owned_pod("child", [owner]))

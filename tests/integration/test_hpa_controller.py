@@ -8,7 +8,6 @@ against a 50 % target -> ceil(4 * 80 / 50) = 7 (below the scale-up limit max(2 *
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 
 import pytest
@@ -23,7 +22,7 @@ from emulator.kubelet import usage
 from emulator.metricsapi.client import MetricsUnavailable
 from emulator.metricsapi.resource import ResourceMetricsReader
 from emulator.server.core import ServerCore
-from tests.waiting import wait_for
+from tests.waiting import hpa_controller_settled, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -58,16 +57,25 @@ def publish(core: ServerCore, now: float, usage_of: dict[str, tuple[int, int]]) 
     pipe.execute()
 
 
-def sync_until(clock: ManualClock, condition: Callable[[], bool], periods: int = 4) -> None:
-    """Move the clock one sync period at a time until ``condition`` (the HPA's informer may deliver its add
-    event after a move, and the controller then waits a period from there, as upstream's queue does)."""
+def sync_until(core: ServerCore, manager: ControllerManager, clock: ManualClock, condition: Callable[[], bool],
+               periods: int = 4) -> None:
+    """Move the clock one sync period at a time until ``condition``.
+
+    Before each move the controller has done what is due and holds every HPA (a new HPA's first sync
+    is queued a period after its informer delivered it, as upstream's queue does); after it, the
+    controller has synced every HPA due at the new time - then the condition is looked at.
+    """
+    controller = manager.controllers()["horizontalpodautoscaling"]
+
+    def settle() -> None:
+        wait_for(lambda: hpa_controller_settled(core, controller), 20,
+                 "the HPA controller's work due at the current cluster time", interval=0.005)
+    settle()
     for _ in range(periods):
         clock.advance(15)
-        deadline = time.monotonic() + 3.0
-        while time.monotonic() < deadline:
-            if condition():
-                return
-            time.sleep(0.01)
+        settle()
+        if condition():
+            return
     raise AssertionError(f"condition not met after {periods} sync periods")
 
 
@@ -117,7 +125,7 @@ def test_controller_scales_by_the_formula_and_exports_metrics(
     assert "conditions" not in (core.get(HORIZONTALPODAUTOSCALER, "default", "web").get("status") or {})
     expected = math.ceil(4 * (200 * 100 // 250) / 50)
     assert expected == 7 <= max(2 * 4, 4)
-    sync_until(clock, lambda: core.get(DEPLOYMENT, "default", "web")["spec"]["replicas"] == expected)
+    sync_until(core, manager, clock, lambda: core.get(DEPLOYMENT, "default", "web")["spec"]["replicas"] == expected)
     wait_for(lambda: (core.get(HORIZONTALPODAUTOSCALER, "default", "web").get("status") or {}).get(
         "desiredReplicas") == expected, 10, "the HPA's desiredReplicas")
     status = core.get(HORIZONTALPODAUTOSCALER, "default", "web")["status"]
@@ -153,11 +161,11 @@ def test_missing_metrics_become_the_upstream_condition_and_event(
     now = clock.now()
     core.create(DEPLOYMENT, deployment("quiet", 2))
     core.create_many(POD, [running_pod("quiet", i, now) for i in range(2)])  # no usage published
-    start_manager("horizontalpodautoscaling")
+    manager = start_manager("horizontalpodautoscaling")
     core.create(HORIZONTALPODAUTOSCALER, {"metadata": {"name": "quiet", "namespace": "default"}, "spec": {
         "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "quiet"}, "maxReplicas": 5}})
-    sync_until(clock, lambda: bool((core.get(HORIZONTALPODAUTOSCALER, "default", "quiet").get("status") or {}).get(
-        "conditions")))
+    sync_until(core, manager, clock, lambda: bool(
+        (core.get(HORIZONTALPODAUTOSCALER, "default", "quiet").get("status") or {}).get("conditions")))
     hpa = core.get(HORIZONTALPODAUTOSCALER, "default", "quiet")
     active = next(c for c in hpa["status"]["conditions"] if c["type"] == "ScalingActive")
     assert (active["status"], active["reason"]) == ("False", "FailedGetResourceMetric")
@@ -177,7 +185,7 @@ def test_two_hpas_on_the_same_pods_are_ambiguous(
     core.create(DEPLOYMENT, deployment("web", 4))
     core.create_many(POD, [running_pod("web", i, now) for i in range(4)])
     publish(core, now, {f"web-{i}": (160, 40) for i in range(4)})
-    start_manager("horizontalpodautoscaling")
+    manager = start_manager("horizontalpodautoscaling")
     for name in ("a", "b"):
         core.create(HORIZONTALPODAUTOSCALER, {"metadata": {"name": name, "namespace": "default"}, "spec": {
             "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"}, "maxReplicas": 20}})
@@ -191,7 +199,7 @@ def test_two_hpas_on_the_same_pods_are_ambiguous(
         return out
 
     message = "pods by selector app=web are controlled by multiple HPAs: [default/a default/b]"
-    sync_until(clock, lambda: reasons() == {("AmbiguousSelector", message)}, periods=6)
+    sync_until(core, manager, clock, lambda: reasons() == {("AmbiguousSelector", message)}, periods=6)
     # The first HPA to sync may have seen only itself and scaled once (4 pods at 80 % against the default
     # 80 % target is within tolerance, so it did not); from then on both are stopped.
     assert core.get(DEPLOYMENT, "default", "web")["spec"]["replicas"] == 4

@@ -44,7 +44,7 @@ from emulator.server.core import ServerCore
 from emulator.store.store import Store, StoreConfig
 from tests.kubectl_env import serving_api
 from tests.shards import metrics_shard
-from tests.waiting import cache_matches, wait_for
+from tests.waiting import hpa_controller_settled, wait_for
 
 pytestmark = pytest.mark.integration
 
@@ -130,13 +130,10 @@ class Cluster:
         * The Deployment's pods exist: after a rescale, the deployment and ReplicaSet controllers
           created (or marked for deletion) the pods before cluster time moves on, so the new pods
           start on the next tick rather than a few steps later under load.
-        * The HPA controller's caches hold what the store holds: its HPA objects (its next status
-          write is not refused as a conflict, which kept an old status) and the pods (their phases
-          as the kubelet last wrote them).
-        * Every HPA has its next sync scheduled and none is due, queued or running.
+        * The HPA controller has done what is due (``tests.waiting.hpa_controller_settled``): its
+          caches hold the store's HPAs and pods (their phases as the kubelet last wrote them), every
+          HPA has its next sync scheduled and none is due, queued or running.
         """
-        controller, queue = self.hpa_controller, self.hpa_controller.queue
-
         def pods_match_replicas() -> bool:
             try:
                 replicas = self.replicas()
@@ -146,18 +143,7 @@ class Cluster:
             return sum(1 for p in pods if not p["metadata"].get("deletionTimestamp")) == replicas
 
         def settled() -> bool:
-            now = self.clock.now()
-            hpas = self.core.list(HORIZONTALPODAUTOSCALER, "default").items
-            if not (pods_match_replicas() and cache_matches(self.core, controller.hpa_informer, HORIZONTALPODAUTOSCALER)
-                    and cache_matches(self.core, controller.pod_informer, POD)):
-                return False
-            reconciled = dict(controller.last_reconciled)
-            # A new HPA's first sync is queued a period after its informer delivered it (upstream's AddRateLimited).
-            waiting = dict(queue._waiting_at)
-            keys = [f"default/{h['metadata']['name']}" for h in hpas]
-            scheduled = all(k in reconciled or k in waiting for k in keys)
-            due = [k for k, t in reconciled.items() if t + controller.sync_period <= now]
-            return scheduled and not due and len(queue) == 0 and queue.longest_running_processor_seconds() == 0
+            return pods_match_replicas() and hpa_controller_settled(self.core, self.hpa_controller)
         wait_for(settled, 60.0, "the controllers' work due at the current cluster time", interval=0.005)
 
     def run_until(self, done: Callable[[], bool], limit: float, seconds: float = 5.0,

@@ -42,7 +42,7 @@ from emulator.store import codec
 from emulator.store.redis_server import EmbeddedRedis
 from emulator.store.store import Store, StoreConfig, WatchEvent
 from tests import builders as b
-from tests.waiting import wait_for
+from tests.waiting import wait_for, wait_for_aof_write
 
 pytestmark = pytest.mark.integration
 
@@ -209,17 +209,6 @@ def factories() -> Iterator[list[SharedInformerFactory]]:
         f.shutdown()
 
 
-def aof_written(client: redis.Redis) -> bool:
-    """Whether Redis has written its AOF buffer, so every write acknowledged so far survives a ``kill -9``.
-
-    With ``appendfsync everysec`` Redis postpones that ``write(2)`` (up to 2 s) while the previous
-    second's background ``fsync`` still runs, yet sends the replies: on a busy disk (a loaded test
-    machine) a crash right after the writes loses them (``docs/architecture.md``, "Durability").
-    An empty buffer, read after the writes were acknowledged, means they are in the file.
-    """
-    return int(client.info("persistence")["aof_buffer_length"]) == 0
-
-
 def relabel(store: Store, kind: Kind, ns: str | None, name: str, value: str) -> Obj:
     def mutate(obj: Obj) -> Obj:
         meta = obj["metadata"]
@@ -369,8 +358,8 @@ def test_redis_restart_informers_relist_and_converge(redis_server: EmbeddedRedis
     factory.start()
     assert all(factory.wait_for_cache_sync(10).values())
     # The crash must not take the writes above with it (the deletes below need them): on a busy disk
-    # Redis may still hold them in its AOF buffer (see aof_written).
-    wait_for(lambda: aof_written(writer.store.redis), 20, "Redis to write its AOF buffer before the kill")
+    # Redis may still hold them in its AOF buffer (see wait_for_aof_write).
+    wait_for_aof_write(writer.store.redis)
     try:
         redis_server.kill()
         wait_for(lambda: pods.reflector.watch_errors and cms.reflector.watch_errors, 20, "both watches to break")

@@ -21,7 +21,7 @@ from emulator.api.quantity import format_bytes, to_int
 from emulator.api.types import Obj
 from emulator.clock import ManualClock, SystemClock, parse_rfc3339
 from emulator.controllers.manager import ControllerManager, ManagerConfig
-from emulator.kubelet import usage
+from emulator.kubelet import queueworker, usage
 from emulator.kubelet.shard import KubeletShard, kubelet_shard_config
 from emulator.server.core import ServerCore
 from tests import builders as b
@@ -534,6 +534,44 @@ def test_graceful_deletion_waits_for_the_app_and_kills_at_the_grace_period(
     assert final["stubborn"]["containerStatuses"][0]["state"]["terminated"]["exitCode"] == 137
     step(shard, clock)  # the deletions reach the shard
     assert shard.pods() == {}
+
+
+QUEUE, RATE = "jobs", 2  # a queue worker's list and items per cluster second
+
+
+@pytest.mark.parametrize(("grace", "delay"), [(30, "10s"), (4, "60s")],
+                         ids=["stops-by-itself-after-10s", "killed-at-a-4s-grace-period"])
+def test_a_queue_worker_takes_no_item_once_its_deletion_sends_sigterm(
+        env: tuple[ServerCore, ManualClock], shards: list[KubeletShard], grace: int, delay: str) -> None:
+    """A worker takes RATE items per cluster second from the tick that started it to the tick that sends it
+    SIGTERM; it stays Ready while its container runs on (upstream's prober keeps a running container without
+    a readiness probe ready during termination), but a worker that got SIGTERM takes no new item."""
+    core, clock = env
+    redis = core.store.redis
+    redis.delete(QUEUE)
+    redis.rpush(QUEUE, *[f"item-{i}" for i in range(500)])
+    shard = start_shard(core, clock, shards, [{"name": "n", "count": 1}])
+    step(shard, clock)
+    core.create(POD, pod(core, "worker", node="n-00000", cpu="100m", memory="64Mi", terminationGracePeriodSeconds=grace,
+                         annotations={"kemu.io/profile": "queue-worker", "kemu.io/queue": QUEUE,
+                                      "kemu.io/items-per-second": str(RATE), "kemu.io/termination-delay": delay}))
+
+    def consumed() -> int:
+        return queueworker.consumed(redis, core.store.config.prefix).get(QUEUE, 0)
+    run_until(shard, clock, lambda: is_ready(core, "worker"), 20)
+    assert consumed() == 0  # the tick that started it: it works from there on
+    for _ in range(3):
+        step(shard, clock)
+    assert consumed() == 3 * RATE
+    core.delete(POD, "default", "worker")
+    step(shard, clock)  # the tick that sees the deletion: the second up to it worked, then SIGTERM
+    assert any(e["reason"] == "Killing" for e in events_for(core, "worker"))
+    assert consumed() == 4 * RATE
+    step(shard, clock)
+    assert is_ready(core, "worker") and consumed() == 4 * RATE  # Ready, running, and idle
+    run_until(shard, clock, lambda: get_pod(core, "worker") is None, 70)
+    assert consumed() == 4 * RATE
+    assert redis.llen(QUEUE) == 500 - 4 * RATE
 
 
 def test_the_shards_own_writes_reach_its_informers_undecoded_as_the_store_holds_them(

@@ -18,6 +18,7 @@ from emulator.server.core import ServerCore
 from emulator.store import codec
 from emulator.store.store import Store, StoreConfig, WatchEvent
 from tests import builders as b
+from tests.waiting import wait_for_aof_write
 
 pytestmark = pytest.mark.integration
 
@@ -547,13 +548,24 @@ def test_create_many_trims_the_stream_as_single_creates_do(redis_url: str) -> No
 
 
 # --------------------------------------------------------------- durability
-def test_acknowledged_writes_survive_kill_9_of_embedded_redis(tmp_path: Path) -> None:
-    cfg = Config(data_dir=tmp_path / "data")
+@pytest.mark.parametrize(("durability", "appendfsync"), [
+    # `kemu up --durability strict`: each commit is fsynced before its reply; the kill may follow at once.
+    ("strict", "always"),
+    # The default: the kill waits for Redis to write its AOF buffer, which a busy disk may postpone.
+    ("everysec", "everysec"),
+], ids=["strict-kill-at-once", "everysec-kill-once-the-aof-is-written"])
+def test_acknowledged_writes_survive_kill_9_of_embedded_redis(tmp_path: Path, durability: str,
+                                                              appendfsync: str) -> None:
+    # The store alone: no API server or controllers, whose retries against the dead Redis only slow the stop.
+    cfg = Config(data_dir=tmp_path / "data", durability=durability, api_enabled=False, controller_managers=0)
     cluster = LocalCluster(cfg)
     core = cluster.start()
+    assert core.store.redis.config_get("appendfsync") == {"appendfsync": appendfsync}
     acked = [core.create(NODE, b.node(f"n{i}")) for i in range(300)]
     acked += [r for r in core.create_many(POD, [b.pod(f"p{i}") for i in range(700)]) if isinstance(r, dict)]
     last_rv = core.store.current_rv()
+    if durability != "strict":
+        wait_for_aof_write(core.store.redis)
     assert cluster.redis is not None
     cluster.redis.kill()
     cluster.store = None  # its connections point at a dead server

@@ -33,6 +33,7 @@ from emulator.store.redis_server import EmbeddedRedis, RedisServerConfig
 from emulator.store.store import Store, StoreConfig
 from emulator.store.wire import Call, CommitClient
 from tests import builders as b
+from tests.waiting import wait_for_aof_write
 
 pytestmark = pytest.mark.integration
 
@@ -304,6 +305,12 @@ def assert_unavailable(call: Callable[[], Any]) -> None:
 def test_the_api_answers_503_with_retry_after_while_redis_is_down_then_serves_again(
         own_redis: EmbeddedRedis, v1: client.CoreV1Api) -> None:
     created = v1.create_namespaced_pod("default", b.pod("before"))
+    # "before" must outlive the crash: on a busy disk Redis may still hold it in its AOF buffer.
+    probe = redis.Redis.from_url(own_redis.url)
+    try:
+        wait_for_aof_write(probe)
+    finally:
+        probe.close()
     own_redis.kill()
     assert_unavailable(lambda: v1.read_namespaced_pod("before", "default"))
     assert_unavailable(lambda: v1.create_namespaced_pod("default", b.pod("during")))

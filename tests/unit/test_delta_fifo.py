@@ -21,6 +21,7 @@ from emulator.informers.delta_fifo import (
     meta_namespace_key,
 )
 from emulator.informers.indexer import Indexer
+from tests.waiting import wait_for
 
 
 def obj(name: str, rv: int = 1, ns: str | None = "default") -> dict[str, Any]:
@@ -249,7 +250,9 @@ def test_pop_blocks_until_an_item_arrives_and_close_wakes_it() -> None:
 
     t = threading.Thread(target=consumer)
     t.start()
-    assert not popped.wait(0.05)  # nothing queued: still blocked
+    # The consumer blocks in pop (CPython's Condition lists its waiters), not a 50 ms pause standing in for it.
+    wait_for(lambda: fifo._cond._waiters, 5, "the consumer to block in pop")  # type: ignore[attr-defined]
+    assert not popped.is_set()  # nothing queued: still blocked
     fifo.add(obj("a", 7))
     assert popped.wait(5)
     fifo.close()
