@@ -18,6 +18,8 @@ from emulator.api import errors
 from emulator.api.kinds import POD
 from emulator.clock import ManualClock, rfc3339
 from emulator.server.core import ServerCore
+from loadgen.drivers import StoreSink
+from loadgen.plan import DELETE_POD
 from tests import builders as b
 
 
@@ -136,3 +138,17 @@ def test_a_pod_written_between_the_read_and_the_mark_is_deleted_on_its_own(
     assert stored == result
     assert stored["status"]["message"] == "someone else"
     assert stored["metadata"]["deletionTimestamp"] == rfc3339(clock.now() + 30)
+
+
+def test_the_store_drivers_delete_batch_reports_each_pod(core: ServerCore, clock: ManualClock) -> None:
+    """The ``store`` load driver's sink deletes a batch of pods through the batch: a bound pod is marked (its
+    kubelet finishes it), an unbound one is gone, a missing one is the batch's one failure, with the API's
+    message."""
+    core.create(POD, b.pod("bound", node="n1"))
+    core.create(POD, b.pod("pending"))
+    errs = StoreSink(core).run(DELETE_POD, [("default", "bound", None), ("default", "pending", None),
+                                            ("default", "missing", None)])
+    assert errs[:2] == [None, None]
+    assert errs[2] is not None and "missing" in errs[2] and "not found" in errs[2]
+    assert core.get(POD, "default", "bound")["metadata"]["deletionTimestamp"] == rfc3339(clock.now() + 30)
+    assert [p["metadata"]["name"] for p in core.list(POD, "default").items] == ["bound"]
