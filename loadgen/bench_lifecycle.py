@@ -106,9 +106,12 @@ def drive(core: Any, pods: int, rate: float, lifetime: float) -> float:
             core.create_many(POD, [pod(n) for n in names])
             due += [(now + lifetime, n) for n in names]
             created += len(names)
-        while deleted < len(due) and due[deleted][0] <= now:
-            core.delete(POD, "bench", due[deleted][1])
-            deleted += 1
+        end = deleted
+        while end < len(due) and due[end][0] <= now:
+            end += 1
+        if end > deleted:  # the pods due now, deleted as one batch (as the store driver's sink does)
+            core.delete_named_many(POD, [("bench", name) for _, name in due[deleted:end]])
+            deleted = end
         time.sleep(0.01)  # pacing the open-loop timeline
     while core.list(POD, namespace="bench").items:
         time.sleep(0.2)  # the kubelets finish terminating the last pods in other processes

@@ -88,7 +88,7 @@ class NullSink:
 
 
 class StoreSink:
-    """Creates in batches through :meth:`ServerCore.create_many`; deletes and scales one by one."""
+    """Creates and deletes in batches (:meth:`ServerCore.create_many`, ``delete_named_many``); scales one by one."""
 
     def __init__(self, core: Any, own_store: bool = False) -> None:
         self.core = core
@@ -110,12 +110,13 @@ class StoreSink:
         if op == CREATE_POD:
             return [r.message if isinstance(r, StatusError) else None
                     for r in self.core.create_many(POD, [body for _, _, body in items])]
+        if op == DELETE_POD:  # each as a DELETE of its own would do it, in two store round trips per batch
+            return [r.message if isinstance(r, StatusError) else None
+                    for r in self.core.delete_named_many(POD, [(ns, name) for ns, name, _ in items])]
         out: list[str | None] = []
         for ns, name, arg in items:
             try:
-                if op == DELETE_POD:
-                    self.core.delete(POD, ns, name)
-                elif op == CREATE_DEPLOYMENT:
+                if op == CREATE_DEPLOYMENT:
                     self.core.create(DEPLOYMENT, arg)
                 elif op == CREATE_HPA:
                     self.core.create(HORIZONTALPODAUTOSCALER, arg)

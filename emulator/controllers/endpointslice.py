@@ -158,6 +158,8 @@ class EndpointSliceController(Controller):
     def _pod_updated(self, old: Obj, new: Obj) -> None:
         if old["metadata"].get("resourceVersion") == new["metadata"].get("resourceVersion"):
             return
+        if not self.services.indexer.index_keys(NAMESPACE_INDEX, new["metadata"].get("namespace") or ""):
+            return  # no Service in its namespace selects it, whatever changed (most pods' status writes)
         if old["metadata"].get("labels") != new["metadata"].get("labels"):
             for key in set(self._services_of(old)) | set(self._services_of(new)):
                 self.enqueue_key(key)

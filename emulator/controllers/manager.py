@@ -55,10 +55,11 @@ log = logging.getLogger(__name__)
 # The watch linger the controllers ask of their process's multiplexer (emulator.informers.multiplexer):
 # longer than a scheduler's, since a controller's reaction already goes through a work queue and its
 # sync; batching a pod's events this way cuts the wake-ups of the ~15 handlers on the shared pod
-# informer (docs/performance.md). 50 ms (a kubelet shard's) broke test_cronjob_controller's Replace
-# case, whose sync helper waits on a shorter delivery: kept at 20 ms until that is understood. A process
-# that also hosts a scheduler keeps the scheduler's.
-WATCH_LINGER_MS = 20.0
+# informer (docs/performance.md). 50 ms, as a kubelet shard's (it once broke test_cronjob_controller's
+# Replace case, whose sync helper then counted a reconcile made on a cache behind the controller's own
+# write; the helper now waits for the caches to hold the store's objects). A process that also hosts a
+# scheduler keeps the scheduler's.
+WATCH_LINGER_MS = 50.0
 
 
 @dataclass(frozen=True)

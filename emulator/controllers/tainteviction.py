@@ -67,8 +67,20 @@ class TaintEvictionController(Controller):
         self.node_informer.add_event_handler(ResourceEventHandlerFuncs(
             add=lambda obj, _initial: self._node_changed(obj), update=self._update_node))
         self.pod_informer.add_event_handler(ResourceEventHandlerFuncs(
-            add=lambda obj, _initial: self._pod_changed(obj), update=lambda _old, new: self._pod_changed(new)))
+            add=lambda obj, _initial: self._pod_changed(obj), update=self._update_pod))
         self.evicted = 0
+
+    def _update_pod(self, old: Obj, new: Obj) -> None:
+        """Upstream ``PodUpdated``: an update that keeps the pod's node and tolerations changes nothing here.
+
+        (A status write, a deletion mark: what the pod tolerates on which node is what it was, and a
+        taint change of the node re-checks its pods through the node handler.)
+        """
+        old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+        if old_spec.get("nodeName") == new_spec.get("nodeName") and \
+                (old_spec.get("tolerations") or []) == (new_spec.get("tolerations") or []):
+            return
+        self._pod_changed(new)
 
     def _pod_changed(self, pod: Obj) -> None:
         if (pod.get("spec") or {}).get("nodeName") and not pod["metadata"].get("deletionTimestamp"):

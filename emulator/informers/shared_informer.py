@@ -126,6 +126,15 @@ class _Notification(NamedTuple):
     b: Any
 
 
+def _dispatch(handler: ResourceEventHandler, note: _Notification) -> None:
+    if note.kind == _UPDATE:
+        handler.on_update(note.a, note.b)
+    elif note.kind == _ADD:
+        handler.on_add(note.a, note.b)
+    else:
+        handler.on_delete(note.a)
+
+
 class _Dispatcher:
     """One thread running the handlers of several registrations of one informer (``shared_handler_thread``).
 
@@ -182,11 +191,15 @@ class HandlerRegistration:
     """One handler on one informer: its buffer, its thread, its resync schedule (client-go ``processorListener``).
 
     With a ``dispatcher`` the handler runs on the dispatcher's thread, shared with the informer's
-    other handlers, instead of a thread of its own (see :class:`_Dispatcher`).
+    other handlers, instead of a thread of its own (see :class:`_Dispatcher`). ``inline``: it runs
+    on the informer's processing thread as each notification is distributed, with no buffer and
+    no thread - for a handler that only hands the object on to a queue of its own (a kubelet
+    shard's inbox), where a thread wake-up per watch batch would cost more than the call.
     """
 
     def __init__(self, handler: ResourceEventHandler, *, requested_resync: float, resync_period: float, now: float,
-                 upstream_synced: Callable[[], bool], name: str, dispatcher: _Dispatcher | None = None) -> None:
+                 upstream_synced: Callable[[], bool], name: str, dispatcher: _Dispatcher | None = None,
+                 inline: bool = False) -> None:
         self.handler = handler
         self.requested_resync_period = requested_resync
         self.resync_period = resync_period
@@ -197,6 +210,7 @@ class HandlerRegistration:
         # notification costs an append and, only when the listener sleeps, one Event.set.
         self._pending: deque[_Notification] = deque()
         self._dispatcher = dispatcher
+        self._inline = inline
         self._wakeup = dispatcher.wakeup if dispatcher is not None else threading.Event()
         self._count_lock = threading.Lock()
         self._draining = threading.Lock()  # held while this handler's notifications run (join waits on it)
@@ -208,6 +222,9 @@ class HandlerRegistration:
 
     # The informer calls these with its delta lock held.
     def add(self, note: _Notification) -> None:
+        if self._inline:
+            self._call_inline(note)
+            return
         if note.kind == _ADD and note.b:
             with self._count_lock:
                 self._initial_pending += 1
@@ -215,6 +232,24 @@ class HandlerRegistration:
         # The listener clears the event *before* draining, so an append it might miss sets it again.
         if not self._wakeup.is_set():
             self._wakeup.set()
+
+    def _call_inline(self, note: _Notification) -> None:
+        """Run the handler for ``note`` now, on the caller's thread (the informer's, in order)."""
+        if self._stopped:
+            return
+        initial = note.kind == _ADD and note.b
+        if initial:  # has_synced() stays False while an initial-list notification is being handled
+            with self._count_lock:
+                self._initial_pending += 1
+        with self._draining:
+            try:
+                _dispatch(self.handler, note)
+            except Exception:
+                self.errors += 1
+                log.exception("%s: event handler failed", self.name)
+        if initial:
+            with self._count_lock:
+                self._initial_pending -= 1
 
     def should_resync(self, now: float) -> bool:
         return self.resync_period > 0 and now >= self.next_resync
@@ -238,6 +273,8 @@ class HandlerRegistration:
         if self._started:
             return
         self._started = True
+        if self._inline:
+            return  # no thread: the informer's processing thread runs the handler
         if self._dispatcher is not None:
             self._dispatcher.add(self)
             return
@@ -251,6 +288,11 @@ class HandlerRegistration:
         self._wakeup.set()
 
     def join(self, timeout: float | None = None) -> None:
+        if self._inline:
+            # No handler call of ours runs once this returns (unless called from that very call).
+            if self._draining.acquire(timeout=-1 if timeout is None else timeout):
+                self._draining.release()
+            return
         if self._dispatcher is not None:
             # No handler call of ours runs once this returns (unless called from that very call).
             if self._dispatcher._thread is not threading.current_thread() and \
@@ -348,9 +390,14 @@ class SharedInformer:
         self._threads: list[threading.Thread] = []
 
     # --------------------------------------------------------------- handlers
-    def add_event_handler(self, handler: ResourceEventHandler,
-                          resync_period: float | None = None) -> HandlerRegistration:
+    def add_event_handler(self, handler: ResourceEventHandler, resync_period: float | None = None, *,
+                          inline: bool = False) -> HandlerRegistration:
         """Register ``handler``; on a running informer it first gets an add for every cached object.
+
+        ``inline``: the handler runs on the informer's processing thread, under its delta lock, as
+        each notification is distributed (no buffer, no thread of its own: see
+        :class:`HandlerRegistration`). Only for a handler that returns at once and never calls back
+        into the informer (it hands the object to a queue of its own).
 
         ``resync_period`` (cluster seconds) defaults to the informer's; 0 means never. As in
         client-go (``AddEventHandlerWithResyncPeriod``): a period under one second becomes one
@@ -377,7 +424,7 @@ class SharedInformer:
             listener = HandlerRegistration(handler, requested_resync=requested, resync_period=period,
                                            now=self.clock.now(), upstream_synced=self.has_synced,
                                            name=f"{self.name}-handler-{len(self._listeners)}",
-                                           dispatcher=self._dispatcher)
+                                           dispatcher=None if inline else self._dispatcher, inline=inline)
             if not self._started:
                 self._listeners[listener] = True
                 return listener

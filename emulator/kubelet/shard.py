@@ -207,12 +207,14 @@ class KubeletShard:
         self.state.remember = self.factory.multiplexer.remember
         node_informer = self.factory.informer_for(NODE)
         self._streams["nodes"] = self.store.stream_key(NODE)
-        self._registrations.append(node_informer.add_event_handler(_Handler(self, "node", "nodes")))
+        # The handlers only queue for the tick (_enqueue): run on each informer's own processing thread,
+        # they spare a thread wake-up per informer per watch batch (16 pod informers on a one-shard cluster).
+        self._registrations.append(node_informer.add_event_handler(_Handler(self, "node", "nodes"), inline=True))
         for s in self.store_shards:
             informer = self.factory.pod_shard_informer(s)
             key = f"pods@{s}"
             self._streams[key] = self.store.stream_key(POD, s)
-            self._registrations.append(informer.add_event_handler(_Handler(self, "pod", key)))
+            self._registrations.append(informer.add_event_handler(_Handler(self, "pod", key), inline=True))
         self.factory.start()
         deadline = time.monotonic() + timeout
         for reg in self._registrations:

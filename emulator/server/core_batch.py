@@ -139,6 +139,59 @@ class BatchWrites:
             out.append(result)
         return out
 
+    def delete_named_many(self, kind: Kind, names: Sequence[tuple[str | None, str]]) -> list[Obj | errors.StatusError]:
+        """Deletes by (namespace, name), each as ``delete(kind, namespace, name)`` would do it, in two store round
+        trips (one read of them all, one pipelined write of each mark or removal) where it can.
+
+        For a load driver deleting a batch of pods (client-go would send one DELETE each). Each object is
+        planned against the stored one as :meth:`delete` plans it (a bound pod gets ``deletionTimestamp`` and
+        its grace period, an unbound or finished one goes at once, finalizers are kept); a write that loses a
+        race, a Service (its allocations) or a Namespace goes through :meth:`delete` on its own. Returns, per
+        name, the object as the delete left it (marked, or deleted) or its error (404 when it is gone).
+        """
+        out: list[Obj | errors.StatusError | None] = [None] * len(names)
+        currents = self.store.get_many(kind, list(names))
+        now: list[int] = []
+        marks: list[tuple[int, Obj]] = []
+        one_by_one: list[int] = []
+        for i, current in enumerate(currents):
+            if current is None:
+                out[i] = errors.not_found(kind.plural, names[i][1], kind.group)
+            elif kind is SERVICE or kind.kind == "Namespace":
+                one_by_one.append(i)
+            else:
+                plan = self._deletion_plan(kind, current, None, None, None)
+                if plan is None:
+                    out[i] = current  # a graceful deletion is under way already
+                elif plan is _DELETE_NOW:
+                    now.append(i)
+                else:
+                    assert isinstance(plan, dict)
+                    marks.append((i, plan))
+        removed = self.store.delete_many(kind, [currents[i] for i in now]) if now else []  # type: ignore[misc]
+        marked = self.store.update_many(kind, [plan for _, plan in marks]) if marks else []
+        for i, res in zip(now, removed, strict=True):
+            if isinstance(res, errors.StaleResourceVersion):
+                one_by_one.append(i)
+            else:
+                out[i] = res
+        for (i, _plan), res in zip(marks, marked, strict=True):
+            if isinstance(res, errors.StaleResourceVersion):
+                one_by_one.append(i)
+            elif isinstance(res, errors.StatusError):
+                out[i] = res
+            else:
+                try:
+                    out[i] = self._after_mark(kind, currents[i], res)  # type: ignore[arg-type]
+                except errors.StatusError as e:
+                    out[i] = e
+        for i in one_by_one:
+            try:
+                out[i] = self.delete(kind, names[i][0], names[i][1])
+            except errors.StatusError as e:
+                out[i] = e
+        return [res if res is not None else errors.internal("no outcome") for res in out]
+
     def patch_status_many(self, kind: Kind, targets: list[tuple[str | None, str, str]],
                           change: Callable[[int, Obj], Obj | None], *,
                           known: Sequence[Obj | None] | None = None) -> list[Obj | errors.StatusError]:

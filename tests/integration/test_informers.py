@@ -737,6 +737,70 @@ def test_every_handler_sees_the_store_on_its_own_thread_or_the_shared_one(
     assert "a/after-removal" not in recorders[0].model
 
 
+def test_inline_handlers_run_on_the_processing_thread_in_order(core: ServerCore,
+                                                               request: pytest.FixtureRequest) -> None:
+    """``inline=True``: the handler runs on the informer's processing thread (no thread of its own), sees every
+    notification in order, syncs once the initial list has run through it, a failing one stops none of the
+    others, one added to a running informer gets the cache first, and a removed one is called no more."""
+    for i in range(5):
+        core.create(CONFIGMAP, {"metadata": {"name": f"c{i}", "namespace": "a"}})
+    mux = Multiplexer(core.store)
+    request.addfinalizer(mux.stop)
+    informer = SharedInformer(core.store, CONFIGMAP, multiplexer=mux)
+    request.addfinalizer(informer.stop)
+    recorders = [Recorder() for _ in range(2)]
+    ran_on: list[set[str]] = [set() for _ in recorders]
+
+    def on_thread(recorder: Recorder, threads: set[str]) -> ResourceEventHandlerFuncs:
+        def add(obj: Obj, initial: bool) -> None:
+            threads.add(threading.current_thread().name)
+            recorder.on_add(obj, initial)
+
+        def update(old: Obj, new: Obj) -> None:
+            threads.add(threading.current_thread().name)
+            recorder.on_update(old, new)
+
+        def delete(obj: Obj | DeletedFinalStateUnknown) -> None:
+            threads.add(threading.current_thread().name)
+            recorder.on_delete(obj)
+
+        return ResourceEventHandlerFuncs(add=add, update=update, delete=delete)
+
+    first = informer.add_event_handler(on_thread(recorders[0], ran_on[0]), inline=True)
+
+    def boom(obj: Obj, initial: bool) -> None:
+        raise RuntimeError("handler bug")
+
+    failing = informer.add_event_handler(ResourceEventHandlerFuncs(add=boom), inline=True)
+    mux.start()
+    informer.start()
+    assert informer.wait_for_cache_sync(10)
+    wait_for(first.has_synced, 20, "the inline handler to run the initial list")
+    assert recorders[0].initial_adds == 5  # synced means every initial notification has run through it
+    late = informer.add_event_handler(on_thread(recorders[1], ran_on[1]), inline=True)
+    assert late.has_synced() and recorders[1].initial_adds == 5  # the cache replayed to it on the spot
+
+    for i in range(5, 25):
+        core.create(CONFIGMAP, {"metadata": {"name": f"c{i}", "namespace": "ab"[i % 2]}})
+    for i in range(0, 25, 3):
+        relabel(core.store, CONFIGMAP, "ab"[i % 2] if i >= 5 else "a", f"c{i}", "changed")
+    for i in range(1, 25, 4):
+        core.store.delete(CONFIGMAP, "ab"[i % 2] if i >= 5 else "a", f"c{i}")
+    expected = store_state(core.store, CONFIGMAP)
+    for recorder in recorders:
+        assert recorder.wait_for(lambda r=recorder: r.state() == expected), sorted(
+            set(recorder.state().items()) ^ set(expected.items()))
+        assert recorder.violations == []
+    wait_for(lambda: failing.errors == 25, 20, "the failing handler to be called for every add")
+    assert ran_on[0] - {threading.current_thread().name} == {f"{informer.name}-process"}
+    assert ran_on[1] - {threading.current_thread().name} == {f"{informer.name}-process"}
+
+    informer.remove_event_handler(first)
+    core.create(CONFIGMAP, {"metadata": {"name": "after-removal", "namespace": "a"}})
+    assert recorders[1].wait_for(lambda: "a/after-removal" in recorders[1].model)
+    assert "a/after-removal" not in recorders[0].model
+
+
 # ------------------------------------------------------ reflector details
 def test_reflector_backs_off_exponentially_while_lists_fail(redis_url: str) -> None:
     class BrokenPipelines:

@@ -211,3 +211,41 @@ def test_full_disruption_of_every_zone_stops_evictions(core: ServerCore, manager
     wait_for(lambda: manager.controllers()["nodelifecycle"].zone_states, 10, "zone states")
     assert set(manager.controllers()["nodelifecycle"].zone_states.values()) == {"FullDisruption"}
     assert not any(noexecute(core, n) for n in ("z1", "z2", "z3"))
+
+
+def _status_write(core: ServerCore) -> None:
+    pod = core.get(POD, "default", "web")
+    core.update_status(POD, {**pod, "status": {**pod["status"], "message": "still running"}})
+
+
+def _deletion_mark(core: ServerCore) -> None:
+    core.delete(POD, "default", "web")  # graceful: marked, not gone
+
+
+def _bind(core: ServerCore) -> None:
+    core.create(POD, b.pod("late"))
+    core.bind("default", "late", "n1")
+
+
+@pytest.mark.parametrize(("change", "queued"), [(_status_write, 0), (_deletion_mark, 0), (_bind, 1)],
+                         ids=["status-write", "graceful-deletion-mark", "bind-changes-the-node"])
+def test_taint_eviction_queues_a_pod_update_only_when_its_node_or_tolerations_change(
+        core: ServerCore, manager: ControllerManager, change: Any, queued: int) -> None:
+    """Upstream ``PodUpdated`` returns when the old and new pod have the same node and tolerations: a status write
+    or a deletion mark is not worth a pass (a taint change of the node re-checks its pods by itself)."""
+    add_node(core, "n1")
+    run_pod(core, "web", "n1")
+    manager.start()
+    assert manager.wait_active(20)
+    ctrl = manager.controllers()["taint-eviction-controller"]
+    wait_for(lambda: cache_matches(core, ctrl.pod_informer, POD) and len(ctrl.queue) == 0
+             and ctrl.queue.unfinished_work_seconds() == 0, 10, "the initial pods passed")
+    before = ctrl.reconciles
+    change(core)
+    # A marker the handler always queues, after the change on the same informer: once it has been reconciled,
+    # the change's notification has been handled too (one handler thread, in order).
+    core.create(POD, b.pod("marker"))
+    core.bind("default", "marker", "n1")
+    wait_for(lambda: cache_matches(core, ctrl.pod_informer, POD) and ctrl.reconciles >= before + 1 + queued
+             and len(ctrl.queue) == 0 and ctrl.queue.unfinished_work_seconds() == 0, 10, "the marker reconciled")
+    assert ctrl.reconciles == before + 1 + queued
