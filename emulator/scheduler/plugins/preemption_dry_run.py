@@ -53,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from emulator.scheduler.framework.interface import Code, CycleState, Status, reject_where
+from emulator.scheduler.framework.interface import Code, CycleState, FilterVerdict, Status, reject_where
 from emulator.scheduler.framework.nominated import Counted, active_extensions
 from emulator.scheduler.framework.overlay import (
     RequestOverlay,
@@ -66,14 +66,15 @@ from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeToStatus, PodInfo, attribute_rejections
 from emulator.scheduler.plugins.pod_index import PodIndex
 
-__all__ = ["GiveBack", "ImportanceIndex", "NodeOutcome", "PickKey", "ScoredOutcome", "VectorDryRun", "VectorFallback",
-           "vector_filters"]
+__all__ = ["Chosen", "GiveBack", "ImportanceIndex", "NodeOutcome", "PickKey", "ScoredOutcome", "VectorDryRun",
+           "VectorFallback", "vector_filters"]
 
 NodeOutcome = tuple[list[PodInfo], int, Status | None]  # (victims, PDB violations, status), as select_victims_on_node
 # The victims' scores for pickOneNodeForPreemption, compared as a tuple (higher is better): see
 # default_preemption._pick_key, which works them out one candidate at a time.
 PickKey = tuple[int, int, int, int, float]
 ScoredOutcome = tuple[list[PodInfo], int, Status | None, PickKey | None]  # and the scores, when worked out here
+Chosen = tuple[int, list[PodInfo], PickKey]  # VectorDryRun.best's answer: the node, its victims, their scores
 # The caller's walk: take one node's outcome, answer whether to stop.
 Visit = Callable[[int, NodeOutcome | ScoredOutcome], bool]
 _SHIFT = 2**31  # pickOneNodeForPreemption's sum of priorities shifts each by MaxInt32 + 1 so negatives count
@@ -196,20 +197,9 @@ class VectorDryRun:
         self.ranked = ImportanceIndex(sort_key, memo_key)
         self.index = PodIndex()
 
-    def run(self, filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot,
-            order: Sequence[int], *, nominated: Mapping[int, Sequence[PodInfo]] | Counted, statuses: NodeToStatus,
-            no_victims: Status, split: Callable[[Sequence[PodInfo]], tuple[list[PodInfo], list[PodInfo]]] | None,
-            wanted: int, visit: Visit) -> None:
-        """Visit ``order``'s nodes in turn with their outcomes until ``visit`` answers stop.
-
-        Only the nodes where the pod fits with every lower-priority pod removed (and the nominated pods of
-        equal or higher priority added) get a give-back dry run and a call to ``visit``; the others visited
-        before the stop get their status in ``statuses`` (as groups: no Status objects until read). ``split``
-        divides a node's potential victims into PDB-violating and the rest (None: no PDBs). ``wanted``: how many
-        candidates ``visit`` takes before it stops when all respect the PDBs (the give-back runs in rounds of
-        that many nodes, so the nodes after the stop are rarely computed). Raises
-        :class:`VectorFallback` when a filter answers an error (before anything was visited).
-        """
+    def _first_step(self, filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot, *,
+                    order: Sequence[int] | np.ndarray, nominated: Mapping[int, Sequence[PodInfo]] | Counted) -> _Step:
+        """Step 1 of the module docstring, over the nodes of ``order``."""
         priority = pod.priority
         nodes = np.asarray(order, dtype=np.intp)
         lower = {name: self.index.counts(snapshot, (_KEY, priority, name),
@@ -225,7 +215,27 @@ class VectorDryRun:
             overlay.change(list(nominated), list(nominated.values()), +1)
         verdicts = overlay.verdicts(filters, state, pod)
         fits = has_lower & passes(verdicts, snapshot.num_nodes)[nodes]
-        reachable = np.flatnonzero(fits)  # positions in ``order`` of the nodes worth a give-back run
+        return _Step(snapshot, nodes, has_lower, overlay, verdicts, fits)
+
+    def run(self, filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot,
+            order: Sequence[int] | np.ndarray, *, nominated: Mapping[int, Sequence[PodInfo]] | Counted,
+            statuses: NodeToStatus, no_victims: Status,
+            split: Callable[[Sequence[PodInfo]], tuple[list[PodInfo], list[PodInfo]]] | None,
+            wanted: int, visit: Visit) -> None:
+        """Visit ``order``'s nodes in turn with their outcomes until ``visit`` answers stop.
+
+        Only the nodes where the pod fits with every lower-priority pod removed (and the nominated pods of
+        equal or higher priority added) get a give-back dry run and a call to ``visit``; the others visited
+        before the stop get their status in ``statuses`` (as groups: no Status objects until read). ``split``
+        divides a node's potential victims into PDB-violating and the rest (None: no PDBs). ``wanted``: how many
+        candidates ``visit`` takes before it stops when all respect the PDBs (the give-back runs in rounds of
+        that many nodes, so the nodes after the stop are rarely computed). Raises
+        :class:`VectorFallback` when a filter answers an error (before anything was visited).
+        """
+        priority = pod.priority
+        step = self._first_step(filters, state, pod, snapshot, order=order, nominated=nominated)
+        nodes, overlay = step.nodes, step.overlay
+        reachable = np.flatnonzero(step.fits)  # positions in ``order`` of the nodes worth a give-back run
         stop = len(order)
         done = 0
         while done < len(reachable) and stop == len(order):
@@ -246,31 +256,69 @@ class VectorDryRun:
                 if visit(index, outcome):
                     stop = position + 1
                     break
-        seen = np.zeros(len(order), dtype=bool)
-        seen[:stop] = True
-        no_lower = nodes[seen & ~has_lower]
-        if len(no_lower):
-            mask = np.zeros(snapshot.num_nodes, dtype=bool)
-            mask[no_lower] = True
-            statuses.add_groups([(no_victims.plugin, no_lower,
-                                  reject_where(mask, no_victims.message, no_victims.code))])
-        rejected = nodes[seen & has_lower & ~fits]
-        if len(rejected):
-            statuses.add_groups(attribute_rejections(np.sort(rejected),
-                                                     [(n, v) for n, v in verdicts if not v.passes_all]))
+        step.record(statuses, stop, no_victims)
 
-    def _give_back(self, overlay: RequestOverlay, filters: Sequence[Any], state: CycleState, pod: PodInfo, *,
-                   nodes: np.ndarray, sequences: Sequence[GiveBack]) -> list[ScoredOutcome]:
+    def best(self, filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot,
+             order: Sequence[int] | np.ndarray, *, nominated: Mapping[int, Sequence[PodInfo]] | Counted,
+             statuses: NodeToStatus, no_victims: Status, wanted: int) -> Chosen | None:
+        """``DryRunPreemption`` + ``SelectCandidate`` without PDBs and extenders, for the chosen node only:
+        its index, victims and scores -- what :meth:`run`'s walk and ``pickOneNodeForPreemption`` would choose.
+
+        Without PDBs every candidate respects them, so the walk stops at the ``wanted``-th node with victims:
+        the first ``wanted`` nodes of the give-back run, when each of them has victims. Their scores are worked
+        out as arrays (:func:`_pick_keys`' formulas), and upstream's narrowing -- each score function keeps the
+        best, the first node in visiting order wins a tie -- picks one; only its victims are made a list.
+        None: no node is a candidate (``statuses`` then holds every visited node's, as :meth:`run` leaves
+        them). Raises :class:`VectorFallback` as :meth:`run`, and when this path cannot tell (a node without
+        victims: the walk's error status; start times not known): then :meth:`run` answers.
+        """
+        step = self._first_step(filters, state, pod, snapshot, order=order, nominated=nominated)
+        reachable = np.flatnonzero(step.fits)
+        if not len(reachable):
+            step.record(statuses, len(order), no_victims)
+            return None
+        chunk_nodes = step.nodes[reachable[:max(1, wanted)]]
+        lower_than = self.ranked.lower_than
+        priority = pod.priority
+        sequences = [lower_than(snapshot, index, priority) for index in chunk_nodes.tolist()]
+        rounds = self._rounds(step.overlay, filters, state, pod, nodes=chunk_nodes,
+                              sequences=sequences)  # type: ignore[arg-type]
+        if rounds.scored is None:
+            raise VectorFallback("the victims' start times are not known")
+        at, flat, offsets = rounds.at, rounds.pods, rounds.offsets
+        count = np.bincount(at, minlength=len(sequences))
+        if not len(at) or not count.all():
+            raise VectorFallback("a node where the pod fits with all its pods given back")
+        priorities, starts = rounds.scored
+        first = flat[np.flatnonzero(np.concatenate(([True], at[1:] != at[:-1])))]  # each node's first victim
+        total = np.zeros(len(sequences), dtype=np.int64)
+        np.add.at(total, at, priorities[flat])
+        total += count * _SHIFT
+        # pickOneNodeForPreemption's score functions in order, each keeping the best (higher is better).
+        alive = np.ones(len(sequences), dtype=bool)
+        for score in (-priorities[first], -total, -count, starts[first]):
+            alive &= score == score[alive].max()
+            if alive.sum() == 1:
+                break
+        w = int(np.argmax(alive))
+        mine = flat[at == w] - offsets[w]
+        pods = sequences[w].pods  # type: ignore[union-attr]
+        victims = [pods[j] for j in mine.tolist()]
+        key = (0, -int(priorities[first[w]]), -int(total[w]), -int(count[w]), float(starts[first[w]]))
+        return int(chunk_nodes[w]), victims, key
+
+    def _rounds(self, overlay: RequestOverlay, filters: Sequence[Any], state: CycleState, pod: PodInfo, *,
+                nodes: np.ndarray, sequences: Sequence[GiveBack]) -> _Rounds:
         """Give each node's potential victims back in order (``k = 0, 1, ...`` for all nodes at once), keeping
         those the pod still fits with; the rest are the victims. ``overlay`` has them all removed."""
-        flat, amounts, scored = _flatten(sequences)
+        amounts, scored = _flatten(sequences)
         lengths = np.fromiter((len(s.pods) for s in sequences), dtype=np.int64, count=len(sequences))
         offsets = np.zeros(len(sequences), dtype=np.intp)
         np.cumsum(lengths[:-1], out=offsets[1:])
         failed_at: list[np.ndarray] = []  # per step: which nodes (positions in ``sequences``) kept out a pod
-        failed_pod: list[np.ndarray] = []  # and that pod (position in ``flat``)
+        failed_pod: list[np.ndarray] = []  # and that pod (position in the flattened order)
         alive = np.arange(len(sequences))
-        # Per node, the last pod it could not take back (position in ``flat``; -1: none yet). The filters are
+        # Per node, the last pod it could not take back (flattened position; -1: none yet). The filters are
         # monotone and a node only fills up as pods are given back, so a later pod asking for at least as much
         # of every resource cannot fit either: it is a victim without a filter run (the common case: a node's
         # pods of one shape, the first failure decides the rest).
@@ -305,18 +353,28 @@ class VectorDryRun:
                 failed_pod.append(picked[fails])
                 last_failed[alive[fails]] = picked[fails]
             k += 1
+        if not failed_at:
+            return _Rounds(_NONE, _NONE, offsets, scored)
+        at = np.concatenate(failed_at)
+        pods = np.concatenate(failed_pod)
+        by_node = np.argsort(at, kind="stable")  # each node's victims in give-back order
+        return _Rounds(at[by_node], pods[by_node], offsets, scored)
+
+    def _give_back(self, overlay: RequestOverlay, filters: Sequence[Any], state: CycleState, pod: PodInfo, *,
+                   nodes: np.ndarray, sequences: Sequence[GiveBack]) -> list[ScoredOutcome]:
+        """:meth:`_rounds`, as each node's outcome: victims, PDB violations, status and (without PDB-violating
+        pods) the scores."""
+        rounds = self._rounds(overlay, filters, state, pod, nodes=nodes, sequences=sequences)
+        at, pods, offsets = rounds.at, rounds.pods, rounds.offsets
         victims: list[list[PodInfo]] = [[] for _ in sequences]
         violations = [0] * len(sequences)
         keys: list[PickKey | None] = [None] * len(sequences)
-        if failed_at:
-            at = np.concatenate(failed_at)
-            pods = np.concatenate(failed_pod)
-            by_node = np.argsort(at, kind="stable")  # each node's victims in give-back order
-            at, pods = at[by_node], pods[by_node]
+        if len(at):
+            flat = [p for s in sequences for p in s.pods]
             for w, j in zip(at.tolist(), pods.tolist(), strict=True):
                 victims[w].append(flat[j])
-            if scored is not None:
-                keys = _pick_keys(victims, at, pods, *scored)
+            if rounds.scored is not None:
+                keys = _pick_keys(victims, at, pods, *rounds.scored)
             violating = np.fromiter((s.violating for s in sequences), dtype=np.int64, count=len(sequences)) \
                 if any(s.violating for s in sequences) else None
             if violating is not None:
@@ -329,6 +387,51 @@ class VectorDryRun:
                 chosen.sort(key=self.sort_key)
             out.append((chosen, violated, success, key))
         return out
+
+
+_NONE = np.zeros(0, dtype=np.intp)
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    """Step 1's outcome: the nodes in visiting order, whether each has lower-priority pods, the overlay with them
+    removed and the counted nominated pods added, the filters' verdicts on it, and whether the pod fits each."""
+
+    snapshot: Snapshot
+    nodes: np.ndarray
+    has_lower: np.ndarray
+    overlay: RequestOverlay
+    verdicts: list[tuple[str, FilterVerdict]]
+    fits: np.ndarray
+
+    def record(self, statuses: NodeToStatus, stop: int, no_victims: Status) -> None:
+        """The statuses of the nodes visited before ``stop`` (a position in ``nodes``) that were no candidates,
+        as groups."""
+        nodes = self.nodes
+        seen = np.zeros(len(nodes), dtype=bool)
+        seen[:stop] = True
+        no_lower = nodes[seen & ~self.has_lower]
+        if len(no_lower):
+            mask = np.zeros(self.snapshot.num_nodes, dtype=bool)
+            mask[no_lower] = True
+            statuses.add_groups([(no_victims.plugin, no_lower,
+                                  reject_where(mask, no_victims.message, no_victims.code))])
+        rejected = nodes[seen & self.has_lower & ~self.fits]
+        if len(rejected):
+            statuses.add_groups(attribute_rejections(np.sort(rejected),
+                                                     [(n, v) for n, v in self.verdicts if not v.passes_all]))
+
+
+@dataclass(frozen=True, slots=True)
+class _Rounds:
+    """What the give-back rounds found: each victim's node (position in the sequences, ascending; a node's
+    victims in give-back order) and its position in the flattened order, each sequence's first position, and
+    every pod's priority and start time (None as :func:`_flatten`)."""
+
+    at: np.ndarray
+    pods: np.ndarray
+    offsets: np.ndarray
+    scored: tuple[np.ndarray, np.ndarray] | None
 
 
 _KEY = "DefaultPreemption/lower"
@@ -357,11 +460,9 @@ def _pick_keys(victims: list[list[PodInfo]], at: np.ndarray, pods: np.ndarray, p
             for w, chosen in enumerate(victims)]
 
 
-def _flatten(sequences: Sequence[GiveBack]
-             ) -> tuple[list[PodInfo], dict[str, np.ndarray], tuple[np.ndarray, np.ndarray] | None]:
-    """All pods of ``sequences`` in order, resource -> each one's request (0 where it asks for none), and each
+def _flatten(sequences: Sequence[GiveBack]) -> tuple[dict[str, np.ndarray], tuple[np.ndarray, np.ndarray] | None]:
+    """Resource -> each pod's request (0 where it asks for none) over all pods of ``sequences`` in order, and each
     one's priority and start time (None unless every sequence knows them and none has PDB-violating pods)."""
-    flat = [p for s in sequences for p in s.pods]
     first = sequences[0]
     if first.matrix is not None and all(s.matrix is not None and s.names == first.names for s in sequences):
         matrix = np.concatenate([s.matrix for s in sequences], axis=1)  # type: ignore[misc]
@@ -370,9 +471,9 @@ def _flatten(sequences: Sequence[GiveBack]
         if all(s.starts is not None and s.priorities is not None and not s.violating for s in sequences):
             scored = (np.concatenate([s.priorities for s in sequences]),  # type: ignore[misc]
                       np.concatenate([s.starts for s in sequences]))  # type: ignore[misc]
-        return flat, amounts, scored
+        return amounts, scored
     if any(s.amounts is None for s in sequences):
-        return flat, requests_of(flat), None
+        return requests_of([p for s in sequences for p in s.pods]), None
     names: set[str] = set().union(*(s.amounts for s in sequences))  # type: ignore[arg-type]
     out = {}
     for name in names:
@@ -381,4 +482,4 @@ def _flatten(sequences: Sequence[GiveBack]
             column = s.amounts.get(name)  # type: ignore[union-attr]
             parts.append(column if column is not None else np.zeros(len(s.pods), dtype=np.int64))
         out[name] = np.concatenate(parts)
-    return flat, out, None
+    return out, None
