@@ -23,9 +23,10 @@ arithmetic on the snapshot's columns:
    Filter plugin's ``filter_all`` once over that overlay. Nodes without
    lower-priority pods, and nodes that fail, are no candidates; their
    statuses are recorded as groups, turned into ``Status`` objects only if
-   read. The per-node sums come from a :class:`PodIndex` table per preemptor
-   priority, kept across cycles and recomputed only for the nodes whose pods
-   changed, so this step costs a few array operations, not a pass over pods.
+   read. The per-node sums come from a :class:`LowerSums` table per preemptor
+   priority, kept across cycles and recomputed (one pass over the node's pods
+   for every resource) only for the nodes whose pods changed, so this step
+   costs a few array operations, not a pass over pods.
 2. Then, for the nodes that passed, in visiting order and in rounds of as
    many nodes as candidates are wanted: ``k = 0, 1, ...`` every node gives
    back its ``k``-th potential victim (the same order as upstream: each
@@ -46,7 +47,6 @@ as upstream visits them.
 from __future__ import annotations
 
 import bisect
-import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -64,10 +64,9 @@ from emulator.scheduler.framework.overlay import (
 )
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import NodeToStatus, PodInfo, attribute_rejections
-from emulator.scheduler.plugins.pod_index import PodIndex
 
-__all__ = ["Chosen", "GiveBack", "ImportanceIndex", "NodeOutcome", "PickKey", "ScoredOutcome", "VectorDryRun",
-           "VectorFallback", "vector_filters"]
+__all__ = ["Chosen", "GiveBack", "ImportanceIndex", "LowerSums", "NodeOutcome", "PickKey", "ScoredOutcome",
+           "VectorDryRun", "VectorFallback", "vector_filters"]
 
 NodeOutcome = tuple[list[PodInfo], int, Status | None]  # (victims, PDB violations, status), as select_victims_on_node
 # The victims' scores for pickOneNodeForPreemption, compared as a tuple (higher is better): see
@@ -112,6 +111,8 @@ class _Ranked:
 class ImportanceIndex:
     """Per node, its pods most important first (``MoreImportantPod``) with their requests as arrays, kept across
     scheduling cycles and rebuilt for a node only when its pods change (the snapshot gives a node a new tuple).
+    ``sort_key`` gives ``(-priority, start time)`` and leaves the start time as the pod's ``memo_key`` memo
+    (ties in both keep the snapshot's order).
 
     The pods of lower priority than a preemptor are a suffix of that order (importance sorts by priority first),
     so a node's potential victims, and their requests, are slices.
@@ -156,15 +157,17 @@ class ImportanceIndex:
         return given
 
     def _rank(self, pods: tuple[PodInfo, ...]) -> _Ranked:
-        ordered = sorted(pods, key=self.sort_key)
-        memos = [p.memo_cache for p in ordered]
-        amounts = requests_of(ordered)
-        names = tuple(sorted(amounts))
-        matrix = np.array([amounts[name] for name in names], dtype=np.int64).reshape(len(names), len(ordered))
-        starts = [m.get(self.memo_key) for m in memos]
-        return _Ranked(pods, ordered, memos, [-p.priority for p in ordered], names, matrix,
-                       np.fromiter((p.priority for p in ordered), dtype=np.int64, count=len(ordered)),
-                       None if None in starts else np.array(starts, dtype=np.float64), {})
+        # One key per pod, (-priority, start time) as ``sort_key`` gives it, read back as the two arrays; the
+        # requests as one nested list into one matrix (a node's few pods: the Python calls are the cost).
+        keyed = sorted([(self.sort_key(p), i) for i, p in enumerate(pods)])
+        ordered = [pods[i] for _, i in keyed]
+        names = tuple(sorted({name for p in ordered for name in p.requests}))
+        matrix = np.array([[p.requests.get(name, 0) for p in ordered] for name in names],
+                          dtype=np.int64).reshape(len(names), len(ordered))
+        keys = np.array([k for k, _ in keyed], dtype=np.float64).reshape(len(ordered), 2)
+        neg = [k[0] for k, _ in keyed]
+        return _Ranked(pods, ordered, [p.memo_cache for p in ordered], neg, names, matrix,
+                       np.array([-n for n in neg], dtype=np.int64), keys[:, 1].copy(), {})
 
 
 def vector_filters(handle: Any, state: CycleState) -> list[Any] | None:
@@ -179,33 +182,82 @@ def vector_filters(handle: Any, state: CycleState) -> list[Any] | None:
     return plugins
 
 
-def _lower_sum(priority: int, resource: str, pods: Sequence[PodInfo]) -> int:
-    return sum(p.requests.get(resource, 0) for p in pods if p.priority < priority)
+class LowerSums:
+    """Per node, the summed requests (of the snapshot's resources) and the count of its pods below a preemptor
+    priority, one table per priority asked about, kept over one snapshot object as its owner assumes and forgets
+    pods: a node whose pods changed (``Snapshot.changed_nodes_since``) is summed again, in one pass over its pods
+    for every resource; another snapshot object, a node set change or a lost log starts the tables over."""
 
+    _MAX_TABLES = 8
 
-def _lower_count(priority: int, pods: Sequence[PodInfo]) -> int:
-    return sum(1 for p in pods if p.priority < priority)
+    def __init__(self) -> None:
+        self._snapshot: Snapshot | None = None
+        self._generation = -1
+        # priority -> (resource -> sums, counts)
+        self._tables: dict[int, tuple[dict[str, np.ndarray], np.ndarray]] = {}
+
+    def columns(self, snapshot: Snapshot, priority: int) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """(resource -> per-node sum, per-node count) of the pods below ``priority`` (read-only arrays)."""
+        self._sync(snapshot)
+        table = self._tables.get(priority)
+        if table is None:
+            if len(self._tables) >= self._MAX_TABLES:
+                self._tables.clear()
+            n = snapshot.num_nodes
+            table = self._tables[priority] = ({name: np.zeros(n, dtype=np.int64)
+                                               for name in snapshot.resource_names}, np.zeros(n, dtype=np.int64))
+            for index in np.flatnonzero(snapshot.pod_counts).tolist():
+                self._set(table, index, snapshot.pods_on(index), priority)
+        return table
+
+    def _sync(self, snapshot: Snapshot) -> None:
+        if snapshot is self._snapshot and snapshot.generation == self._generation:
+            return
+        changed = snapshot.changed_nodes_since(self._generation) if snapshot is self._snapshot else None
+        names = set(snapshot.resource_names)
+        if changed is None or any(len(counts) != snapshot.num_nodes or amounts.keys() != names
+                                  for amounts, counts in self._tables.values()):
+            self._tables = {}
+        else:
+            for index in set(changed):
+                pods = snapshot.pods_on(index)
+                for priority, table in self._tables.items():
+                    self._set(table, index, pods, priority)
+        self._snapshot = snapshot
+        self._generation = snapshot.generation
+
+    @staticmethod
+    def _set(table: tuple[dict[str, np.ndarray], np.ndarray], index: int, pods: Sequence[PodInfo],
+             priority: int) -> None:
+        amounts, counts = table
+        sums: dict[str, int] = dict.fromkeys(amounts, 0)
+        count = 0
+        for p in pods:
+            if p.priority < priority:
+                count += 1
+                for name, amount in p.requests.items():
+                    if name in sums:
+                        sums[name] += amount
+        counts[index] = count
+        for name, total in sums.items():
+            amounts[name][index] = total
 
 
 class VectorDryRun:
     """``DryRunPreemption`` for vector-safe filters (see the module docstring), with what it keeps across cycles:
-    per node, the summed requests of the pods below each preemptor priority seen (a :class:`PodIndex`, updated
+    per node, the summed requests of the pods below each preemptor priority seen (:class:`LowerSums`, updated
     for the nodes whose pods changed) and its pods by importance (:class:`ImportanceIndex`)."""
 
     def __init__(self, sort_key: Callable[[PodInfo], Any], memo_key: str) -> None:
         self.sort_key = sort_key
         self.ranked = ImportanceIndex(sort_key, memo_key)
-        self.index = PodIndex()
+        self.lower = LowerSums()
 
     def _first_step(self, filters: Sequence[Any], state: CycleState, pod: PodInfo, snapshot: Snapshot, *,
                     order: Sequence[int] | np.ndarray, nominated: Mapping[int, Sequence[PodInfo]] | Counted) -> _Step:
         """Step 1 of the module docstring, over the nodes of ``order``."""
-        priority = pod.priority
         nodes = np.asarray(order, dtype=np.intp)
-        lower = {name: self.index.counts(snapshot, (_KEY, priority, name),
-                                         functools.partial(_lower_sum, priority, name))
-                 for name in snapshot.resource_names}
-        counts = self.index.counts(snapshot, (_KEY, priority), functools.partial(_lower_count, priority))
+        lower, counts = self.lower.columns(snapshot, pod.priority)
         has_lower = counts[nodes] > 0
         overlay = RequestOverlay(snapshot)
         overlay.add(nodes, {name: column[nodes] for name, column in lower.items()}, counts[nodes], -1)
@@ -434,7 +486,6 @@ class _Rounds:
     scored: tuple[np.ndarray, np.ndarray] | None
 
 
-_KEY = "DefaultPreemption/lower"
 
 
 def _pick_keys(victims: list[list[PodInfo]], at: np.ndarray, pods: np.ndarray, priorities: np.ndarray,
