@@ -33,7 +33,9 @@ PostFilter, synchronous as upstream without async preemption:
 4. **Choice**, in upstream's order: fewest PDB violations, lowest
    highest-victim priority, lowest sum of priorities (each shifted by
    2^31 so negatives count), fewest victims, latest start among the
-   highest-priority victims, then the first candidate. Upstream's last tie is
+   highest-priority victims, then the first candidate. Without PDBs and
+   extenders the vectorised dry run makes this choice itself, over arrays
+   (``VectorDryRun.best``), the same node and victims. Upstream's last tie is
    the first of a Go map (random); kemu takes the first in visiting order.
 
 The result is a :class:`PreemptionResult` (a ``PostFilterResult``) naming the

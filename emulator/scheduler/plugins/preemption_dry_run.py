@@ -37,6 +37,11 @@ arithmetic on the snapshot's columns:
    (the filters are monotone and the node only fills up).
 3. Without PDB-violating pods, each candidate's ``pickOneNodeForPreemption``
    scores are worked out here for all nodes at once (``Victims.pick_key``).
+   Without PDBs and extenders (:meth:`VectorDryRun.best`), the walk's stop
+   is known in advance -- the ``wanted``-th node with victims -- so the
+   choice itself is made here, upstream's score functions narrowing the
+   candidates as arrays, and only the chosen node's victims become a list:
+   no Candidate per node.
 
 Per node the result -- victims, PDB violations, status -- is exactly what the
 per-node dry run gives; only the work is shared. The caller's walk stops at
