@@ -18,12 +18,22 @@ than one total on a shared machine -- and the cycle's node counts.
 ``pod-high-priority`` preemptors (3 cpu, priority 10) nominated to nodes
 spread over the cluster, as while PreemptionAsync's preemptors wait for
 their victims: every cycle then also runs the nominated-pods pass.
+
+``--preempt P`` measures PreemptionAsync's preemptions instead: after
+``--pods`` ordinary pods are placed, ``P`` rounds each place ``--between``
+ordinary pods and then one ``pod-high-priority`` preemptor (3 cpu, priority
+10): its failing cycle (``schedule_pod`` over the full nodes), the FitError
+message the scheduler writes, PostFilter (DefaultPreemption's dry run and
+choice), then the victims forgotten and the preemptor assumed on its node,
+as once the victims are gone and it binds. Reported: CPU µs per preemption
+for each of those steps (median over the rounds) and per ordinary pod.
 """
 
 from __future__ import annotations
 
 import argparse
 import random
+import statistics
 import sys
 import time
 from collections import defaultdict
@@ -34,7 +44,7 @@ from emulator.scheduler import Snapshot, new_framework
 from emulator.scheduler.framework import algorithm
 from emulator.scheduler.framework.interface import CycleState
 from emulator.scheduler.framework.runtime import Framework
-from emulator.scheduler.framework.types import FitError, PodInfo
+from emulator.scheduler.framework.types import FitError, PodInfo, ScheduleResult
 from loadgen.bench_scheduler import node_default, pod_default, pod_perf_high_priority, pod_perf_low_priority
 
 BLOCK = 200
@@ -121,6 +131,57 @@ def bench(n: int, pods: int, per_node: int, seed: int, *, breakdown: bool = Fals
             "breakdown_us": {k: round(v / pods * 1e6, 1) for k, v in acc.items()}}
 
 
+def bench_preemption(n: int, pods: int, per_node: int, seed: int, *, rounds: int, between: int,
+                     nominated: int = 0) -> dict[str, Any]:
+    """``--preempt``: per round ``between`` ordinary pods then one preemptor through its failing cycle,
+    PostFilter and the victims' removal (see the module docstring). CPU µs per step, median over rounds."""
+    snapshot = build(n, per_node)
+    fw = new_framework(rng=random.Random(seed), nominator=Nominated(snapshot, nominated) if nominated else None)
+    fw.schedule_one(PodInfo.of(pod_default("warm-up")), snapshot.fork())
+    serial = iter(range(10**9))
+
+    def place(count: int) -> None:
+        for _ in range(count):
+            info = PodInfo.of(pod_default(f"measured-{next(serial)}"))
+            result = fw.schedule_pod(CycleState(), info, snapshot)
+            if isinstance(result, ScheduleResult):
+                snapshot.assume(info, result.node_index)
+
+    place(pods)
+    steps: dict[str, list[float]] = defaultdict(list)
+    victims = preempted = 0
+    for r in range(rounds):
+        cpu = time.process_time()
+        place(between)
+        steps["ordinary pods (per pod)"].append((time.process_time() - cpu) / max(between, 1))
+        raw = pod_perf_high_priority(f"preemptor-{r}")
+        raw["spec"]["priority"] = 10  # what Priority admission would set from the PriorityClass
+        info = PodInfo.of(raw)
+        state = CycleState()
+        t0 = time.process_time()
+        fit = fw.schedule_pod(state, info, snapshot)
+        t1 = time.process_time()
+        assert isinstance(fit, FitError), "the preemptor fits somewhere: more --pods or --init-per-node"
+        _ = fit.message
+        t2 = time.process_time()
+        post, status = fw.run_post_filter_plugins(state, info, snapshot, fit.diagnosis.node_to_status)
+        t3 = time.process_time()
+        chosen = getattr(post, "victims", ()) if status.is_success() else ()
+        for victim in chosen:
+            snapshot.forget(victim, post.node_name)  # type: ignore[union-attr]
+        if chosen:
+            snapshot.assume(info, post.node_name)  # type: ignore[union-attr]
+            preempted += 1
+            victims += len(chosen)
+        t4 = time.process_time()
+        for label, seconds in (("failing cycle", t1 - t0), ("FitError message", t2 - t1), ("PostFilter", t3 - t2),
+                               ("victims out, preemptor in", t4 - t3), ("preemption total", t4 - t0)):
+            steps[label].append(seconds)
+    return {"nodes": n, "rounds": rounds, "preempted": preempted, "victims_per_preemption":
+            round(victims / max(preempted, 1), 2),
+            "us": {label: round(statistics.median(values) * 1e6, 1) for label, values in steps.items()}}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--nodes", default="500,5000", help="comma-separated cluster sizes")
@@ -129,8 +190,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--breakdown", action="store_true", help="time each extension point and plugin call")
     ap.add_argument("--nominated", type=int, default=0, help="preemptors nominated to nodes meanwhile")
+    ap.add_argument("--preempt", type=int, default=0, help="rounds of PreemptionAsync's preemption (see above)")
+    ap.add_argument("--between", type=int, default=80, help="with --preempt: ordinary pods per round")
     args = ap.parse_args(argv)
     for n in (int(x) for x in args.nodes.split(",") if x):
+        if args.preempt:
+            out = bench_preemption(n, args.pods, args.init_per_node, args.seed, rounds=args.preempt,
+                                   between=args.between, nominated=args.nominated)
+            print(f"{n:>6} nodes: {out['preempted']}/{out['rounds']} preemptions, "
+                  f"{out['victims_per_preemption']} victims each; CPU µs, median over rounds:", flush=True)
+            for label, us in out["us"].items():
+                print(f"    {label:<50} {us:>9.1f} µs")
+            continue
         row = bench(n, args.pods, args.init_per_node, args.seed, breakdown=args.breakdown, nominated=args.nominated)
         print(f"{n:>6} nodes: {row['cpu_us_per_pod_min_block']:.1f} µs CPU per pod (min block of {BLOCK}), "
               f"median block {row['cpu_us_per_pod_median_block']:.1f}; {row['feasible_per_cycle']} feasible of "

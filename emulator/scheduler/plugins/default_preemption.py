@@ -33,7 +33,9 @@ PostFilter, synchronous as upstream without async preemption:
 4. **Choice**, in upstream's order: fewest PDB violations, lowest
    highest-victim priority, lowest sum of priorities (each shifted by
    2^31 so negatives count), fewest victims, latest start among the
-   highest-priority victims, then the first candidate. Upstream's last tie is
+   highest-priority victims, then the first candidate. Without PDBs and
+   extenders the vectorised dry run makes this choice itself, over arrays
+   (``VectorDryRun.best``), the same node and victims. Upstream's last tie is
    the first of a Go map (random); kemu takes the first in visiting order.
 
 The result is a :class:`PreemptionResult` (a ``PostFilterResult``) naming the
@@ -296,14 +298,19 @@ class DefaultPreemption:
             return None, Status(Code.UNSCHEDULABLE, reason)
         if snapshot.num_nodes == 0:
             return None, Status.error("no nodes available")
-        potential = self._potential_nodes(snapshot, node_to_status)
-        if not potential:
+        potential = self._potential_array(snapshot, node_to_status)
+        if not len(potential):
             return (PostFilterResult(NominatingInfo("", override=True)),
                     Status(Code.UNSCHEDULABLE, self._not_helpful(pod, snapshot, NodeToStatus(snapshot))))
         pdbs = self.listers.list(PDBS)
         offset = self.rng.randrange(len(potential))
+        if not pdbs and not self.extenders:
+            chosen = self._best_vectorised(state, pod, snapshot, potential, offset=offset,
+                                           num_candidates=self.calculate_num_candidates(len(potential)))
+            if chosen is not None:
+                return chosen
         candidates, statuses, failures = self.dry_run_preemption(
-            state, pod, snapshot, potential, pdbs, offset=offset,
+            state, pod, snapshot, potential.tolist(), pdbs, offset=offset,
             num_candidates=self.calculate_num_candidates(len(potential)))
         if failures and not candidates:
             return None, Status.error("; ".join(failures))
@@ -320,20 +327,50 @@ class DefaultPreemption:
                                   best.victims.num_pdb_violations)
         return result, Status(Code.SUCCESS)
 
+    def _best_vectorised(self, state: CycleState, pod: PodInfo, snapshot: Snapshot,
+                         potential: Sequence[int] | np.ndarray, *,
+                         offset: int, num_candidates: int) -> tuple[PostFilterResult | None, Status] | None:
+        """``DryRunPreemption`` + ``SelectCandidate`` when no PDB and no extender has a say and the filters allow
+        the vectorised dry run: the chosen node's victims only (:meth:`.VectorDryRun.best`), not every
+        candidate's. None when this path cannot answer (then :meth:`dry_run_preemption` does, the same way)."""
+        filters = vector_filters(self.handle, state)
+        if filters is None:
+            return None
+        statuses = NodeToStatus(snapshot)
+        try:
+            order = np.concatenate((potential[offset:], potential[:offset])).astype(np.intp, copy=False)
+            chosen = self._vector.best(filters, state, pod, snapshot, order,
+                                       nominated=self._nominated(pod, snapshot), statuses=statuses,
+                                       no_victims=Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NO_VICTIMS),
+                                       wanted=num_candidates)
+        except VectorFallback:
+            return None
+        if chosen is None:
+            return (PostFilterResult(NominatingInfo("", override=True)),
+                    Status(Code.UNSCHEDULABLE, self._not_helpful(pod, snapshot, statuses)))
+        index, victims, _ = chosen
+        name = snapshot.node_names[index]
+        return PreemptionResult(NominatingInfo(name, override=True), name, tuple(victims), 0), Status(Code.SUCCESS)
+
     @staticmethod
     def _not_helpful(pod: PodInfo, snapshot: Snapshot, statuses: NodeToStatus) -> str:
         statuses.absent_status = Status(Code.UNSCHEDULABLE_AND_UNRESOLVABLE, NOT_HELPFUL)
         return FitError(pod, snapshot.num_nodes, Diagnosis(statuses)).message
 
-    @staticmethod
-    def _potential_nodes(snapshot: Snapshot, node_to_status: NodeToStatus) -> list[int]:
+    @classmethod
+    def _potential_nodes(cls, snapshot: Snapshot, node_to_status: NodeToStatus) -> list[int]:
         """``NodesForStatusCode(Unschedulable)``, in snapshot order."""
+        return cls._potential_array(snapshot, node_to_status).tolist()  # type: ignore[no-any-return]
+
+    @staticmethod
+    def _potential_array(snapshot: Snapshot, node_to_status: NodeToStatus) -> np.ndarray:
+        """:meth:`_potential_nodes` as an array of snapshot indices."""
         codes = node_to_status.code_array()
         absent = node_to_status.absent_status
         potential = codes == int(Code.UNSCHEDULABLE)
         if absent is not None and absent.code == Code.UNSCHEDULABLE:
             potential |= codes < 0
-        return np.flatnonzero(potential).tolist()  # type: ignore[no-any-return]
+        return np.flatnonzero(potential)
 
     def pod_eligible_to_preempt_others(self, pod: PodInfo, snapshot: Snapshot,
                                        nominated_status: Status | None) -> tuple[bool, str]:

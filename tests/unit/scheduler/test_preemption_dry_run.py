@@ -17,7 +17,7 @@ import pytest
 from emulator.clock import ManualClock
 from emulator.scheduler import in_tree_registry
 from emulator.scheduler.cache import Cache
-from emulator.scheduler.framework.interface import CycleState
+from emulator.scheduler.framework.interface import Code, CycleState
 from emulator.scheduler.framework.runtime import Framework
 from emulator.scheduler.framework.snapshot import Snapshot
 from emulator.scheduler.framework.types import PodInfo
@@ -216,3 +216,50 @@ def test_full_nodes_preemption_chooses_as_the_per_node_dry_run(seed):
         result = state.get(dp.RESULT_KEY)
         chosen.append((result.node_name, [v.name for v in result.victims]))
     assert chosen[0] == chosen[1]
+
+
+def walk_and_pick(plugin: dp.DefaultPreemption, state: CycleState, info: PodInfo, snapshot: Snapshot,
+                  potential: list[int], offset: int, num_candidates: int) -> tuple[str, list[str]] | str:
+    """Upstream's DryRunPreemption walk over every candidate, then SelectCandidate (pickOneNodeForPreemption):
+    the node and its victims, or the "not helpful" message when there is no candidate."""
+    candidates, statuses, failures = plugin.dry_run_preemption(state, info, snapshot, potential, [], offset=offset,
+                                                               num_candidates=num_candidates)
+    assert not failures
+    best = plugin.select_candidate(candidates)
+    if best is None:
+        return plugin._not_helpful(info, snapshot, statuses)
+    return best.name, [v.name for v in best.victims.pods]
+
+
+CASES = [("random", seed) for seed in SEEDS] + [("full", seed) for seed in SEEDS]
+
+
+@pytest.mark.parametrize("num_candidates", [1, 2, 5, 100], ids=lambda n: f"quota-{n}")
+@pytest.mark.parametrize(("shape", "seed"), CASES, ids=[f"{shape}-{seed}" for shape, seed in CASES])
+def test_best_of_the_vectorised_dry_run_is_the_walks_choice(shape, seed, num_candidates):
+    # Without PDBs and extenders, PostFilter asks the dry run for the chosen node only (VectorDryRun.best);
+    # it must be the node and victims that the walk over all candidates and pickOneNodeForPreemption choose.
+    if shape == "random":
+        snapshot, _, nominated, preemptor = random_case(seed)
+    else:
+        (snapshot, preemptor), nominated = full_case(seed), []
+    fw = framework(True, [], nominated, seed)
+    info = PodInfo(preemptor)
+    state = CycleState()
+    fw.run_pre_filter_plugins(state, info, snapshot)
+    _, node_to_status = fw.run_filter_plugins(state, info, snapshot)
+    plugin = fw.plugins[dp.NAME]
+    potential = plugin._potential_nodes(snapshot, node_to_status)
+    if not potential:
+        return
+    offset = seed % len(potential)
+    answer = plugin._best_vectorised(state, info, snapshot, potential, offset=offset, num_candidates=num_candidates)
+    assert answer is not None  # these clusters take the fast path
+    result, status = answer
+    expected = walk_and_pick(fw.plugins[dp.NAME], state, info, snapshot, potential, offset, num_candidates)
+    if isinstance(expected, str):
+        assert (status.code, status.message) == (Code.UNSCHEDULABLE, expected)
+        assert result is not None and result.nominating_info.nominated_node_name == ""
+        return
+    assert status.is_success()
+    assert (result.node_name, [v.name for v in result.victims]) == expected
