@@ -19,7 +19,7 @@ import queue as queue_mod
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
@@ -35,6 +35,11 @@ if TYPE_CHECKING:
 __all__ = ["ApiWriter", "pod_event"]
 
 log = logging.getLogger(__name__)
+
+
+def _ignore(obj: Any) -> None:
+    """No reader to hand a write's result to (a writer without informers, tests)."""
+
 
 _MAX_EVENT_MESSAGE = 1024  # upstream truncates event notes at 1 KiB
 _EVENT_BATCH = 256
@@ -77,6 +82,10 @@ class ApiWriter:
         self._events_pool: ThreadPoolExecutor | None = None
         # What the thread spent: kind -> [writes, seconds]; "preempt_queued": seconds preemptions waited in line.
         self._timings: dict[str, list[float]] = {}
+        # The scheduler's informers' reader (Multiplexer.remember, set by Scheduler.attach): each write's result
+        # is handed to it, so this process's own nominations and victims' writes are not decoded again when their
+        # watch events come back (a bind's are already; docs/performance.md, "PreemptionBasic, third pass").
+        self.remember: Callable[[Any], None] = _ignore
 
     # ------------------------------------------------------------------ what the other threads hand over
     def event(self, event: dict[str, Any]) -> None:
@@ -316,6 +325,8 @@ class ApiWriter:
                 gone.add(i)
                 if outcome.code not in (404, 409):
                     log.warning("%s: writing the failure of %s failed: %s", self.name, batch[i][0].key, outcome)
+            elif i not in gone:
+                self.remember(outcome)
         if not self.options.record_events:
             return []
         events = []
@@ -357,7 +368,7 @@ class ApiWriter:
                                  "resourceVersion": meta.get("resourceVersion")},
                     "status": status}
             try:
-                self.client.update_status(POD, body)
+                self.remember(self.client.update_status(POD, body))
                 return True
             except StatusError as e:
                 if e.code == 404:
@@ -431,6 +442,8 @@ class ApiWriter:
         else:
             outcomes = [self._preempt_one(v, disruption) for v in infos]
         for vinfo, outcome in zip(infos, outcomes, strict=True):
+            if not isinstance(outcome, StatusError) and isinstance(outcome, Mapping):
+                self.remember(outcome)  # the object as the delete left it (deleted, or marked for deletion)
             if isinstance(outcome, StatusError):
                 if outcome.code not in (404, 409):  # a 404 or 409 (another uid): the victim is gone already
                     log.warning("%s: preempting %s failed: %s", self.name, vinfo.key, outcome)

@@ -292,6 +292,7 @@ class Scheduler(EventHandlers, SchedulingCycle, BindingCycle):
             # The client writes to the very store the informers read (ServerCore), so a bind's result is
             # what its watch event decodes to: the reader takes it instead of decoding the entry.
             self._remember_write = mux.remember
+            self.api.remember = mux.remember  # and so are its nominations' and victims' writes
         self._registrations.append(informers.informer_for(NODE).add_event_handler(self.node_handler))
         self._registrations.append(informers.informer_for(POD).add_event_handler(self.pod_handler))
         return self
