@@ -81,6 +81,7 @@ class InsufficientResource:
 _SLOTS = "pods"  # Headroom's key for the pod slots (allowed pods - pods), next to resource names
 _NO_NODES = 2**62  # the least room over no nodes at all: any request fits "every" node
 _FEW_CHANGES = 64  # more changed nodes than this since the last look: start over instead of walking them
+_FEW_NODES = 4  # up to this many changed nodes, their free room is read one by one
 
 
 class Headroom:
@@ -126,7 +127,13 @@ class Headroom:
             bounds = {}
         elif changed:
             nodes = list(set(changed))
-            bounds = {name: min(bound, int(_free(snapshot, name, nodes).min())) for name, bound in bounds.items()}
+            if len(nodes) <= _FEW_NODES:
+                # The usual cycle: the one node the last pod went to. Plain ints per node beat four numpy calls.
+                bounds = {name: min(bound, *(_free_at(snapshot, name, i) for i in nodes))
+                          for name, bound in bounds.items()}
+            else:
+                bounds = {name: min(bound, int(_free(snapshot, name, nodes).min()))
+                          for name, bound in bounds.items()}
         self._keep(snapshot, generation, bounds)
         return bounds
 
@@ -147,6 +154,13 @@ class Headroom:
             if bound < amount:
                 return False
         return True
+
+
+def _free_at(snapshot: Snapshot, name: str, i: int) -> int:
+    """Node ``i``'s free room of ``name`` (see :func:`_free`), as a Python int."""
+    if name == _SLOTS:
+        return int(snapshot.allowed_pods[i]) - int(snapshot.pod_counts[i])
+    return int(snapshot.allocatable(name)[i]) - int(snapshot.requested(name)[i])
 
 
 def _free(snapshot: Snapshot, name: str, nodes: list[int] | None = None) -> np.ndarray:

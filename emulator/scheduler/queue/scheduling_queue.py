@@ -17,10 +17,13 @@ Python. The parts live beside it as upstream splits them:
   it instead of queueing a second copy -- what upstream's QueueingHints do
   for in-flight pods.
 * **Failures**: a pod some plugins rejected goes to the unschedulable pool,
-  unless a cluster event arrived while it was being scheduled
-  (``moveRequestCycle`` >= its cycle), in which case it goes to backoffQ; a pod
-  that failed for another reason (an error, a lost bind race) always goes to
-  backoffQ. Completed backoffs move to activeQ whenever the queue is popped
+  unless a cluster event that one of its rejecting plugins cares about arrived
+  while it was being scheduled, in which case it goes to backoffQ (upstream's
+  queueing hints for in-flight pods, ``determineSchedulingHintForInFlightPod``:
+  the events received since the pod was popped, each checked against the
+  rejecting plugins; kemu keeps, per event, the scheduling cycle it last arrived
+  in); a pod that failed for another reason (an error, a lost bind race) always
+  goes to backoffQ. Completed backoffs move to activeQ whenever the queue is popped
   or flushed. When activeQ is empty, pop takes the pod whose backoff ends
   first from backoffQ early (upstream's ``SchedulerPopFromBackoffQ``, beta and
   on by default since 1.33: an idle scheduling cycle is better spent than
@@ -144,7 +147,10 @@ class SchedulingQueue:
         self._in_flight: dict[str, QueuedPod] = {}
         self._seq = itertools.count()
         self._cycle = 0
-        self._move_request_cycle = -1
+        # Cluster event -> the scheduling cycle it last arrived in (upstream's inFlightEvents, as far as the
+        # plugins' event tables can tell them apart): a pod popped in cycle c saw the event if that is >= c.
+        self._event_cycles: dict[str, int] = {}
+        self._last_event_cycle = -1  # of any event
         self._closed = False
         self._nominator = Nominator()
         self._incoming: dict[tuple[str, str], Any] = {}
@@ -220,6 +226,29 @@ class SchedulingQueue:
         for plugin in rejectors:
             events = self.plugin_events.get(plugin)
             if events is None or event in events:
+                return True
+        return False
+
+    def _record_event(self, event: str) -> None:
+        """A cluster event arrived: pods in flight now will see it when they fail (upstream
+        ``addEventIfAnyInFlight``)."""
+        self._event_cycles[event] = self._cycle
+        self._last_event_cycle = self._cycle
+
+    def _event_in_flight(self, rejectors: set[str], cycle: int) -> bool:
+        """Whether an event one of ``rejectors`` cares about (or a wildcard event) arrived since the pod was popped
+        in ``cycle`` (upstream ``determineSchedulingHintForInFlightPod`` without per-object hints: an event a
+        rejecting plugin registers for queues the pod after its backoff, any other event skips it)."""
+        if self._last_event_cycle < cycle:
+            return False  # the usual case: nothing at all since then
+        seen = self._event_cycles
+        if any(seen.get(event, -1) >= cycle for event in WILDCARD_EVENTS):
+            return True
+        for plugin in rejectors:
+            events = self.plugin_events.get(plugin)
+            if events is None:
+                return True  # a plugin without a table cares about every event
+            if any(seen.get(event, -1) >= cycle for event in events):
                 return True
         return False
 
@@ -301,16 +330,17 @@ class SchedulingQueue:
                 if qp is not None:
                     moved = self._move_to_active(qp, FORCE_ACTIVATE) or moved
                 elif key in self._in_flight:
+                    # Upstream's ForceActivate for an in-flight pod is a wildcard event naming that pod: it
+                    # requeues that pod, not the others in flight.
                     self._in_flight[key].moved_while_in_flight = True
-                    self._move_request_cycle = self._cycle
             if moved:
                 self._cond.notify_all()
 
     def move_all_to_active_or_backoff(self, event: str, pre_check: Callable[[ObjView], bool] | None = None) -> int:
         """Move the unschedulable pods ``event`` may help (``MoveAllToActiveOrBackoffQueue``); how many moved."""
         with self._cond:
+            self._record_event(event)
             if not self._unschedulable.anyone_interested(event, self.plugin_events):
-                self._move_request_cycle = self._cycle
                 return 0
             return self._move_locked(event, list(self._unschedulable.values()), pre_check)
 
@@ -329,7 +359,7 @@ class SchedulingQueue:
             self._unschedulable.remove(qp.key)
             moved += 1
             activated = self._requeue(qp, event) or activated
-        self._move_request_cycle = self._cycle
+        self._record_event(event)
         if activated:
             self._cond.notify_all()
         return moved
@@ -390,8 +420,9 @@ class SchedulingQueue:
     def add_unschedulable_if_not_present(self, qp: QueuedPod, cycle: int) -> str:
         """Requeue a pod whose attempt failed (upstream ``AddUnschedulableIfNotPresent``); the queue it went to.
 
-        Rejected by plugins: the unschedulable pool, or backoffQ if an event
-        arrived since its cycle began. Failed otherwise (error, lost bind
+        Rejected by plugins: the unschedulable pool, or backoffQ if an event one
+        of them cares about arrived since its cycle began (or the pod itself
+        changed meanwhile). Failed otherwise (error, lost bind
         race): backoffQ. A pod deleted or bound meanwhile is dropped (``""``).
         """
         key = qp.key
@@ -410,7 +441,7 @@ class SchedulingQueue:
                 qp.consecutive_errors += 1
             qp.timestamp = self.clock.now()
             qp.backoff_expiration = None
-            if not rejectors or qp.moved_while_in_flight or self._move_request_cycle >= cycle:
+            if not rejectors or qp.moved_while_in_flight or self._event_in_flight(rejectors, cycle):
                 self._move_to_backoff(qp, SCHEDULE_ATTEMPT_FAILURE)
                 return BACKOFF
             self._unschedulable.add(qp)
