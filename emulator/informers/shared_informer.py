@@ -319,12 +319,7 @@ class HandlerRegistration:
                     return  # undelivered notifications are dropped, as upstream does on stop
                 note = pending.popleft()
                 try:
-                    if note.kind == _UPDATE:
-                        handler.on_update(note.a, note.b)
-                    elif note.kind == _ADD:
-                        handler.on_add(note.a, note.b)
-                    else:
-                        handler.on_delete(note.a)
+                    _dispatch(handler, note)
                 except Exception:
                     self.errors += 1
                     log.exception("%s: event handler failed", self.name)
